@@ -165,6 +165,56 @@ def build_argv(model: str | os.PathLike, *, records: str | os.PathLike, trace: s
     return argv
 
 
+def _gpu_program_env(tmp: Path) -> dict[str, str]:
+    """The environment of a GPU kernel-mode run: program cache and shader dumps into ``tmp``."""
+    env = dict(os.environ)
+    (tmp / "programs").mkdir()
+    (tmp / "shaders").mkdir()
+    extra = [env.get("LATBENCH_GPU_OPTIONS", "").strip(), f'serialization_dir = "{tmp / "programs"}"',
+             'model_cache_key = "latbench"', "serialize_program_cache = true"]
+    env["LATBENCH_GPU_OPTIONS"] = "\n".join(x for x in extra if x)
+    env["LATBENCH_VKLAYER_DUMP_DIR"] = str(tmp / "shaders")
+    return env
+
+
+def _label_gpu_kernels(records: list[dict[str, Any]], tmp: Path) -> None:
+    """Adds kernel kinds to the GPU kernel records; the meta record gets the summary."""
+    from .gpu_programs import label_kernels
+
+    labels = label_kernels((r for r in records if r.get("type") == "kernel"), tmp / "programs", tmp / "shaders")
+    meta = next((r for r in records if r.get("type") == "meta"), None)
+    if meta is not None:
+        meta.setdefault("gpu", {})["programs"] = labels.summary()
+
+
+def _validate_gpu(records: list[dict[str, Any]], model: str, outputs: Path, precision: str | None,
+                  cpus: str | Iterable[int] | None, timeout: float | None) -> None:
+    """The GPU run's outputs against a CPU run of the same file (meta ``gpu.validation``);
+    a mismatch fails the run (kind ``gpu_output``)."""
+    from .gpu_validate import GpuOutputError, check
+
+    def run_cpu(path: Path, out: Path) -> None:
+        argv = build_argv(path, records=out.with_suffix(".jsonl"), cpus=cpus, runs=1, warmup=0,
+                          extra_args=["--dump-outputs", str(out)])
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise _error(proc, str(path))
+
+    try:
+        v = check(model, outputs, precision or "fp16", run_cpu)
+    except GpuOutputError as e:
+        raise NativeRunError(str(e), kind="gpu_output", model=model) from None
+    meta = next((r for r in records if r.get("type") == "meta"), None)
+    if meta is not None:
+        meta.setdefault("gpu", {})["validation"] = v.to_dict()
+
+
+def _rewrite_records(records: list[dict[str, Any]], rec: Path) -> None:
+    part = rec.with_name(rec.name + ".part")
+    part.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records), encoding="utf-8")
+    os.replace(part, rec)
+
+
 def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = None, threads: int = 1,
                mode: str = "e2e", warmup: int = 5, runs: int = 50, overhead_pairs: int = 0,
                precision: str | None = None, accelerator: str = "cpu",
@@ -184,8 +234,21 @@ def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = N
                           warmup=warmup, runs=runs, overhead_pairs=overhead_pairs, precision=precision,
                           accelerator=accelerator, keep_memory_sampling=keep_memory_sampling,
                           extra_args=extra_args)
+        # GPU kernels: the accelerator writes its generated programs and the layer its shaders
+        # into the temporary folder (compile time, outside every timed run), so that each
+        # dispatch can be labelled with the kernel it ran (pipelines/gpu_programs.py)
+        label_gpu = accelerator == "gpu" and mode == "kernel"
+        env = _gpu_program_env(Path(tmp)) if label_gpu else None
+        # every GPU run is checked against the CPU: the accelerator can fail silently
+        # (pipelines/gpu_validate.py)
+        gpu_outputs = Path(tmp) / "gpu_outputs.bin"
+        if accelerator == "gpu":
+            if "--dump-outputs" in argv:  # the caller keeps the outputs: check that file
+                gpu_outputs = Path(argv[argv.index("--dump-outputs") + 1])
+            else:
+                argv += ["--dump-outputs", str(gpu_outputs)]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise NativeRunError(f"{model}: latbench-run timed out after {timeout} s", kind="timeout",
                                  model=model) from None
@@ -195,6 +258,12 @@ def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = N
         if proc.returncode != 0:
             raise _error(proc, model)
         records = read_records(rec)
+        if accelerator == "gpu":
+            _validate_gpu(records, model, gpu_outputs, precision, cpus, timeout)
+        if label_gpu:
+            _label_gpu_kernels(records, Path(tmp))
+        if accelerator == "gpu" and rec.parent != Path(tmp):
+            _rewrite_records(records, rec)  # a resumed sweep reads them back
     return NativeRun(records=records, records_path=Path(records_path) if records_path is not None else None,
                      trace_path=Path(trace_path) if trace_path is not None else None, argv=argv)
 

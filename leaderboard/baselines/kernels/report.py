@@ -6,7 +6,9 @@
 - ``xnnpack``: the XNNPACK operators predicted from the IR against those LiteRT ran on this
   host (kernel mode of the instrumented runtime), per network family;
 - ``detect``: nn-Meter's fusion-rule detection on this host, written as JSON (``--out``);
-- ``nnmeter``: nn-Meter's kernels (from the rules) against the executed XNNPACK operators.
+- ``nnmeter``: nn-Meter's kernels (from the rules) against the executed XNNPACK operators;
+- ``gpu-host``: the USC GPU rules (B.2, B.3) against the kernels LiteRT's GPU accelerator
+  generated on this host (software Vulkan), probe networks and real ones (``gpu_truth.py``).
 
 Each prints a table; the numbers are computed here, nothing is stored in the code.
 """
@@ -227,7 +229,101 @@ def _nnmeter_parser(sub) -> None:
     p.set_defaults(func=_cmd_nnmeter)
 
 
-_EXTRA: dict = {"gpu": _gpu_parser, "xnnpack": _xnnpack_parser, "nnmeter": _nnmeter_parser}
+# ---------------------------------------------------------------- USC GPU rules vs this host's GPU
+def gpu_host_networks(size: int = 224) -> list[tuple[str, object]]:
+    """(family, graph) of the GPU ground truth: the B.3 probes, every zoo family's reference at
+    ``size`` (Winograd needs large feature maps), NAS-Bench-201 cells."""
+    from generators import nasbench201
+    from generators.ir import Graph
+    from generators.zoo.registry import FAMILIES
+    from generators.zoo.sampler import ReferenceSampler
+
+    from .gpu_truth import probe_networks
+
+    nets: list[tuple[str, object]] = [("probe", g) for _, g in probe_networks()]
+    for fam in FAMILIES.names():
+        g = Graph(f"zoo-{fam}-ref@{size}", source="zoo")
+        x = g.input([1, 3, size, size])
+        g.set_outputs(FAMILIES.get(fam).build(g, x, ReferenceSampler()))
+        nets.append((f"zoo/{fam}", g))
+    nets += [("nasbench201", nasbench201.build(i)) for i in (7, 777, 3000)]
+    return nets
+
+
+def gpu_host_truth(graph, workdir: Path, precision: str = "fp32"):
+    """Exports ``graph``, runs it once on the GPU in kernel mode, compares with the rules."""
+    from generators.export.tflite import export_tflite
+    from pipelines import gpu
+    from pipelines.native_runner import run_native
+
+    from .gpu_truth import compare
+
+    model = Path(workdir) / f"{graph.name}-{graph.model_id}.tflite"
+    if not model.is_file():
+        export_tflite(graph, model)
+    run = run_native(model, accelerator="gpu", precision=precision, mode="kernel", warmup=1, runs=1)
+    by_run = gpu.kernels_by_run(run)
+    return compare(graph.name, graph, by_run[max(by_run)])
+
+
+def _cmd_gpu_host(args: argparse.Namespace) -> int:
+    import json
+
+    from pipelines import gpu
+    from pipelines.native_runner import NativeRunError
+
+    reason = gpu.unavailable_reason()
+    if reason:
+        print(f"gpu-host: no GPU path on this machine: {reason}", file=sys.stderr)
+        return 2
+    work = Path(args.workdir) / "gpu-host"
+    work.mkdir(parents=True, exist_ok=True)
+    rows, failed = [], []
+    print("USC TFLite-GPU rules (B.2 fusion, B.3 Winograd/grouped, default vendor thresholds) vs the kernels "
+          "LiteRT's GPU accelerator generated on this host")
+    print(f"{'network':34s} {'deduced':>7s} {'ran':>5s} {'multiset':>8s} {'order':>5s} {'Winograd d/r':>12s} {'fusion':>9s}")
+    for fam, g in gpu_host_networks(args.size):
+        try:
+            r = gpu_host_truth(g, work, args.precision)
+        except NativeRunError as e:  # recorded, the rest goes on
+            failed.append({"network": g.name, "family": fam, "error": str(e)})
+            print(f"{g.name:34s} failed: {str(e)[-120:]}")
+            continue
+        row = {"family": fam, **r.row()}
+        rows.append(row)
+        wd, we = r.winograd
+        print(f"{g.name:34s} {row['deduced']:7d} {row['executed']:5d} {row['multiset_share']:8.3f} "
+              f"{'same' if row['same_order'] else 'diff':>5s} {wd:>6d}/{we:<5d} {r.fusion_agree:4d}/{r.fusion_checked:<4d}")
+        if args.verbose:
+            for d in r.differences:
+                print("    " + d)
+    d = sum(r["deduced"] for r in rows)
+    e = sum(r["executed"] for r in rows)
+    share = sum(r["multiset_share"] * max(r["deduced"], r["executed"]) for r in rows) / max(1, sum(
+        max(r["deduced"], r["executed"]) for r in rows))
+    fa, fc = sum(r["fusion_agree"] for r in rows), sum(r["fusion_checked"] for r in rows)
+    wd, we = sum(r["winograd_deduced"] for r in rows), sum(r["winograd_executed"] for r in rows)
+    print(f"\n{len(rows)} networks ({len(failed)} failed to compile on the GPU): {d} deduced / {e} executed dispatches, "
+          f"multiset share {share:.3f}, Winograd deduced {wd} / ran {we}, fused parts agree {fa}/{fc} "
+          f"({fa / max(fc, 1):.3f}), same order {sum(r['same_order'] for r in rows)}/{len(rows)}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"precision": args.precision, "size": args.size, "networks": rows,
+                                              "failed": failed}, indent=1) + "\n")
+    return 0
+
+
+def _gpu_host_parser(sub) -> None:
+    p = sub.add_parser("gpu-host", help="USC GPU rules vs the kernels LiteRT's GPU accelerator ran on this host")
+    p.add_argument("--workdir", default=str(DEFAULT_WORK))
+    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    p.add_argument("--size", type=int, default=224, help="input size of the zoo references (default: %(default)s)")
+    p.add_argument("--out", help="write every network's comparison as JSON")
+    p.add_argument("--verbose", action="store_true", help="list every difference")
+    p.set_defaults(func=_cmd_gpu_host)
+
+
+_EXTRA: dict = {"gpu": _gpu_parser, "xnnpack": _xnnpack_parser, "nnmeter": _nnmeter_parser,
+                "gpu-host": _gpu_host_parser}
 
 if __name__ == "__main__":
     sys.exit(main())
