@@ -30,7 +30,11 @@ What goes where (docs/dataset.md has the full mapping):
 - ``ops``: one row per op of the op-granularity process: TFLite nodes run by the builtin
   kernels (XNNPACK off, so every node is timed on its own), torch operators as
   torch.profiler reports them. ``kernels``: one row per XNNPACK operator (or builtin node not
-  delegated) of the kernel-granularity process, with XNNPACK on as in the e2e runs.
+  delegated) of the kernel-granularity process, with XNNPACK on as in the e2e runs; in GPU
+  scenarios one row per GPU command (compute dispatch or copy) the Vulkan timestamp layer
+  recorded, typed ``<kernel_kind>[+<fused>...]`` (``conv+bias+clamp``), timed by the GPU's
+  own timestamps, with the layer's identity of the dispatch in ``config`` (docs/dataset.md).
+  GPU scenarios have no op granularity (LiteRT has no profiler for its GPU accelerator).
 - A time is the median over the profiled runs; the profilers tick in whole microseconds, so
   an op or kernel faster than that can have median 0: then the mean is used when it is > 0,
   else the time is left missing. ``config`` says which (``latency_stat``).
@@ -61,7 +65,7 @@ from .dataset.opfeatures import (
     torch_features,
 )
 from .dataset.schema import TABLES, TableBuilder
-from .measure import ARTIFACT_FORMATS, RECORD_SCHEMA
+from .measure import GPU_EVENT_KEYS, RECORD_SCHEMA, RUNNERS
 
 DATASET = "latbench"
 OUT = "dataset"  # <data_dir>/dataset
@@ -70,7 +74,14 @@ FAILURE_COLUMNS = ("model_id", "scenario_id", "kind", "error", "processes_done",
 LATENCY_STAT = "median_of_process_medians"
 # the parameters of a stopping rule that apply to it (the record keeps all of the config section)
 STOPPING_PARAMS = {"fixed": ("runs",), "adaptive": ("rel_width", "level", "batch", "max_processes")}
-FRAMEWORK_NAMES = {"tflite": "TFLite (LiteRT runtime, XNNPACK)", "pytorch": "PyTorch (TorchScript)"}
+# (framework, accelerator) -> how the scenario description names the runtime
+FRAMEWORK_NAMES = {("tflite", "cpu"): "TFLite (LiteRT runtime, XNNPACK)",
+                   ("tflite", "gpu"): "TFLite (LiteRT runtime, GPU accelerator over WebGPU/Vulkan)",
+                   ("pytorch", "cpu"): "PyTorch (TorchScript)"}
+# kernel source -> what timed its kernels (kernels.config.timing)
+KERNEL_TIMING = {"xnnpack": "litert_profiler", "builtin": "litert_profiler", "gpu": "gpu_timestamps"}
+# what a kernels row keeps in config of its aggregated entry (the keys it has)
+KERNEL_CONFIG_KEYS = ("source", "partition", "index_in_partition", "node", *GPU_EVENT_KEYS, "shader_mismatch")
 
 
 class AssembleError(ValueError):
@@ -263,14 +274,20 @@ def scenario_row(folder: ScenarioFolder, versions: list[str], rel: str, engines:
     threads = sc.get("threads")
     cpus = ",".join(map(str, sc.get("cpus") or []))
     engine = f" ({', '.join(engines)} quantized engine)" if engines and sc.get("precision") == "int8" else ""
-    desc = (f"{where}, {FRAMEWORK_NAMES.get(fw, fw)}{' ' + version if version else ''} on the "
-            f"{sc.get('accelerator', 'cpu').upper()}: {_cpu_words(sc.get('cores'))}"
-            f"{f' (CPUs {cpus})' if cpus else ''}, {threads} thread{'s' if threads != 1 else ''}, "
-            f"{sc.get('precision')}{engine}, batch {sc.get('batch', 1)}")
+    acc = sc.get("accelerator", "cpu")
+    runtime = f"{FRAMEWORK_NAMES.get((fw, acc), fw)}{' ' + version if version else ''}"
+    gpu = dev.get("gpu") if isinstance(dev.get("gpu"), str) else None
+    if acc == "gpu":  # no core set: the precision is the GPU's compute precision (docs/gpu.md)
+        desc = (f"{where}, {runtime} on the GPU{f' ({gpu})' if gpu else ''}: {sc.get('precision')} compute, "
+                f"batch {sc.get('batch', 1)}")
+    else:
+        desc = (f"{where}, {runtime} on the {acc.upper()}: {_cpu_words(sc.get('cores'))}"
+                f"{f' (CPUs {cpus})' if cpus else ''}, {threads} thread{'s' if threads != 1 else ''}, "
+                f"{sc.get('precision')}{engine}, batch {sc.get('batch', 1)}")
     return dict(
         scenario_id=sc["scenario_id"], device=sc["device"], device_model=device_model, soc=soc,
-        cpu=_cpu_description(dev), gpu=dev.get("gpu") if isinstance(dev.get("gpu"), str) else None,
-        framework=fw, framework_version=version, accelerator=sc.get("accelerator", "cpu"), cores=sc.get("cores"),
+        cpu=_cpu_description(dev), gpu=gpu, framework=fw, framework_version=version, accelerator=acc,
+        cores=sc.get("cores"),
         core_count=_int(sc.get("core_count")), threads=_int(threads), heterogeneous=sc.get("heterogeneous"),
         precision=sc.get("precision"), batch=int(sc.get("batch") or 1), description=desc, dataset=DATASET,
         source_file=rel, source_column="scenario",
@@ -388,7 +405,14 @@ def op_rows(rec: dict, rel: str, artifact: Path | None, counts: Counts, cache: d
 
 
 def kernel_rows(rec: dict, rel: str, counts: Counts, node_to_op: dict[int, int]) -> list[dict[str, Any]]:
-    """kernels rows of one record (its kernel-granularity process)."""
+    """kernels rows of one record (its kernel-granularity process).
+
+    ``kernel_type`` comes from the kernel's source (``opfeatures.KERNEL_TYPES``); ``config``
+    keeps the run statistics, what timed the kernel (``timing``: ``litert_profiler`` in whole
+    microseconds, ``gpu_timestamps`` for GPU commands) and the runtime's identification of it:
+    the XNNPACK partition or builtin node; for a GPU command the layer's ``kind`` (dispatch |
+    copy), ``shader``, ``groups``, ``local_size`` and the program labels ``kernel_kind``,
+    ``fused``, ``program`` (pipelines/gpu_programs.py), when the record has them."""
     k = rec.get("kernel")
     if not isinstance(k, dict) or not k.get("kernels"):
         return []
@@ -396,9 +420,10 @@ def kernel_rows(rec: dict, rel: str, counts: Counts, node_to_op: dict[int, int])
     for i, e in enumerate(k["kernels"]):
         lat, stat = event_latency(e)
         src = e.get("source")
-        config: dict[str, Any] = {key: e[key] for key in (*_STATS, "source", "partition", "index_in_partition", "node")
-                                  if key in e}
+        config: dict[str, Any] = {key: e[key] for key in (*_STATS, *KERNEL_CONFIG_KEYS) if key in e}
         config["latency_stat"] = stat
+        if src in KERNEL_TIMING:
+            config["timing"] = KERNEL_TIMING[src]
         if stat is None:
             config["latency_missing"] = "median and mean 0: below the profiler's 1 us resolution"
             counts.kernel_missing += 1
@@ -408,7 +433,7 @@ def kernel_rows(rec: dict, rel: str, counts: Counts, node_to_op: dict[int, int])
         op_index = node_to_op.get(node) if src == "builtin" and isinstance(node, int) else None
         rows.append(dict(
             model_id=rec["model_id"], scenario_id=rec["scenario"]["scenario_id"], kernel_index=int(e["order"]),
-            kernel_name=str(e["name"]), kernel_type=kernel_type(str(e["name"]), src), op_index=op_index,
+            kernel_name=str(e["name"]), kernel_type=kernel_type(e), op_index=op_index,
             n_ops=1 if op_index is not None else None, latency_ms=lat, config=_json(config), dataset=DATASET,
             source_file=rel, source_column=f"kernel.kernels[{i}]"))
     return rows
@@ -445,7 +470,8 @@ def _artifact(artifacts: Path, rec: dict) -> Path | None:
     from generators.export.formats import FORMATS
 
     sc = rec["scenario"]
-    fmt = (rec.get("artifact") or {}).get("format") or ARTIFACT_FORMATS.get((sc.get("framework"), sc.get("precision")))
+    runner = RUNNERS.get((sc.get("framework"), sc.get("accelerator", "cpu")))
+    fmt = (rec.get("artifact") or {}).get("format") or (runner.formats.get(sc.get("precision")) if runner else None)
     try:
         return artifacts / rec["model_id"] / FORMATS.get(fmt).filename
     except Exception:  # noqa: BLE001 - an unknown format only costs the op features (counted)
@@ -577,9 +603,86 @@ def write_failures(path: Path, failures: list[dict[str, Any]]) -> Path:
     return path
 
 
-def card_sections(a: Assembly) -> list[tuple[str, str]]:
+def gpu_kernel_breakdown(a: Assembly) -> "Any":
+    """Per GPU scenario x kernel kind (``kernel_type`` before its first ``+``): the mean over
+    models of the kind's share of the summed kernel time (a model without the kind counts 0)."""
+    import pandas as pd
+
+    k, sc = a.tables["kernels"], a.tables["scenarios"]
+    gpu_ids = set(sc.loc[sc["accelerator"] == "gpu", "scenario_id"])
+    k = k[k["scenario_id"].isin(gpu_ids) & k["latency_ms"].notna()]
+    if k.empty:
+        return pd.DataFrame()
+    kind = k["kernel_type"].str.split("+").str[0].rename("kind")
+    per = k.groupby([k["scenario_id"], k["model_id"], kind])["latency_ms"].sum()
+    share = (per / per.groupby(level=[0, 1]).transform("sum")).unstack(fill_value=0.0)
+    return share.groupby(level=0).mean().sort_index()
+
+
+def plot_gpu_kernel_kinds(a: Assembly, out: Path) -> str | None:
+    """gpu_kernel_kinds.png: the breakdown above as stacked bars, one per GPU scenario."""
+    from .dataset.card import _plt, _save
+
+    data = gpu_kernel_breakdown(a)
+    path = out / "gpu_kernel_kinds.png"
+    if data.empty:
+        path.unlink(missing_ok=True)  # a stale figure of an earlier assembly
+        return None
+    data = data[data.mean().sort_values(ascending=False).index]
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(data) + 1.4))
+    left = np.zeros(len(data))
+    cmap = plt.get_cmap("tab20")
+    for i, col in enumerate(data.columns):
+        ax.barh(range(len(data)), data[col].to_numpy(), left=left, color=cmap(i % 20), label=col)
+        left += data[col].to_numpy()
+    ax.set_yticks(range(len(data)), data.index, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("mean share of summed GPU kernel time per model")
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.4 / max(len(data), 1)))
+    _save(fig, path)
+    return path.name
+
+
+def _gpu_section(a: Assembly, out: Path | None) -> tuple[str, str] | None:
+    """DATASET.md's GPU part: the GPU scenarios, their kernels per run and the kind breakdown."""
+    from .dataset.card import markdown_table
+
+    sc = a.tables["scenarios"]
+    gpu = sc[sc["accelerator"] == "gpu"]
+    if gpu.empty:
+        return None
+    k = a.tables["kernels"]
+    rows = []
+    for s in gpu.itertuples():
+        ks = k[k["scenario_id"] == s.scenario_id]
+        n_models = int((a.tables["e2e"]["scenario_id"] == s.scenario_id).sum())
+        per_model = ks.groupby("model_id").size()
+        copies = int(ks["kernel_type"].str.startswith("copy").sum())
+        rows.append([f"`{s.scenario_id}`", s.gpu or "-", s.precision, n_models,
+                     f"{per_model.median():.0f}" if len(per_model) else "-", len(ks), copies])
+    text = ("GPU scenarios run the fp32 `.tflite` fully delegated to LiteRT's GPU accelerator (WebGPU over "
+            "Vulkan; on the host Mesa's software driver lavapipe, so absolute times are emulated while kernel "
+            "selection and fusion are the real backend's); the precision is the GPU's compute precision. They "
+            "have e2e and kernel records, no op records (LiteRT has no profiler for this accelerator). A kernel "
+            "row is one GPU command of a run as the Vulkan timestamp layer saw it, timed by GPU timestamps: "
+            "`kernel_type` = its kind plus fused operations (`conv+bias+clamp`), `config` = the layer's "
+            "identity of it (`kind` dispatch or copy, `shader`, `groups`, `local_size`, `program`). "
+            "Copies (`kernel_type` `copy`) are the read-back of the outputs.\n\n"
+            + markdown_table(rows, ["scenario", "GPU", "compute precision", "models", "kernels per model (median)",
+                                    "kernel rows", "copies"]))
+    fname = plot_gpu_kernel_kinds(a, out) if out is not None else None
+    if fname:
+        text += (f"\n\n![{fname}]({fname})\n\nGPU kernel time by kernel kind (the `kernel_type` before its "
+                 "first `+`; mean over models of each kind's share of the summed kernel time), per GPU scenario.")
+    return "GPU scenarios", text
+
+
+def card_sections(a: Assembly, fig_dir: Path | None = None) -> list[tuple[str, str]]:
     """The parts of DATASET.md about the suite's own measurements: the protocol as recorded,
-    the time-resolution rule, failures, grid points not offered."""
+    the time-resolution rule, the GPU scenarios (with their figure, drawn into ``fig_dir``),
+    failures, grid points not offered."""
     from .dataset.card import markdown_table
 
     out: list[tuple[str, str]] = []
@@ -623,6 +726,9 @@ def card_sections(a: Assembly) -> list[tuple[str, str]]:
         res += (f" {c.stale_protocol} record(s) were made with another protocol than their scenario folder's "
                 "current settings (their e2e rows state their own).")
     out.append(("Time resolution", res))
+    gpu = _gpu_section(a, fig_dir)
+    if gpu:
+        out.append(gpu)
     if a.failures:
         kinds = Counter(str(f["kind"]) for f in a.failures)
         rows = [[f"`{f['scenario_id']}`", f"`{f['model_id']}`", f["kind"], str(f["error"])[:160].replace("|", "/")]
@@ -657,5 +763,5 @@ def run_assemble(cfg: Any = None, *, data_dir: str | Path | None = None, out_dir
     if card:
         from .dataset.card import write_card
 
-        write_card(Dataset(a.tables, path=out, check=False), out, sections=card_sections(a))
+        write_card(Dataset(a.tables, path=out, check=False), out, sections=card_sections(a, out))
     return {**a.summary(), "out": out}

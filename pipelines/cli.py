@@ -65,6 +65,7 @@ def _cmd_measure(args: argparse.Namespace) -> None:
 
 def _cmd_scenarios(args: argparse.Namespace) -> None:
     from .devices import make_device
+    from .measure import RUNNERS
     from .scenarios import explain_grid
 
     cfg = load_params(args.params)
@@ -72,10 +73,16 @@ def _cmd_scenarios(args: argparse.Namespace) -> None:
     grid = cfg.scenario
     if args.cores_all:
         grid.cores = "all"
-    scenarios, dropped = explain_grid(device.clusters(), grid, device=device.name, gpu=device.gpu)
+    scenarios, dropped = explain_grid(device.clusters(), grid, device=device.name, gpu=device.gpu,
+                                      no_gpu_reason=getattr(device, "gpu_unavailable", None), runners=RUNNERS)
     print(f"device {device.name}: " + ", ".join(f"{c.size}x {c.name} (cpus {','.join(map(str, c.cpus))})"
                                                for c in device.clusters()))
+    if device.gpu:
+        print(f"gpu: {device.gpu}")
     for s in scenarios:
+        if s.accelerator == "gpu":  # no core set: the runtime's host threads are not pinned
+            print(f"  {s.scenario_id:<40} gpu {device.gpu}, {s.precision} compute")
+            continue
         print(f"  {s.scenario_id:<40} cpus {','.join(map(str, s.cpus)) or '-':<8} mask {s.mask or '-':<6} "
               f"threads {s.threads}")
     for d in dropped:
@@ -158,13 +165,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("measure", help="stage: measure every exported network in one scenario",
                        description="Measure the exported networks in one scenario (framework x precision x "
-                       "core set) of the configured device: fresh pinned processes, interleaved across models, "
+                       "core set, or framework x precision on the GPU: --accelerator gpu, no core set) of the "
+                       "configured device: fresh pinned processes, interleaved across models, "
                        "adaptive or fixed stopping, op and kernel records, traces. Resumable: a rerun skips "
                        "finished pairs and reuses finished processes; failures are recorded and the sweep goes "
                        "on. Writes <data_dir>/measurements/<device>/<scenario_id>/.")
     m.add_argument("--framework", required=True, help="tflite | pytorch")
-    m.add_argument("--precision", required=True, help="fp32 | fp16 | int8")
-    m.add_argument("--cores", required=True, help="core-set label: 1large, 2large, 1large2med, ...")
+    m.add_argument("--precision", required=True, help="fp32 | fp16 | int8 (on the GPU: the compute precision, "
+                   "fp16 | fp32)")
+    m.add_argument("--cores", default=None, help="core-set label: 1large, 2large, 1large2med, ... "
+                   "(required on the CPU; not used on the GPU)")
     m.add_argument("--threads", type=int, default=None, help="inference threads (default: = cores)")
     m.add_argument("--accelerator", default="cpu", help="cpu | gpu (default: %(default)s)")
     m.add_argument("--models", nargs="*", default=None, help="only these model ids")

@@ -33,7 +33,7 @@ class DeviceConfig:
 
     name: str = "host"  # short device name, the first part of every scenario id
     kind: str = "host"  # a registered device kind: host, adb
-    gpu: Optional[str] = None  # GPU name; None: the device offers no GPU scenarios
+    gpu: Optional[str] = None  # GPU name; `auto` (host only): probe this machine; None: no GPU scenarios
     serial: Optional[str] = None  # adb: the phone's serial (`adb devices`); never hard-coded
     adb_server: str = "127.0.0.1:5037"  # adb: the adb server to talk to
     work_dir: str = "/data/local/tmp/latbench"  # adb: where the runtime and models go on the phone
@@ -46,6 +46,8 @@ def validate_device(cfg: DeviceConfig) -> None:
         raise ValueError(f"kind: unknown device kind {cfg.kind!r} (known: {', '.join(DEVICE_KINDS.names())})")
     if not cfg.name or not cfg.name.replace("_", "").isalnum() or cfg.name != cfg.name.lower():
         raise ValueError(f"name: expected a short lower-case name such as host or pixel4, got {cfg.name!r}")
+    if cfg.gpu == "auto" and cfg.kind != "host":  # the probe looks at this machine, not at a phone
+        raise ValueError(f"gpu: auto probes the host only; name the {cfg.kind} device's GPU or leave it null")
 
 
 def _generator_schema() -> type:

@@ -1,7 +1,9 @@
 """The ``measure`` stage: every exported network in one scenario of one device.
 
 DVC runs it as a matrix (``measure@<framework>-<precision>-<cores>``, see dvc.yaml) over the
-grid of the ``scenario`` config section; each stage measures one scenario and writes
+CPU grid of the ``scenario`` config section, and as ``measure-gpu@<precision>`` over its
+``gpu_precisions`` (TFLite on the device's GPU, no core set); each stage measures one scenario
+and writes
 
 ```
 <data_dir>/measurements/<device>/<scenario_id>/
@@ -28,6 +30,13 @@ Protocol (nnPerf's instrument, the USC paper's coverage; ``measure`` config sect
 - Op and kernel granularity come from one extra process each (``op_runs`` timed runs), which
   also measures the profiler's overhead in-process (``overhead_pairs``: alternating profiled
   and unprofiled runs). The headline e2e numbers never come from a profiled run.
+- What a (framework, accelerator) can record is one table, :data:`RUNNERS`: the artifact per
+  precision, the granularities, and why the others are not offered (PyTorch: no kernels; the
+  GPU: no ops, LiteRT has no profiler for its GPU accelerator). Records and SCENARIO.json
+  state the reason (``granularities_not_offered``). On the GPU the kernel process's records are
+  the GPU commands the Vulkan timestamp layer saw (docs/gpu.md), timed by GPU timestamps; their
+  identity (command kind, shader, dispatch size) and the program labels of
+  pipelines/gpu_programs.py are kept per kernel (:func:`aggregate_events`).
 
 Resumable and loss-free: records are written atomically (temp file + rename); every finished
 process is kept under ``.work/`` until its pair is complete, so a killed sweep restarts where
@@ -59,16 +68,44 @@ from .stats import make_stopper, pooled_summary, summarize
 
 RECORD_SCHEMA = "latbench.measurement/1"
 GRANULARITIES = ("e2e", "op", "kernel")
-# (framework, precision) -> the export format a device runs (host: TorchScript; phones: lite)
-ARTIFACT_FORMATS = {
-    ("tflite", "fp32"): "tflite_fp32", ("tflite", "fp16"): "tflite_fp16", ("tflite", "int8"): "tflite_int8",
-    ("pytorch", "fp32"): "torchscript_fp32", ("pytorch", "int8"): "torchscript_int8",
-}
 # failures of the device rather than of the model (a phone that disconnected): a rerun
 # measures those pairs again without being asked (the sweep resumes)
 TRANSIENT_KINDS = ("device",)
-# the granularities a framework's runner offers (torch.profiler gives operators, not kernels)
-FRAMEWORK_GRANULARITIES = {"tflite": ("e2e", "op", "kernel"), "pytorch": ("e2e", "op")}
+
+
+@dataclass(frozen=True)
+class Runner:
+    """What the suite can measure for one (framework, accelerator): the artifact each precision
+    runs, the granularities its runner records, and why the others (and absent precisions) are
+    not offered. The reasons end up in SCENARIO.json and every record."""
+
+    formats: dict[str, str]  # precision -> export format (generators/export/formats.py)
+    granularities: tuple[str, ...]
+    missing_granularities: dict[str, str] = field(default_factory=dict)  # granularity -> why not
+    missing_precisions: dict[str, str] = field(default_factory=dict)  # precision -> why not
+
+
+# (framework, accelerator) -> its runner; a pair absent here has no runner in the suite
+RUNNERS: dict[tuple[str, str], Runner] = {
+    ("tflite", "cpu"): Runner(
+        {"fp32": "tflite_fp32", "fp16": "tflite_fp16", "int8": "tflite_int8"}, ("e2e", "op", "kernel")),
+    # On the GPU the precision is the compute precision (LiteRT GPU option `precision`), not the
+    # weights' type: both run the fp32 artifact, so the two scenarios differ in that alone
+    # (as the USC study's TFLite GPU fp16 runs, docs/gpu.md).
+    ("tflite", "gpu"): Runner(
+        {"fp16": "tflite_fp32", "fp32": "tflite_fp32"}, ("e2e", "kernel"),
+        missing_granularities={"op": "LiteRT's profiler is not implemented for the GPU accelerator (\"Profile is "
+                                     "not implemented\"); kernel records come from the Vulkan timestamp layer"},
+        missing_precisions={"int8": "int8 is CPU-only (the GPU accelerator runs float models)"}),
+    ("pytorch", "cpu"): Runner(
+        {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
+        missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
+        missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"}),
+}
+
+
+def runner_for(framework: str, accelerator: str) -> Runner | None:
+    return RUNNERS.get((framework, accelerator))
 
 
 # ------------------------------------------------------------------ config
@@ -132,6 +169,8 @@ def validate_grid(cfg: ScenarioGridConfig) -> ScenarioGridConfig:
     if isinstance(cfg.cores, str):
         raise ValueError("cores: the measure stage needs explicit core-set labels such as [1large, 2large] "
                          "(`latbench scenarios --cores all` lists this device's)")
+    if cfg.gpu_precisions is None or isinstance(cfg.gpu_precisions, str):
+        raise ValueError("gpu_precisions: the measure-gpu stage needs an explicit list such as [fp16, fp32]")
     return cfg
 
 
@@ -194,9 +233,14 @@ class StageScenario:
     reason: str | None = None  # why the grid point is not offered on this device
 
 
-def stage_scenario(device: Any, framework: str, precision: str, cores: str, threads: int | None = None,
+def stage_scenario(device: Any, framework: str, precision: str, cores: str | None, threads: int | None = None,
                    accelerator: str = "cpu") -> StageScenario:
-    """The scenario one matrix stage measures, or why the device does not offer it."""
+    """The scenario one matrix stage measures, or why the device does not offer it.
+
+    A CPU scenario needs a core set (``cores``); a GPU scenario has none (``cores`` and
+    ``threads`` are ignored: the runtime's host threads are not pinned, as in the USC study's
+    GPU scenarios) and needs ``device.gpu`` (``gpu_unavailable``, when the device has it, says
+    why there is none)."""
     from .devices.topology import core_set
     from .scenarios import ACCELERATORS, FRAMEWORKS
 
@@ -206,10 +250,19 @@ def stage_scenario(device: Any, framework: str, precision: str, cores: str, thre
             raise ValueError(f"{name}: unknown {name} {value!r} (known: {', '.join(known)})")
     if framework not in device.frameworks:
         return StageScenario(None, f"device {device.name} does not run {framework}")
-    if (framework, precision) not in ARTIFACT_FORMATS:
-        return StageScenario(None, f"{framework} {precision} is not offered (docs/exporters.md)")
-    if accelerator == "gpu" and not device.gpu:
-        return StageScenario(None, f"device {device.name} has no GPU")
+    runner = runner_for(framework, accelerator)
+    if runner is None:
+        return StageScenario(None, f"the suite has no {framework} runner for the {accelerator} (measure.RUNNERS)")
+    if precision not in runner.formats:
+        why = runner.missing_precisions.get(precision, "see docs/exporters.md")
+        return StageScenario(None, f"{framework} {precision} is not offered on the {accelerator}: {why}")
+    if accelerator == "gpu":
+        if not device.gpu:
+            why = getattr(device, "gpu_unavailable", None) or "device.gpu is null"
+            return StageScenario(None, f"device {device.name} has no GPU: {why}")
+        return StageScenario(Scenario(device.name, framework, accelerator, precision))
+    if not cores:
+        raise ValueError("cores: a CPU scenario needs a core set such as 1large (`latbench scenarios` lists them)")
     try:
         cs = core_set(device.clusters(), cores)
     except ValueError as e:
@@ -257,8 +310,12 @@ class Sweep:
         self.out, self.artifacts = Path(out_dir), Path(artifacts_dir)
         self.digest = protocol_digest(cfg, scenario)
         self.rule = _stopper(cfg.stopping)
-        self.format = ARTIFACT_FORMATS[(scenario.framework, scenario.precision)]
-        self.modes = [g for g in cfg.granularities if g != "e2e" and g in FRAMEWORK_GRANULARITIES[scenario.framework]]
+        runner = RUNNERS[(scenario.framework, scenario.accelerator)]
+        self.format = runner.formats[scenario.precision]
+        self.modes = [g for g in cfg.granularities if g != "e2e" and g in runner.granularities]
+        # granularities the config asks for that this runner cannot record, and why
+        self.not_offered = {g: runner.missing_granularities.get(g, "not recorded by this runner")
+                            for g in cfg.granularities if g not in runner.granularities}
         self.progress = progress
         self.counts = {"ok": 0, "failed": 0, "skipped": 0}
         self._log_file = self.out / "measure.log"
@@ -453,6 +510,7 @@ class Sweep:
                 "stopping": {"policy": self.cfg.stopping.policy, "params": asdict(self.cfg.stopping),
                              "runs": pooled["n"], "stop_reason": stop},
                 "granularities": ["e2e", *self.modes],
+                **({"granularities_not_offered": self.not_offered} if self.not_offered else {}),
             },
             "e2e": {
                 # the headline: median of the per-process medians (robust to between-process drift)
@@ -494,18 +552,33 @@ def check_affinity(run: NativeRun, scenario: Scenario) -> None:
                            + ", ".join(f"{t.get('name')}/{t.get('tid')} on {t.get('cpus')}" for t in bad[:3]), "cpus")
 
 
+# what an aggregated op/kernel entry keeps of its per-run events (the first run's value): the
+# runtime's identification of the event; for GPU commands (source "gpu", docs/gpu.md) the
+# timestamp layer's identity of the dispatch and what pipelines/gpu_programs.py read from the
+# WGSL program (kernel_kind, fused parts, program index), whichever the record has
+EVENT_KEYS = ("node", "subgraph", "source", "partition", "index_in_partition", "input_shapes")
+GPU_EVENT_KEYS = ("kind", "kernel_kind", "fused", "program", "shader", "groups", "local_size")
+
+
 def aggregate_events(events: Iterable[dict], runs: Sequence[dict]) -> list[dict]:
     """Per-run op or kernel events -> one entry per position in the run (order), with the
-    median, mean, min and max duration over the timed runs (ms) and how many runs had it."""
+    median, mean, min and max duration over the timed runs (ms) and how many runs had it.
+
+    GPU kernels are timed by the GPU's own timestamps (``duration_ns`` = end - begin written
+    around the dispatch by the Vulkan layer). The same model runs the same dispatch sequence
+    in every run; ``shader_mismatch`` counts runs whose command at this position was another
+    shader (0 when the sequence is stable, present only for GPU commands)."""
     timed = {r["run"] for r in runs}
     by_order: dict[int, dict] = {}
     for ev in events:
         if ev.get("run") not in timed:
             continue
         e = by_order.setdefault(int(ev["order"]), {"order": int(ev["order"]), "name": ev["name"], "durations": []})
-        for key in ("node", "subgraph", "source", "partition", "index_in_partition", "input_shapes"):
+        for key in EVENT_KEYS + (GPU_EVENT_KEYS if ev.get("source") == "gpu" else ()):
             if key in ev and key not in e:
                 e[key] = ev[key]
+        if ev.get("source") == "gpu":
+            e["shader_mismatch"] = e.get("shader_mismatch", 0) + (ev.get("shader") != e.get("shader"))
         e["durations"].append(ev["duration_ns"])
     out = []
     for order in sorted(by_order):
@@ -534,15 +607,18 @@ def scenario_dir(data_dir: str | Path, device_name: str, scenario_id: str) -> Pa
     return Path(data_dir) / "measurements" / device_name / scenario_id
 
 
-def grid_dir_name(device_name: str, framework: str, precision: str, cores: str, accelerator: str = "cpu") -> str:
+def grid_dir_name(device_name: str, framework: str, precision: str, cores: str | None,
+                  accelerator: str = "cpu") -> str:
     """The folder a matrix stage writes (dvc.yaml spells it with ${...}): the scenario id with
-    threads = cores, which the stage also uses when the grid point is not offered."""
+    threads = cores (no core set on the GPU), which the stage also uses when the grid point is
+    not offered."""
     from .dataset.importers import make_scenario_id
 
-    return make_scenario_id(device_name, accelerator, framework=framework, cores=cores, precision=precision)
+    return make_scenario_id(device_name, accelerator, framework=framework,
+                            cores=cores if accelerator == "cpu" else None, precision=precision)
 
 
-def run_measure(cfg: Any, framework: str, precision: str, cores: str, *, threads: int | None = None,
+def run_measure(cfg: Any, framework: str, precision: str, cores: str | None, *, threads: int | None = None,
                 accelerator: str = "cpu", device: Any = None, models_dir: str | Path | None = None,
                 artifacts_dir: str | Path | None = None, out_root: str | Path | None = None,
                 progress: bool = True) -> dict[str, Any]:
@@ -550,7 +626,9 @@ def run_measure(cfg: Any, framework: str, precision: str, cores: str, *, threads
 
     Returns ``{"scenario_id", "status" (measured | not_offered), "out", counts...}``. A grid
     point the device does not offer writes ``SCENARIO.json`` with the reason (DVC needs the
-    stage's output) and measures nothing.
+    stage's output) and measures nothing; so does an accelerator the grid leaves out
+    (``scenario.accelerators``: how ``dvc exp run -S 'scenario.accelerators=[cpu]'`` turns the
+    ``measure-gpu`` cells off). ``cores`` is needed on the CPU only.
     """
     from .devices import make_device
 
@@ -558,12 +636,17 @@ def run_measure(cfg: Any, framework: str, precision: str, cores: str, *, threads
     models_dir = Path(models_dir or Path(cfg.data_dir) / "models")
     artifacts_dir = Path(artifacts_dir or Path(cfg.data_dir) / "artifacts")
     out_root = Path(out_root or Path(cfg.data_dir) / "measurements" / device.name)
-    st = stage_scenario(device, framework, precision, cores, threads, accelerator)
+    grid_accelerators = list(getattr(getattr(cfg, "scenario", None), "accelerators", None) or [accelerator])
+    if accelerator not in grid_accelerators:
+        st = StageScenario(None, f"scenario.accelerators ({', '.join(grid_accelerators)}) leaves out {accelerator}")
+    else:
+        st = stage_scenario(device, framework, precision, cores, threads, accelerator)
     if st.scenario is None:
         out = out_root / grid_dir_name(device.name, framework, precision, cores, accelerator)
         out.mkdir(parents=True, exist_ok=True)
         _write_json(out / "SCENARIO.json", {"status": "not_offered", "reason": st.reason, "device": device.name,
-                                            "framework": framework, "precision": precision, "cores": cores,
+                                            "framework": framework, "precision": precision,
+                                            "cores": cores if accelerator == "cpu" else None,
                                             "accelerator": accelerator})
         return {"scenario_id": out.name, "status": "not_offered", "reason": st.reason, "out": out,
                 "ok": 0, "failed": 0, "skipped": 0}
@@ -574,7 +657,9 @@ def run_measure(cfg: Any, framework: str, precision: str, cores: str, *, threads
         sweep = Sweep(device, scenario, cfg.measure, out, artifacts_dir, progress=progress)
         _write_json(out / "SCENARIO.json", {"status": "measured", "scenario": scenario.to_dict(),
                                             "device": device.describe(), "protocol_digest": sweep.digest,
-                                            "measure": asdict(cfg.measure), "models": len(models)})
+                                            "measure": asdict(cfg.measure), "models": len(models),
+                                            "granularities": ["e2e", *sweep.modes],
+                                            "granularities_not_offered": sweep.not_offered})
         counts = sweep.run(models)
     return {"scenario_id": scenario.scenario_id, "status": "measured", "out": out, **counts,
             "runs_made": sweep.runs_made}

@@ -11,12 +11,18 @@ GPU scenarios have no core set: ``pixel4-tflite-gpu-fp16``.
 
 Grid (``ScenarioGridConfig``, from Hydra): frameworks x accelerators x precisions x core sets x
 threads. ``cores`` is ``"all"`` (``topology.core_combinations``) or a list of labels; ``threads``
-is ``"cores"`` (threads = cores, as the USC paper) or a list of counts. ``expand_grid`` keeps the
-possible combinations and drops, with a reason (``explain_grid`` returns them):
+is ``"cores"`` (threads = cores, as the USC paper) or a list of counts. GPU scenarios have no
+core set and take their precisions from ``gpu_precisions`` (the GPU's compute precision, fp16
+first as in the USC study; None: the same list as ``precisions``): the ``measure-gpu`` DVC stage
+iterates it as ``measure`` iterates precisions x cores. ``expand_grid`` keeps the possible
+combinations and drops, with a reason (``explain_grid`` returns them):
 
 - PyTorch fp16: not offered (docs/exporters.md: ``.half()`` on a CPU is ~25x slower than fp32,
   and the exporter refuses it);
-- ``gpu`` when the device has no GPU; ``gpu`` with int8 (GPU delegates run float models);
+- ``gpu`` when the device has no GPU (with the device's reason when it gives one); ``gpu`` with
+  int8 (GPU delegates run float models);
+- a (framework, accelerator) the suite has no runner for, when the caller passes the runner
+  table (``latbench scenarios`` passes ``pipelines.measure.RUNNERS``: no PyTorch on the GPU);
 - a core label whose clusters exist in general but not on this device (``1med`` on a one-cluster
   VM, ``3large`` on two CPUs), so one grid serves several devices;
 - a core set larger than ``max_cores``.
@@ -27,7 +33,7 @@ Unknown values are configuration errors: one-line ``ValueError`` naming the fiel
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from pipelines.dataset.importers import make_scenario_id
 from pipelines.devices.topology import Cluster, CoreSet, core_combinations, core_set, cpu_mask, parse_label
@@ -103,12 +109,16 @@ class ScenarioGridConfig:
     cores: Any = "all"  # "all" or a list of core-set labels (1large, 2med, 1large2med)
     threads: Any = "cores"  # "cores" (threads = cores) or a list of thread counts
     max_cores: int | None = None  # drop core sets with more cores
+    gpu_precisions: Any = None  # precisions of the GPU scenarios; None: the same as `precisions`
 
     def validate(self) -> "ScenarioGridConfig":
         """Check every field; a wrong value is a one-line ValueError naming the field."""
         for name, known, what in (("frameworks", FRAMEWORKS, "framework"),
                                   ("accelerators", ACCELERATORS, "accelerator"),
-                                  ("precisions", PRECISIONS, "precision")):
+                                  ("precisions", PRECISIONS, "precision"),
+                                  ("gpu_precisions", PRECISIONS, "precision")):
+            if name == "gpu_precisions" and self.gpu_precisions is None:
+                continue
             values = _as_list(name, getattr(self, name))
             if not values:
                 raise ValueError(f"{name}: must not be empty")
@@ -150,7 +160,7 @@ class ScenarioGridConfig:
         from generators.configs import coerce
 
         out = coerce(cls, cfg)
-        for name in ("frameworks", "accelerators", "precisions", "cores", "threads"):
+        for name in ("frameworks", "accelerators", "precisions", "gpu_precisions", "cores", "threads"):
             v = getattr(out, name)
             if not isinstance(v, str) and v is not None:
                 setattr(out, name, list(v))
@@ -195,8 +205,11 @@ def _core_sets(clusters: Sequence[Cluster], grid: ScenarioGridConfig, dropped: l
 
 
 def explain_grid(device_clusters: Sequence[Cluster], grid: ScenarioGridConfig | Any, *, device: str = "host",
-                 gpu: str | bool | None = None) -> tuple[list[Scenario], list[Dropped]]:
-    """``(scenarios, dropped)`` of a grid on a device (``gpu``: its GPU name, None if it has none)."""
+                 gpu: str | bool | None = None, no_gpu_reason: str | None = None,
+                 runners: Mapping[tuple[str, str], Any] | None = None) -> tuple[list[Scenario], list[Dropped]]:
+    """``(scenarios, dropped)`` of a grid on a device (``gpu``: its GPU name, None if it has none;
+    ``no_gpu_reason``: why not, when known; ``runners``: the (framework, accelerator) pairs that
+    can be measured, None: all)."""
     grid = grid.validate() if isinstance(grid, ScenarioGridConfig) else ScenarioGridConfig.from_config(grid)
     dropped: list[Dropped] = []
     sets = _core_sets(device_clusters, grid, dropped) if "cpu" in grid.accelerators else []
@@ -210,14 +223,19 @@ def explain_grid(device_clusters: Sequence[Cluster], grid: ScenarioGridConfig | 
 
     for fw in grid.frameworks:
         for acc in grid.accelerators:
-            for prec in grid.precisions:
+            if runners is not None and (fw, acc) not in runners:
+                dropped.append(Dropped(f"{device}-{fw}-{acc}", f"the suite has no {fw} runner for the {acc}"))
+                continue
+            precisions = grid.precisions if acc == "cpu" or grid.gpu_precisions is None else grid.gpu_precisions
+            for prec in precisions:
                 what = f"{device}-{fw}-{acc}-{prec}"
                 if fw == "pytorch" and prec == "fp16":
                     dropped.append(Dropped(what, "pytorch fp16 is not offered (docs/exporters.md: .half() on CPU is ~25x slower)"))
                     continue
                 if acc == "gpu":
                     if not gpu:
-                        dropped.append(Dropped(what, f"device {device} has no GPU"))
+                        dropped.append(Dropped(what, f"device {device} has no GPU"
+                                               + (f": {no_gpu_reason}" if no_gpu_reason else "")))
                     elif prec == "int8":
                         dropped.append(Dropped(what, "int8 is CPU-only (GPU delegates run float models)"))
                     else:
@@ -231,6 +249,8 @@ def explain_grid(device_clusters: Sequence[Cluster], grid: ScenarioGridConfig | 
 
 
 def expand_grid(device_clusters: Sequence[Cluster], grid: ScenarioGridConfig | Any, *, device: str = "host",
-                gpu: str | bool | None = None) -> list[Scenario]:
+                gpu: str | bool | None = None, no_gpu_reason: str | None = None,
+                runners: Mapping[tuple[str, str], Any] | None = None) -> list[Scenario]:
     """The scenarios of a grid on a device, impossible combinations dropped (see the module doc)."""
-    return explain_grid(device_clusters, grid, device=device, gpu=gpu)[0]
+    return explain_grid(device_clusters, grid, device=device, gpu=gpu, no_gpu_reason=no_gpu_reason,
+                        runners=runners)[0]

@@ -16,7 +16,13 @@ op configuration columns of the ``ops`` table.
   ``in_channels``, ``in_hw``, ``out_channels``, ``out_hw``, ``kernel``, ``stride``,
   ``padding``, ``groups``) of one TFLite node or one profiled torch operator.
 - :data:`KERNEL_TYPES`: per kernel ``source`` (``xnnpack``, ``builtin``, ``gpu``) the rule
-  that turns a kernel name into ``kernels.kernel_type``.
+  that turns an aggregated kernel entry of a record into ``kernels.kernel_type``. The host's
+  GPU commands (``source: gpu``, written by the Vulkan timestamp layer and labelled by
+  ``pipelines/gpu_programs.py``) are typed from their ``kernel_kind`` and ``fused`` fields,
+  never from their name (``dawn_entry_point 8x4x1 #688e761b`` says nothing about the kernel);
+  the USC importer types the public GPU kernel names itself (``usc.kernel_type``). Both join
+  the fused parts with ``+`` after the kernel's own kind (``conv+bias+clamp`` here,
+  ``convolution_2d+relu`` in the USC data).
 
 A convolution's groups come from its weight: TFLite ``CONV_2D`` weights are
 ``[out, kh, kw, in/groups]``, depthwise ``[1, kh, kw, out]``; torch ``[out, in/groups, kh, kw]``.
@@ -32,7 +38,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .usc import OP_TYPES as USC_OP_TYPES
-from .usc import kernel_type as gpu_kernel_type
 
 # ---------------------------------------------------------------- op types
 OP_TYPES: dict[str, str] = {
@@ -327,12 +332,28 @@ def builtin_kernel_type(name: str) -> str:
     return name.strip().lower()
 
 
-KERNEL_TYPES: dict[str, Callable[[str], str]] = {
-    "xnnpack": xnnpack_kernel_type,
-    "builtin": builtin_kernel_type,
-    "gpu": gpu_kernel_type,  # GPU dispatch names carry node indices: stripped, fused parts joined by +
+def gpu_kernel_type(entry: dict[str, Any]) -> str:
+    """A GPU command of the host's kernel records: its ``kernel_kind`` (pipelines/gpu_programs.py:
+    ``conv``, ``winograd_matmul``, ``layout_in``, ``copy``, ...) followed by the operations fused
+    into it, in the order the program applies them, joined by ``+`` (``conv+bias+clamp+add``),
+    as the USC kernel types join theirs. A record made before the kinds were labelled has the
+    layer's command kind only (``dispatch`` or ``copy``), so it never passes for a labelled one."""
+    kind = entry.get("kernel_kind") or entry.get("kind") or "dispatch"
+    return "+".join([str(kind), *(str(f) for f in entry.get("fused") or [])])
+
+
+def _by_name(rule: Callable[[str], str]) -> Callable[[dict[str, Any]], str]:
+    return lambda entry: rule(str(entry["name"]))
+
+
+KERNEL_TYPES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "xnnpack": _by_name(xnnpack_kernel_type),
+    "builtin": _by_name(builtin_kernel_type),
+    "gpu": gpu_kernel_type,
 }
 
 
-def kernel_type(name: str, source: str | None) -> str:
-    return KERNEL_TYPES.get(source or "", gpu_kernel_type)(name)
+def kernel_type(entry: dict[str, Any]) -> str:
+    """``kernels.kernel_type`` of one aggregated kernel entry (``kernel.kernels[i]`` of a record),
+    by its ``source``; a source this code does not know yet gets its name in lower case."""
+    return KERNEL_TYPES.get(entry.get("source") or "", _by_name(builtin_kernel_type))(entry)

@@ -258,8 +258,10 @@ _KERNELS = TableSchema(
            nonnegative=True),
         _c("kernel_name", "string", "the kernel as the runtime names it (`convolution_2d_1_linked_:_relu_2`, "
            "`vulkan.conv2d_pw_2x2`, `Convolution (NHWC, F32) IGEMM`)", required=True),
-        _c("kernel_type", "string", "the name without node indices, fused parts joined by `+` "
-           "(`convolution_2d+relu`)", required=True),
+        _c("kernel_type", "string", "the kernel's kind, fused parts joined by `+`: a public GPU kernel's name "
+           "without node indices (`convolution_2d+relu`), an XNNPACK operator without its variant "
+           "(`convolution`), a host GPU command's kind and fused operations (`conv+bias+clamp`, `copy`)",
+           required=True),
         _c("op_index", "Int64", "-> ops.op_index of the first op the kernel executes", nonnegative=True),
         _c("n_ops", "Int64", "ops of the ops table executed by this kernel", nonnegative=True),
         _c("latency_ms", "float64", "kernel time; missing when the source timed the kernel below its resolution "
@@ -267,7 +269,8 @@ _KERNELS = TableSchema(
         _c("start_ns", "Int64", "kernel start (raw timestamp)", "ns"),
         _c("end_ns", "Int64", "kernel end (raw timestamp)", "ns"),
         _c("config", "string", "what else the source says about the kernel, a JSON object (the suite: its source "
-           "`xnnpack`/`builtin`, XNNPACK partition, run statistics, which statistic `latency_ms` is)"),
+           "`xnnpack`/`builtin`/`gpu`, XNNPACK partition, run statistics, which statistic `latency_ms` is and "
+           "what timed it; GPU commands: `kind` dispatch/copy, `shader`, `groups`, `local_size`, `program`)"),
         *_provenance("kernel record"),
     ),
     key=("model_id", "scenario_id", "kernel_index"),

@@ -2,8 +2,16 @@
 
 ``HostDevice(name="host").describe()`` is the device description every record carries:
 hostname, CPU model (``/proc/cpuinfo``), online cores, clusters (``topology.read_clusters``),
-kernel release, cpufreq governor when readable, and the GPU the config names (None: the host
-offers no GPU scenarios; the pocl OpenCL device of ../shared/NOTES.md is a CPU, not a GPU).
+kernel release, cpufreq governor when readable, and its GPU (None: the host offers no GPU
+scenarios; the pocl OpenCL device of ../shared/NOTES.md is a CPU, not a GPU).
+
+The config's ``device.gpu`` is a GPU name (trusted as given: a missing driver then shows as
+failed pairs), ``auto`` or null. ``auto`` asks the machine: :func:`pipelines.gpu.unavailable_reason`
+probes the Vulkan loader and LiteRT's GPU accelerator; when it finds nothing wrong the GPU is
+the first Vulkan device's name (``llvmpipe (LLVM 15.0.6, 256 bits)`` for Mesa's lavapipe),
+otherwise the host has no GPU and ``gpu_unavailable`` keeps the probe's one-line reason, which
+the measure stage writes into the GPU scenarios' SCENARIO.json ("not offered"). The probe runs
+once per device object, on first use (it starts a child process; CPU-only work never pays it).
 """
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ import os
 import platform
 import socket
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from .base import register_device_kind, sweep_lock
@@ -64,20 +73,57 @@ def governors(root: str | os.PathLike = "/") -> dict[str, str]:
     return out
 
 
+GPU_AUTO = "auto"  # device.gpu: probe this machine for a usable GPU
+
+
+def probe_gpu() -> tuple[str | None, str | None]:
+    """(GPU name, None) when GPU scenarios can run on this machine, else (None, why not)."""
+    from pipelines import gpu
+
+    reason = gpu.unavailable_reason()
+    if reason:
+        return None, reason
+    try:
+        devices = gpu.vulkan_devices()
+    except OSError as e:  # the driver went away between the two probes
+        return None, str(e)
+    return (devices[0]["name"], None) if devices else (None, "no Vulkan device")
+
+
 @register_device_kind("host")
 @dataclass
 class HostDevice:
-    """This machine as a device. ``name`` comes from the config (``device.name``)."""
+    """This machine as a device. ``name`` comes from the config (``device.name``);
+    ``gpu_setting`` is ``device.gpu`` as configured (a name, ``auto`` or None, see the module
+    doc) and ``gpu`` what it resolves to."""
 
     name: str = "host"
     root: str = "/"
-    gpu: str | None = None
+    gpu_setting: str | None = None
     frameworks = ("tflite", "pytorch")
 
     @classmethod
     def from_config(cls, cfg) -> "HostDevice":
         get = cfg.get if isinstance(cfg, dict) else (lambda k, d=None: getattr(cfg, k, d))
-        return cls(name=get("name", "host") or "host", gpu=get("gpu", None))
+        return cls(name=get("name", "host") or "host", gpu_setting=get("gpu", None))
+
+    @cached_property
+    def _gpu(self) -> tuple[str | None, str | None]:
+        if self.gpu_setting != GPU_AUTO:
+            return self.gpu_setting or None, None if self.gpu_setting else "device.gpu is null"
+        if self.root not in ("/", ""):
+            return None, f"device.gpu auto probes the live machine, not the recorded tree {self.root}"
+        return probe_gpu()
+
+    @property
+    def gpu(self) -> str | None:
+        """The GPU that GPU scenarios run on (None: the host offers none)."""
+        return self._gpu[0]
+
+    @property
+    def gpu_unavailable(self) -> str | None:
+        """Why the host has no GPU (None when it has one)."""
+        return self._gpu[1]
 
     @property
     def kind(self) -> str:
