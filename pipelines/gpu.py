@@ -153,16 +153,28 @@ def dispatches(kernels: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- clock synchronization
+class _History(ctypes.Structure):
+    """Mirror of ``cs_history`` (the slope history's centred least-squares sums)."""
+
+    _fields_ = [("w", ctypes.c_double), ("w2", ctypes.c_double), ("mx", ctypes.c_double), ("my", ctypes.c_double),
+                ("cxx", ctypes.c_double), ("cxy", ctypes.c_double), ("cyy", ctypes.c_double),
+                ("t_first", ctypes.c_double), ("t_last", ctypes.c_double), ("n", ctypes.c_int64),
+                ("c0", ctypes.c_double), ("c1", ctypes.c_double), ("r_prev", ctypes.c_double)]
+
+
 class _CS(ctypes.Structure):
     """Mirror of ``clocksync`` (native/src/clocksync.h); its size is checked at load."""
 
     _fields_ = [("k", ctypes.c_int), ("sigma_floor_ns", ctypes.c_double), ("min_span_ns", ctypes.c_double),
-                ("a", ctypes.c_double), ("b", ctypes.c_double), ("sigma", ctypes.c_double),
+                ("history_ns", ctypes.c_double),
+                ("a", ctypes.c_double), ("b", ctypes.c_double), ("sigma", ctypes.c_double), ("a_se", ctypes.c_double),
                 ("fitted", ctypes.c_bool), ("n", ctypes.c_int), ("w", ctypes.c_int),
-                ("wt", ctypes.c_double * 4096), ("wtau", ctypes.c_double * 4096), ("nres", ctypes.c_int),
-                ("res", ctypes.c_double * 4096), ("t_ref", ctypes.c_double),
+                ("wt", ctypes.c_double * 4096), ("wtau", ctypes.c_double * 4096),
+                ("nres", ctypes.c_int), ("res_head", ctypes.c_int),
+                ("res", ctypes.c_double * 4096), ("t_ref", ctypes.c_double), ("t_refit", ctypes.c_double),
+                ("h", _History),
                 ("observed", ctypes.c_int64), ("accepted", ctypes.c_int64), ("rejected", ctypes.c_int64),
-                ("refits", ctypes.c_int64)]
+                ("refits", ctypes.c_int64), ("slope_updates", ctypes.c_int64)]
 
 
 _lib = None
@@ -185,6 +197,11 @@ def _clocksync_lib(path: str | os.PathLike = CLOCKSYNC_LIB):
         lib.cs_observe.restype = ctypes.c_bool
         lib.cs_to_host.argtypes = [ctypes.POINTER(_CS), ctypes.c_int64]
         lib.cs_to_host.restype = ctypes.c_int64
+        lib.cs_set_history.argtypes = [ctypes.POINTER(_CS), ctypes.c_double]
+        lib.cs_time_observe.argtypes = [ctypes.POINTER(_CS), ctypes.POINTER(ctypes.c_int64),
+                                        ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
+                                        ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint8)]
+        lib.cs_time_observe.restype = ctypes.c_int64
         _lib = lib
     return _lib
 
@@ -195,12 +212,20 @@ class ClockSync:
 
     ``bootstrap(t, tau)`` takes the pairs of the injected empty kernels; ``observe(t, tau)``
     is Algorithm 1's SYNC for one enqueue pair (True if accepted); ``to_host(tau)`` maps a GPU
-    timestamp to the host clock under the current fit (``a``, ``b``: tau = a t + b)."""
+    timestamp to the host clock under the current fit (``a``, ``b``: tau = a t + b).
 
-    def __init__(self, k: int = 8, sigma_floor_ns: float = 1000.0, min_span_ns: float = 50e6):
+    ``history_ns`` is the forgetting time constant of the slope history (clocksync.h: the
+    offset is refitted on each window of k pairs, the slope on the history of accepted
+    pairs); None keeps the C default (10 s), 0 fits the slope on each window alone, the
+    literal reading of Algorithm 1 that the benchmark keeps as its baseline."""
+
+    def __init__(self, k: int = 8, sigma_floor_ns: float = 1000.0, min_span_ns: float = 50e6,
+                 history_ns: float | None = None):
         self._lib = _clocksync_lib()
         self._cs = _CS()
         self._lib.cs_init(ctypes.byref(self._cs), k, sigma_floor_ns, min_span_ns)
+        if history_ns is not None:
+            self._lib.cs_set_history(ctypes.byref(self._cs), float(history_ns))
 
     def bootstrap(self, t: Sequence[int], tau: Sequence[int]) -> float:
         n = len(t)
@@ -213,9 +238,24 @@ class ClockSync:
     def to_host(self, tau: int) -> int:
         return int(self._lib.cs_to_host(ctypes.byref(self._cs), int(tau)))
 
+    def time_observe(self, t: Sequence[int], tau: Sequence[int]) -> tuple[list[int], list[bool], int]:
+        """Feeds the pairs through ``cs_observe`` timed in C, call by call (the FFI stays
+        outside the timed intervals): (ns per call, whether the call refitted, the timer's
+        own cost in ns to subtract)."""
+        n = len(t)
+        arr = ctypes.c_int64 * n
+        ns, refit = arr(), (ctypes.c_uint8 * n)()
+        timer = self._lib.cs_time_observe(ctypes.byref(self._cs), arr(*map(int, t)), arr(*map(int, tau)), n, ns, refit)
+        return list(ns), [bool(r) for r in refit], int(timer)
+
     @property
     def a(self) -> float:
         return self._cs.a
+
+    @property
+    def a_se(self) -> float:
+        """Standard error of the adopted slope (inf while the nominal slope 1 stands)."""
+        return self._cs.a_se
 
     @property
     def b(self) -> float:
@@ -228,4 +268,18 @@ class ClockSync:
     @property
     def counts(self) -> dict[str, int]:
         return {"observed": self._cs.observed, "accepted": self._cs.accepted, "rejected": self._cs.rejected,
-                "refits": self._cs.refits}
+                "refits": self._cs.refits, "slope_updates": self._cs.slope_updates}
+
+
+def idle_enqueue_delays(kernels: Iterable[dict[str, Any]]) -> list[int]:
+    """GPU start minus host submit time (ns) of every command buffer submitted to an idle
+    GPU (the previous one ended before it was submitted), from the raw stamps of the kernel
+    records. Meaningful where the GPU clock is the host's (lavapipe: CLOCK_MONOTONIC): then
+    these are the true enqueue delays, the part of each sync pair that no fit can tell from
+    the clock offset, and so the measure of what the synchronized times may be early by."""
+    subs: dict[int, dict[str, int]] = {}
+    for k in kernels:
+        s = subs.setdefault(k["submission"], {"t": k["cpu_submit_ns"], "tau": k["gpu_submit_ns"], "end": 0})
+        s["end"] = max(s["end"], k["gpu_end_ns"])
+    ordered = [subs[i] for i in sorted(subs)]
+    return [s["tau"] - s["t"] for p, s in zip(ordered, ordered[1:]) if p["end"] < s["t"]]

@@ -157,6 +157,12 @@ def test_output_validation_catches_zeros_and_caches_the_reference(tmp_path):
     with pytest.raises(gpu_validate.GpuOutputError, match="relative L2 error 1 "):
         gpu_validate.check(model, out, "fp16", run_cpu)
     assert len(calls) == 1  # one CPU reference per model file
+    # fp16 arithmetic beyond fp16's range: recorded, not failed; the same in fp32 fails
+    np.full(10, np.nan, np.float32).tofile(out)
+    v = gpu_validate.check(model, out, "fp16", run_cpu)
+    assert v.ok and v.fp16_overflow and v.to_dict()["nonfinite"] == 10
+    with pytest.raises(gpu_validate.GpuOutputError, match="relative L2 error nan"):
+        gpu_validate.check(model, out, "fp32", run_cpu)
 
 
 def test_compare_reports_winograd_and_fusion_differences():

@@ -21,8 +21,8 @@
 
 /* Clock-sync parameters (clocksync.h). k: a command buffer per run is typical for
  * Dawn, so a refit every 8 pairs follows the offset within a few runs; the sigma floor
- * is one microsecond, the scale of a software queue's wake-up jitter; the slope is
- * refitted only over windows of 50 ms of host time or more. */
+ * is one microsecond, the scale of a software queue's wake-up jitter; a slope is adopted
+ * only once the history of accepted pairs spans 50 ms of host time or more. */
 #define SYNC_K 8
 #define SYNC_SIGMA_FLOOR_NS 1000.0
 #define SYNC_MIN_SPAN_NS 50e6

@@ -818,6 +818,13 @@ int main(int argc, char **argv) {
         die(EXIT_USAGE, "--precision %s does not match the model %s (its tensor types say %s)",
             a.precision, a.model, facts.detected);
 
+    if (g_gpu) {
+        /* the file has been read and inspected: a crash while the GPU accelerator compiles it
+         * (e.g. an internal check of the accelerator trapping with SIGILL) is the runtime's */
+        snprintf(crash, sizeof crash, "latbench-run: error: LiteRT's GPU accelerator crashed compiling %s (runtime "
+                 "failure", a.model);
+        plat_set_crash_message(g_err_fd, crash, EXIT_RUNTIME);
+    }
     bool profiling = a.mode != MODE_E2E && !g_gpu; /* GPU kernels: the layer, not the profiler */
     compiled_t main_cm, plain_cm;
     memset(&plain_cm, 0, sizeof plain_cm);
