@@ -301,6 +301,16 @@ def runtime_version(meta: dict) -> str | None:
     return (f"{lib} ({tool})" if lib and tool else lib or tool) or None
 
 
+def output_check(rec: dict) -> dict[str, Any]:
+    """The GPU output check of a record's processes (pipelines/gpu_validate.py): ``ok`` or
+    ``fp16_overflow`` (a failed check fails the pair, so it never reaches a record)."""
+    v = ((rec.get("runtime") or {}).get("gpu") or {}).get("validation")
+    if not isinstance(v, dict):
+        return {}
+    return {"output_check": "fp16_overflow" if v.get("fp16_overflow") else "ok",
+            "output_rel_err": _num(v.get("rel_l2"))}
+
+
 def e2e_row(rec: dict, path: Path, rel: str) -> dict[str, Any]:
     e = _get(rec, path, "e2e")
     pooled = _get(rec, path, "e2e", "pooled")
@@ -320,7 +330,7 @@ def e2e_row(rec: dict, path: Path, rel: str) -> dict[str, Any]:
         stop_reason=stop.get("stop_reason"), between_cv=_num(e.get("between_cv")),
         within_cv=_num(e.get("within_cv")), start_ns=_int(e.get("start_ns")), end_ns=_int(e.get("end_ns")),
         runtime_version=runtime_version(rec.get("runtime") or {}), dataset=DATASET, source_file=rel,
-        source_column="e2e",
+        source_column="e2e", **output_check(rec),
     )
     for mode in ("op", "kernel"):
         if isinstance(rec.get(mode), dict):
@@ -608,20 +618,19 @@ def gpu_kernel_breakdown(a: Assembly) -> "Any":
     models of the kind's share of the summed kernel time (a model without the kind counts 0)."""
     import pandas as pd
 
+    from .dataset.card import mean_shares
+
     k, sc = a.tables["kernels"], a.tables["scenarios"]
     gpu_ids = set(sc.loc[sc["accelerator"] == "gpu", "scenario_id"])
     k = k[k["scenario_id"].isin(gpu_ids) & k["latency_ms"].notna()]
     if k.empty:
         return pd.DataFrame()
-    kind = k["kernel_type"].str.split("+").str[0].rename("kind")
-    per = k.groupby([k["scenario_id"], k["model_id"], kind])["latency_ms"].sum()
-    share = (per / per.groupby(level=[0, 1]).transform("sum")).unstack(fill_value=0.0)
-    return share.groupby(level=0).mean().sort_index()
+    return mean_shares(k, k["kernel_type"].str.split("+").str[0].rename("kind")).sort_index()
 
 
 def plot_gpu_kernel_kinds(a: Assembly, out: Path) -> str | None:
     """gpu_kernel_kinds.png: the breakdown above as stacked bars, one per GPU scenario."""
-    from .dataset.card import _plt, _save
+    from .dataset.card import plot_share_bars
 
     data = gpu_kernel_breakdown(a)
     path = out / "gpu_kernel_kinds.png"
@@ -629,19 +638,7 @@ def plot_gpu_kernel_kinds(a: Assembly, out: Path) -> str | None:
         path.unlink(missing_ok=True)  # a stale figure of an earlier assembly
         return None
     data = data[data.mean().sort_values(ascending=False).index]
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(data) + 1.4))
-    left = np.zeros(len(data))
-    cmap = plt.get_cmap("tab20")
-    for i, col in enumerate(data.columns):
-        ax.barh(range(len(data)), data[col].to_numpy(), left=left, color=cmap(i % 20), label=col)
-        left += data[col].to_numpy()
-    ax.set_yticks(range(len(data)), data.index, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("mean share of summed GPU kernel time per model")
-    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.4 / max(len(data), 1)))
-    _save(fig, path)
+    plot_share_bars(data, path, "mean share of summed GPU kernel time per model", cmap="tab20", row_height=0.5)
     return path.name
 
 

@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 #: Every kernel kind a GPU kernel record can carry.
 KERNEL_KINDS = ("conv", "depthwise_conv", "winograd_input", "winograd_matmul", "winograd_output",
-                "fully_connected", "mean", "pool", "elementwise", "concat", "layout_in", "layout_out", "copy",
-                "ambiguous", "other")
+                "fully_connected", "mean", "pool", "elementwise", "concat", "split", "layout_in", "layout_out",
+                "copy", "ambiguous", "other")
 
 
 # ---------------------------------------------------------------- the program cache
@@ -85,6 +85,7 @@ class Signature:
     # clamps to SMax + SMin, so only the float ones are comparable.
     clamps: int = field(default=0, compare=False)
     maxes: int = field(default=0, compare=False)
+    selects: int = field(default=0, compare=False)  # select() -> OpSelect (an average pool's edge test)
 
 
 _WG_ARRAY = re.compile(r"var<workgroup>\s+\w+\s*:\s*array<.+?,\s*(\d+)\s*>\s*;")
@@ -97,13 +98,13 @@ def wgsl_signature(src: str) -> Signature:
                      loops=len(_LOOPS.findall(src)), barriers=src.count("workgroupBarrier("),
                      workgroup_arrays=tuple(sorted(int(n) for n in _WG_ARRAY.findall(src))),
                      clamps=len(re.findall(r"\bclamp\(\s*\w+\s*,\s*vec4<f", src)),
-                     maxes=len(re.findall(r"\bmax\(", src)))
+                     maxes=len(re.findall(r"\bmax\(", src)), selects=len(re.findall(r"\bselect\(", src)))
 
 
 # SPIR-V opcodes and operands the signature reads (SPIR-V 1.x specification, section 3)
 _OP_EXT_INST, _OP_TYPE_ARRAY, _OP_TYPE_POINTER, _OP_CONSTANT, _OP_VARIABLE = 12, 28, 32, 43, 59
 _OP_DECORATE, _OP_IMAGE_FETCH, _OP_IMAGE_READ, _OP_IMAGE_WRITE = 71, 95, 98, 99
-_OP_CONTROL_BARRIER, _OP_LOOP_MERGE = 224, 246
+_OP_CONTROL_BARRIER, _OP_LOOP_MERGE, _OP_SELECT = 224, 246, 169
 _DECORATION_BINDING, _STORAGE_WORKGROUP, _GLSL_FMA = 33, 4, 50
 _GLSL_CLAMPS = (43, 81)  # FClamp, NClamp (float)
 _GLSL_MAXES = (40, 80)  # FMax, NMax (float)
@@ -117,7 +118,7 @@ def spirv_signature(code: bytes) -> Signature:
     words = struct.unpack(f"<{len(code) // 4}I", code)
     if words[0] != SPIRV_MAGIC:
         raise ValueError("not a SPIR-V module (bad magic number)")
-    bindings = loads = stores = fma = loops = barriers = clamps = maxes = 0
+    bindings = loads = stores = fma = loops = barriers = clamps = maxes = selects = 0
     variables: list[tuple[int, int]] = []  # (pointer type, storage class)
     pointers: dict[int, int] = {}  # pointer type id -> pointee type id
     arrays: dict[int, int] = {}  # array type id -> length constant id
@@ -150,12 +151,14 @@ def spirv_signature(code: bytes) -> Signature:
             loops += 1
         elif op == _OP_CONTROL_BARRIER:
             barriers += 1
+        elif op == _OP_SELECT:
+            selects += 1
         i += count
     wg = []
     for ptr, storage in variables:
         if storage == _STORAGE_WORKGROUP and pointers.get(ptr) in arrays:
             wg.append(constants.get(arrays[pointers[ptr]], 0))
-    return Signature(bindings, loads, stores, fma, loops, barriers, tuple(sorted(wg)), clamps, maxes)
+    return Signature(bindings, loads, stores, fma, loops, barriers, tuple(sorted(wg)), clamps, maxes, selects)
 
 
 # ---------------------------------------------------------------- kinds of programs
@@ -184,8 +187,9 @@ KINDS: list[tuple[str, Callable[[str], bool]]] = [
     ("conv", lambda s: "weights" in s),
     ("mean", _has("reducer")),
     ("pool", lambda s: _conv_taps(s) and "weights" not in s),
-    # several source tensors copied into slice ranges of the output
+    # several source tensors copied into slice ranges of the output, or one source into several
     ("concat", lambda s: "src_tensor_1_image2d" in s and "base_s" in s),
+    ("split", lambda s: "dst_tensor_1_image2d" in s),
     # one value in, one out, per element (activations, arithmetic with a constant or a tensor)
     ("elementwise", lambda s: s.count("textureStore(") == 1 and not _LOOPS.search(s[s.find("fn main"):])),
 ]
@@ -261,7 +265,8 @@ def match_programs(sig: Signature, programs: Sequence[Program]) -> dict[str, Any
     """kernel_kind, fused and program index of the shader with signature ``sig``."""
     found = [p for p in programs if p.signature == sig]
     if len(found) > 1:  # second stage: the float clamp / max counts, when they single one out
-        exact = [p for p in found if (p.signature.clamps, p.signature.maxes) == (sig.clamps, sig.maxes)]
+        second = ("clamps", "maxes", "selects")
+        exact = [p for p in found if all(getattr(p.signature, f) == getattr(sig, f) for f in second)]
         if len(exact) == 1:
             found = exact
     if not found:

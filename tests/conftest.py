@@ -32,3 +32,50 @@ def public(shared_dir, tmp_path_factory) -> dict[str, str]:
     if not (out / "e2e.parquet").is_file():
         public_subset(shared_dir, out, usc_devices=["pixel4"])
     return {"public": str(out), "host": str(tmp_path_factory.getbasetemp() / "no-host-data")}
+
+
+# ---------------------------------------------------------------- the native build and the GPU
+@pytest.fixture(scope="session")
+def native_built() -> Path:
+    """native/build.sh once per test session (incremental); the latbench-run binary."""
+    import subprocess
+
+    from pipelines import native_runner as nr
+
+    proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
+    return nr.BINARY
+
+
+@pytest.fixture(scope="session")
+def needs_gpu(native_built) -> None:
+    """Skips, saying why, where this machine has no GPU path (scripts/setup.sh installs Mesa's
+    lavapipe: docs/gpu.md) or the timestamp layer was not built."""
+    from pipelines import gpu
+
+    reason = gpu.unavailable_reason()
+    if reason:
+        pytest.skip(f"no GPU path on this machine: {reason}")
+    if not (gpu.LAYER_DIR / "libVkLayer_latbench_timestamps.so").is_file():
+        pytest.skip("the timestamp layer was not built (Vulkan headers missing: apt-get install libvulkan-dev)")
+
+
+@pytest.fixture(scope="session")
+def tiny_gpu_model(tmp_path_factory) -> Path:
+    """conv3x3+ReLU, conv3x3 + residual add + ReLU, depthwise+ReLU, 1x1 conv+ReLU, average
+    pool, global average pool, dense at 16x16x8: nine TFLite ops, ten GPU commands, ~3 ms a run."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    tf = pytest.importorskip("tensorflow")
+    inp = tf.keras.Input((16, 16, 8), batch_size=1)
+    x = tf.keras.layers.Conv2D(16, 3, padding="same", activation="relu")(inp)
+    y = tf.keras.layers.Conv2D(16, 3, padding="same")(x)
+    x = tf.keras.layers.ReLU()(tf.keras.layers.Add()([x, y]))
+    x = tf.keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+    x = tf.keras.layers.Conv2D(32, 1, activation="relu")(x)
+    x = tf.keras.layers.AveragePooling2D(2)(x)
+    x = tf.keras.layers.GlobalAveragePooling2D()(x)
+    x = tf.keras.layers.Dense(10)(x)
+    path = tmp_path_factory.mktemp("gpu-models") / "tiny_fp32.tflite"
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(tf.keras.Model(inp, x)).convert())
+    return path

@@ -14,9 +14,6 @@ bounds it.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -24,18 +21,9 @@ import pytest
 
 from pipelines import gpu, native_runner as nr
 
-ROOT = Path(__file__).resolve().parents[1]
 JITTER = 10_000.0  # ns, scale of the half-normal queue wake-up delay
 MEAN_DELAY = JITTER * np.sqrt(2 / np.pi)
 BOUND = 15_000  # ns: the stated bound on |mapped - (true - mean delay)|
-
-
-@pytest.fixture(scope="module")
-def built() -> Path:
-    proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
-    return nr.BINARY
 
 
 # ---------------------------------------------------------------- synthetic streams
@@ -76,7 +64,7 @@ def _bootstrap(cs: gpu.ClockSync, t_first: int, clock, seed: int) -> float:
 
 
 @pytest.mark.parametrize("offset,drift", [(0.0, 0.0), (-3.7e9, -50e-6), (1.25e12, 50e-6)])
-def test_long_stream_error_stays_bounded(built, offset, drift):
+def test_long_stream_error_stays_bounded(native_built, offset, drift):
     """60 s of simulated time, 6000 pairs (k = 8), 10 us jitter, 10% stalled pairs, drift
     of +-50 ppm: after the first second every kernel maps within 15 us of the truth (minus
     the mean delay), the error at the end of the stream is no larger than at its start,
@@ -100,7 +88,7 @@ def test_long_stream_error_stays_bounded(built, offset, drift):
     assert accepted[~stalled].mean() > 0.8, "too many clean pairs rejected"
 
 
-def test_slope_follows_a_changing_drift(built):
+def test_slope_follows_a_changing_drift(native_built):
     """The drift moves from +50 to -50 ppm over 120 s (a warming oscillator): the slope
     history forgets (10 s time constant): every kernel stays within the bound and the
     slope ends within 25 ppm of the drift of that moment, and below 1 (a forgetting
@@ -121,7 +109,7 @@ def test_slope_follows_a_changing_drift(built):
     assert abs(cs.a - (1 - 50e-6)) < 25e-6 and cs.a < 1 - 20e-6, cs.a
 
 
-def test_recovers_from_a_step_of_the_offset(built):
+def test_recovers_from_a_step_of_the_offset(native_built):
     """The GPU clock steps by 200 us in the middle of a 40 s stream: every later pair is
     first an outlier against the stale fit, but sigma, renewed from the residuals about
     the fit, widens until the pairs are accepted, the next refit re-anchors the offset,
@@ -142,7 +130,7 @@ def test_recovers_from_a_step_of_the_offset(built):
 
 
 @pytest.mark.parametrize("offset,drift", [(0.0, 0.0), (-3.7e9, 0.0), (1.25e12, 20e-6)])
-def test_short_dense_stream(built, offset, drift):
+def test_short_dense_stream(native_built, offset, drift):
     """A dense stream (a pair per 1-1.25 ms, k = 32, 2 us jitter, 10% stalls): after the
     three injected pairs and 200 observed ones, every kernel maps within 15 us."""
     clock = lambda x: (1 + drift) * np.asarray(x, float) + offset  # noqa: E731
@@ -156,7 +144,7 @@ def test_short_dense_stream(built, offset, drift):
     assert np.abs(err[200:]).max() < BOUND, f"max error {np.abs(err[200:]).max():.0f} ns"
 
 
-def test_rejects_outliers_against_the_bootstrap(built):
+def test_rejects_outliers_against_the_bootstrap(native_built):
     """Eq. 2: sigma from three injected pairs; a pair 10 sigma away is rejected and leaves
     the fit unchanged (Algorithm 1, lines 14-16)."""
     cs = gpu.ClockSync(k=4)
@@ -168,7 +156,7 @@ def test_rejects_outliers_against_the_bootstrap(built):
     assert cs.observe(4_000_000, 4_010_500)
 
 
-def test_refit_every_k_observed_pairs(built):
+def test_refit_every_k_observed_pairs(native_built):
     """Algorithm 1, lines 4-11: a refit after every k observed pairs, outliers included
     in the count; the slope is left at 1 until the history can support one."""
     cs = gpu.ClockSync(k=4)
@@ -180,7 +168,7 @@ def test_refit_every_k_observed_pairs(built):
     assert cs.to_host(5_000_500) == 5_000_000
 
 
-def test_time_observe_times_each_call_in_c(built):
+def test_time_observe_times_each_call_in_c(native_built):
     """The benchmark's timing hook: one duration per call, refits flagged where the
     counter moved, and the timer's own cost reported (a few tens of ns)."""
     t = _host_times(400, seed=11)
@@ -194,36 +182,7 @@ def test_time_observe_times_each_call_in_c(built):
 
 
 # ---------------------------------------------------------------- a real stream (lavapipe)
-@pytest.fixture(scope="module")
-def needs_gpu(built):
-    reason = gpu.unavailable_reason()
-    if reason:
-        pytest.skip(f"no GPU path on this machine: {reason}")
-    if not (gpu.LAYER_DIR / "libVkLayer_latbench_timestamps.so").is_file():
-        pytest.skip("the timestamp layer was not built (Vulkan headers missing: apt-get install libvulkan-dev)")
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    """conv3x3+ReLU, conv3x3 + residual add + ReLU, depthwise+ReLU, 1x1 conv+ReLU,
-    average pool, global average pool, dense at 16x16x8: ten GPU commands, ~3 ms a run."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    tf = pytest.importorskip("tensorflow")
-    inp = tf.keras.Input((16, 16, 8), batch_size=1)
-    x = tf.keras.layers.Conv2D(16, 3, padding="same", activation="relu")(inp)
-    y = tf.keras.layers.Conv2D(16, 3, padding="same")(x)
-    x = tf.keras.layers.ReLU()(tf.keras.layers.Add()([x, y]))
-    x = tf.keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
-    x = tf.keras.layers.Conv2D(32, 1, activation="relu")(x)
-    x = tf.keras.layers.AveragePooling2D(2)(x)
-    x = tf.keras.layers.GlobalAveragePooling2D()(x)
-    x = tf.keras.layers.Dense(10)(x)
-    path = tmp_path_factory.mktemp("clocksync-models") / "tiny_fp32.tflite"
-    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(tf.keras.Model(inp, x)).convert())
-    return path
-
-
-def test_real_stream_on_lavapipe(needs_gpu, tiny, tmp_path):
+def test_real_stream_on_lavapipe(needs_gpu, tiny_gpu_model, tmp_path):
     """800 kernel-mode runs (about 3000 command buffers in 3-8 s): the fitted slope ends
     within 2e-5 of the true 1. The stated bound on mapped - raw: never late (< 1 us), never
     earlier than the largest enqueue delay of the stream's idle command buffers (what the
@@ -231,7 +190,7 @@ def test_real_stream_on_lavapipe(needs_gpu, tiny, tmp_path):
     processes hold the CPUs), and early by a typical delay: its median between the smallest
     and the 90th percentile of those delays. Kernels are ordered, do not overlap, end
     inside their run and start inside it up to that delay."""
-    run = nr.run_native(tiny, accelerator="gpu", precision="fp32", mode="kernel", warmup=2, runs=800,
+    run = nr.run_native(tiny_gpu_model, accelerator="gpu", precision="fp32", mode="kernel", warmup=2, runs=800,
                         records_path=tmp_path / "k.jsonl", timeout=120)
     sync = run.end["gpu"]["sync"]
     assert sync["observed"] >= 200 and sync["refits"] >= 20, sync

@@ -10,51 +10,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 from pipelines import gpu, native_runner as nr
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def built() -> Path:
-    proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
-    return nr.BINARY
-
-
-@pytest.fixture(scope="module")
-def needs_gpu(built):
-    reason = gpu.unavailable_reason()
-    if reason:
-        pytest.skip(f"no GPU path on this machine: {reason}")
-    if not (gpu.LAYER_DIR / "libVkLayer_latbench_timestamps.so").is_file():
-        pytest.skip("the timestamp layer was not built (Vulkan headers missing: apt-get install libvulkan-dev)")
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    """conv3x3+ReLU, conv3x3 + residual add + ReLU, depthwise+ReLU, 1x1 conv+ReLU,
-    average pool, global average pool, dense: nine TFLite ops at 16x16x8."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    tf = pytest.importorskip("tensorflow")
-    inp = tf.keras.Input((16, 16, 8), batch_size=1)
-    x = tf.keras.layers.Conv2D(16, 3, padding="same", activation="relu")(inp)
-    y = tf.keras.layers.Conv2D(16, 3, padding="same")(x)
-    x = tf.keras.layers.ReLU()(tf.keras.layers.Add()([x, y]))
-    x = tf.keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
-    x = tf.keras.layers.Conv2D(32, 1, activation="relu")(x)
-    x = tf.keras.layers.AveragePooling2D(2)(x)
-    x = tf.keras.layers.GlobalAveragePooling2D()(x)
-    x = tf.keras.layers.Dense(10)(x)
-    path = tmp_path_factory.mktemp("gpu-models") / "tiny_fp32.tflite"
-    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(tf.keras.Model(inp, x)).convert())
-    return path
 
 
 # ---------------------------------------------------------------- the runtime on the GPU
@@ -65,18 +25,18 @@ def _outputs(model, accelerator, precision, tmp_path) -> np.ndarray:
     return np.fromfile(out, dtype=np.float32)
 
 
-def test_gpu_fp32_matches_cpu(needs_gpu, tiny, tmp_path):
-    cpu = _outputs(tiny, "cpu", "fp32", tmp_path)
-    fp32 = _outputs(tiny, "gpu", "fp32", tmp_path)
-    fp16 = _outputs(tiny, "gpu", "fp16", tmp_path)
+def test_gpu_fp32_matches_cpu(needs_gpu, tiny_gpu_model, tmp_path):
+    cpu = _outputs(tiny_gpu_model, "cpu", "fp32", tmp_path)
+    fp32 = _outputs(tiny_gpu_model, "gpu", "fp32", tmp_path)
+    fp16 = _outputs(tiny_gpu_model, "gpu", "fp16", tmp_path)
     assert cpu.shape == fp32.shape == (10,)
     assert np.abs(fp32 - cpu).max() <= 1e-6
     # fp16 compute really is fp16: close, but not bit-equal
     assert 0 < np.abs(fp16 - cpu).max() < 1e-2
 
 
-def test_gpu_e2e_records(needs_gpu, tiny, tmp_path):
-    run = nr.run_native(tiny, accelerator="gpu", precision="fp16", warmup=2, runs=5,
+def test_gpu_e2e_records(needs_gpu, tiny_gpu_model, tmp_path):
+    run = nr.run_native(tiny_gpu_model, accelerator="gpu", precision="fp16", warmup=2, runs=5,
                         records_path=tmp_path / "e2e.jsonl", timeout=300)
     meta = run.meta
     assert meta["accelerator"] == "gpu" and meta["fully_accelerated"] is True
@@ -86,9 +46,9 @@ def test_gpu_e2e_records(needs_gpu, tiny, tmp_path):
     assert not run.kernels
 
 
-def test_gpu_kernel_records_and_sync(needs_gpu, tiny, tmp_path):
+def test_gpu_kernel_records_and_sync(needs_gpu, tiny_gpu_model, tmp_path):
     trace = tmp_path / "k.trace.json"
-    run = nr.run_native(tiny, accelerator="gpu", precision="fp32", mode="kernel", warmup=2, runs=6,
+    run = nr.run_native(tiny_gpu_model, accelerator="gpu", precision="fp32", mode="kernel", warmup=2, runs=6,
                         records_path=tmp_path / "k.jsonl", trace_path=trace, timeout=300)
     g = run.meta["gpu"]
     assert g["kernel_timing"] and g["layer_active"] and g["sync"]["injected"] == 3
@@ -126,9 +86,9 @@ def test_gpu_kernel_records_and_sync(needs_gpu, tiny, tmp_path):
     assert sum(1 for e in events if e.get("ph") == "X" and e.get("tid") == gpu_tid) == len(gpu.gpu_kernels(run))
 
 
-def test_gpu_errors_are_one_line(built, tiny, tmp_path):
+def test_gpu_errors_are_one_line(native_built, tiny_gpu_model, tmp_path):
     env = dict(os.environ, VK_ICD_FILENAMES=str(tmp_path / "none.json"), VK_DRIVER_FILES=str(tmp_path / "none.json"))
-    argv = nr.build_argv(tiny, records=tmp_path / "r.jsonl", accelerator="gpu", runs=1, warmup=0)
+    argv = nr.build_argv(tiny_gpu_model, records=tmp_path / "r.jsonl", accelerator="gpu", runs=1, warmup=0)
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 6
     assert "no Vulkan device" in proc.stderr.strip().splitlines()[-1]
@@ -137,7 +97,7 @@ def test_gpu_errors_are_one_line(built, tiny, tmp_path):
         assert proc.returncode == 2 and what in proc.stderr, proc.stderr
 
 
-def test_host_device_runs_a_gpu_scenario(needs_gpu, tiny, tmp_path):
+def test_host_device_runs_a_gpu_scenario(needs_gpu, tiny_gpu_model, tmp_path):
     """device.gpu set -> the grid offers GPU scenarios -> HostDevice.run measures one."""
     from pipelines.devices import HostDevice, make_device
     from pipelines.scenarios import ScenarioGridConfig, expand_grid
@@ -149,7 +109,7 @@ def test_host_device_runs_a_gpu_scenario(needs_gpu, tiny, tmp_path):
     gpu_ids = sorted(s.scenario_id for s in scenarios if s.accelerator == "gpu")
     assert gpu_ids == ["host-tflite-gpu-fp16", "host-tflite-gpu-fp32"]
     sc = next(s for s in scenarios if s.scenario_id == "host-tflite-gpu-fp16")
-    run = dev.run("tflite", tiny, scenario=sc, mode="e2e", warmup=1, runs=3, records_path=tmp_path / "r.jsonl",
+    run = dev.run("tflite", tiny_gpu_model, scenario=sc, mode="e2e", warmup=1, runs=3, records_path=tmp_path / "r.jsonl",
                   timeout=300)
     assert run.meta["accelerator"] == "gpu" and run.meta["gpu"]["precision"] == "fp16"
     assert len(run.runs) == 3

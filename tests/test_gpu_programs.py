@@ -6,9 +6,7 @@ The tests that run the GPU skip, saying why, when this machine has no Vulkan dev
 (scripts/setup.sh installs Mesa's lavapipe: docs/gpu.md)."""
 from __future__ import annotations
 
-import subprocess
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,17 +15,6 @@ from generators.ir import Graph
 from leaderboard.baselines.kernels import gpu_truth
 from pipelines import gpu, gpu_programs as gp, gpu_validate, native_runner as nr
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def needs_gpu():
-    proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
-    reason = gpu.unavailable_reason()
-    if reason:
-        pytest.skip(f"no GPU path on this machine: {reason}")
 
 
 def mix_graph() -> Graph:

@@ -41,15 +41,6 @@ def params(data: Path, *overrides: str):
 
 
 @pytest.fixture(scope="module")
-def needs_gpu():
-    reason = gpu.unavailable_reason()
-    if reason:
-        pytest.skip(f"no GPU path on this machine: {reason}")
-    if not (gpu.LAYER_DIR / "libVkLayer_latbench_timestamps.so").is_file():
-        pytest.skip("the timestamp layer was not built (Vulkan headers missing: apt-get install libvulkan-dev)")
-
-
-@pytest.fixture(scope="module")
 def measured(needs_gpu, tmp_path_factory) -> Path:
     """A data dir with the tiny network exported and measured by the measure-gpu@fp16 stage
     command, run exactly as dvc.yaml spells it (with its own params file)."""

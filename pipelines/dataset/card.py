@@ -142,34 +142,44 @@ def plot_latency_distribution(ds: Dataset, out: Path) -> tuple[str | None, str]:
                    "else by accelerator (log scale).")
 
 
+def mean_shares(rows: pd.DataFrame, category: pd.Series) -> pd.DataFrame:
+    """Scenario x category: the mean over models of the category's share of the model's summed
+    ``latency_ms`` (a model without the category counts 0)."""
+    per = rows.groupby([rows["scenario_id"], rows["model_id"], category])["latency_ms"].sum()
+    share = (per / per.groupby(level=[0, 1]).transform("sum")).unstack(fill_value=0.0)
+    return share.groupby(level=0).mean()
+
+
+def plot_share_bars(data: pd.DataFrame, path: Path, xlabel: str, cmap: str = "tab10", row_height: float = 0.42) -> None:
+    """Stacked horizontal bars of shares (rows: scenarios, columns: categories) into ``path``."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, row_height * len(data) + 1.4))
+    left = np.zeros(len(data))
+    colors = plt.get_cmap(cmap)
+    for k, col in enumerate(data.columns):
+        ax.barh(range(len(data)), data[col].to_numpy(), left=left, color=colors(k % colors.N), label=col)
+        left += data[col].to_numpy()
+    ax.set_yticks(range(len(data)), data.index, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel(xlabel)
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.4 / max(len(data), 1)))
+    _save(fig, path)
+
+
 def plot_op_breakdown(ds: Dataset, out: Path) -> tuple[str | None, str]:
     o = ds.ops
     o = o[o["latency_ms"].notna()]
     if o.empty:
         return None, "no op records with times in this dataset"
-    per = o.groupby(["scenario_id", "model_id", "op_type"])["latency_ms"].sum()
-    share = (per / per.groupby(level=[0, 1]).transform("sum")).unstack(fill_value=0.0)  # (scenario, model) x op_type
-    mean_share = share.groupby(level=0).mean()  # scenario x op_type, a model without the op counts as 0
+    mean_share = mean_shares(o, o["op_type"])  # scenario x op_type
     top = mean_share.mean().sort_values(ascending=False).index[:8].tolist()
     other = [c for c in mean_share.columns if c not in top]
     data = mean_share[top].copy()
     if other:
         data["other"] = mean_share[other].sum(axis=1)
-    data = data.sort_index()
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 0.42 * len(data) + 1.4))
-    left = np.zeros(len(data))
-    cmap = plt.get_cmap("tab10")
-    for k, col in enumerate(data.columns):
-        ax.barh(range(len(data)), data[col].to_numpy(), left=left, color=cmap(k % 10), label=col)
-        left += data[col].to_numpy()
-    ax.set_yticks(range(len(data)), data.index, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("mean share of summed op time per model")
-    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.4 / max(len(data), 1)))
     fname = "op_breakdown.png"
-    _save(fig, out / fname)
+    plot_share_bars(data.sort_index(), out / fname, "mean share of summed op time per model")
     return fname, "Latency breakdown by op type (mean over models of each op type's share), per scenario with op records."
 
 

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 TABLES = ("models", "scenarios", "e2e", "ops", "kernels")
 PARQUET_META_KEY = b"latbench"  # parquet key-value metadata: {"table": ..., "schema_version": ...}
 
@@ -206,6 +206,10 @@ _E2E = TableSchema(
         _c("start_ns", "Int64", "monotonic clock at the first timed run (raw timestamp)", "ns"),
         _c("end_ns", "Int64", "monotonic clock after the last timed run (raw timestamp)", "ns"),
         _c("runtime_version", "string", "version of the measuring runtime (native runner, benchmark tool)"),
+        _c("output_check", "string", "GPU scenarios of the suite: the outputs against the CPU's on the same input "
+           "(docs/gpu.md): `ok`, or `fp16_overflow` (fp16 outputs inf/NaN: the network exceeds fp16's range; "
+           "the time is that of the fp16 computation); empty where not checked"),
+        _c("output_rel_err", "float64", "relative L2 error of those outputs against the CPU's", nonnegative=True),
         *_provenance("measurement"),
     ),
     key=("model_id", "scenario_id"),

@@ -42,6 +42,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "mean": ("mean",),
     "pooling_2d": ("pool",),
     "concat": ("concat",),
+    "split": ("split",),
 }
 #: host transfers, not kernels of the network
 TRANSFERS = ("layout_in", "layout_out", "copy")
