@@ -97,7 +97,7 @@ def wgsl_signature(src: str) -> Signature:
                      stores=src.count("textureStore("), fma=len(re.findall(r"\bfma\(", src)),
                      loops=len(_LOOPS.findall(src)), barriers=src.count("workgroupBarrier("),
                      workgroup_arrays=tuple(sorted(int(n) for n in _WG_ARRAY.findall(src))),
-                     clamps=len(re.findall(r"\bclamp\(\s*\w+\s*,\s*vec4<f", src)),
+                     clamps=sum("vec4<f" in args for args in re.findall(r"\bclamp\(([^;]*)", src)),
                      maxes=len(re.findall(r"\bmax\(", src)), selects=len(re.findall(r"\bselect\(", src)))
 
 
@@ -206,6 +206,8 @@ FUSED: list[tuple[str, Callable[[str], bool]]] = [
     # activations bound by uniforms: max(x, lo) is ReLU, clamp(x, lo, hi) ReLU6 / ReLU-N1 ...
     ("relu", lambda s: bool(re.search(r"=\s*max\(\s*\w+\s*,\s*vec4<f(16|32)>\(\s*(f16\()?U\.", s))),
     ("clamp", lambda s: bool(re.search(r"=\s*clamp\(\s*\w+\s*,\s*vec4<f(16|32)>\(\s*(f16\()?U\.", s))),
+    # hard-swish x * clamp(x / 6 + 0.5, 0, 1), with literal constants
+    ("hard_swish", lambda s: bool(re.search(r"=\s*\w+\s*\*\s*clamp\(\s*\w+\s*\*\s*vec4<f(16|32)>\(\s*0\.1666", s))),
 ]
 
 
@@ -265,8 +267,13 @@ def match_programs(sig: Signature, programs: Sequence[Program]) -> dict[str, Any
     """kernel_kind, fused and program index of the shader with signature ``sig``."""
     found = [p for p in programs if p.signature == sig]
     if len(found) > 1:  # second stage: the float clamp / max counts, when they single one out
-        second = ("clamps", "maxes", "selects")
-        exact = [p for p in found if all(getattr(p.signature, f) == getattr(sig, f) for f in second)]
+        exact = [p for p in found if (p.signature.clamps, p.signature.maxes) == (sig.clamps, sig.maxes)]
+        if len(exact) > 1:
+            # then select(): Tint also lowers bool -> float conversions to OpSelect, so the
+            # shader has at least the program's select() calls: keep the closest from below
+            below = [p for p in exact if p.signature.selects <= sig.selects]
+            best = max((p.signature.selects for p in below), default=None)
+            exact = [p for p in below if p.signature.selects == best]
         if len(exact) == 1:
             found = exact
     if not found:

@@ -48,9 +48,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
 TRANSFERS = ("layout_in", "layout_out", "copy")
 #: fused part of a dispatch -> the delegate's name of the linked op
 FUSED_AS_LINKED = {"add": "add", "add_const": "add", "mul": "mul", "mul_const": "mul", "relu": "relu",
-                   "clamp": "relu"}
-#: a linked op the generated code writes as several parts (hard-swish: x * clamp(x + 3, 0, 6) / 6)
-LINKED_AS_PARTS = {"hard_swish": ("mul", "relu")}
+                   "clamp": "relu", "hard_swish": "hard_swish"}
 
 
 def expected_kinds(kernel: gt.GpuKernel) -> tuple[str, ...]:
@@ -77,8 +75,7 @@ def deduced_tokens(graph: Graph, vendor: str = "other", order: str = "dfs") -> l
         generic = set(FUSED_AS_LINKED.values())
         # an element-wise kernel's program shows its own operation the way it shows linked ones
         own = {k.kernel} if kinds == ("elementwise",) and k.kernel in generic else set()
-        parts = [p for l in (*k.linked, *own) for p in LINKED_AS_PARTS.get(l, (l,))]
-        linked = frozenset(p for p in parts if p in generic)
+        linked = frozenset(l for l in (*k.linked, *own) if l in generic)
         for j, kind in enumerate(kinds):
             # Winograd links into its output transform
             out.append(Token(kind, linked if j == len(kinds) - 1 else frozenset(),
@@ -213,5 +210,5 @@ def probe_networks() -> list[tuple[str, Graph]]:
     return nets
 
 
-__all__ = ["EXPECTED", "FUSED_AS_LINKED", "LINKED_AS_PARTS", "NetworkTruth", "Token", "compare", "deduced_tokens", "executed_tokens",
+__all__ = ["EXPECTED", "FUSED_AS_LINKED", "NetworkTruth", "Token", "compare", "deduced_tokens", "executed_tokens",
            "expected_kinds", "probe_networks"]
