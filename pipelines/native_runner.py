@@ -177,14 +177,18 @@ def _gpu_program_env(tmp: Path) -> dict[str, str]:
     return env
 
 
+def _gpu_meta(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``gpu`` section of the meta record (where the GPU checks and labels report)."""
+    meta = next((r for r in records if r.get("type") == "meta"), {})
+    return meta.setdefault("gpu", {})
+
+
 def _label_gpu_kernels(records: list[dict[str, Any]], tmp: Path) -> None:
     """Adds kernel kinds to the GPU kernel records; the meta record gets the summary."""
     from .gpu_programs import label_kernels
 
     labels = label_kernels((r for r in records if r.get("type") == "kernel"), tmp / "programs", tmp / "shaders")
-    meta = next((r for r in records if r.get("type") == "meta"), None)
-    if meta is not None:
-        meta.setdefault("gpu", {})["programs"] = labels.summary()
+    _gpu_meta(records)["programs"] = labels.summary()
 
 
 def _validate_gpu(records: list[dict[str, Any]], model: str, outputs: Path, precision: str | None,
@@ -194,19 +198,13 @@ def _validate_gpu(records: list[dict[str, Any]], model: str, outputs: Path, prec
     from .gpu_validate import GpuOutputError, check
 
     def run_cpu(path: Path, out: Path) -> None:
-        argv = build_argv(path, records=out.with_suffix(".jsonl"), cpus=cpus, runs=1, warmup=0,
-                          extra_args=["--dump-outputs", str(out)])
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            raise _error(proc, str(path))
+        run_native(path, cpus=cpus, runs=1, warmup=0, timeout=timeout, extra_args=["--dump-outputs", str(out)])
 
     try:
         v = check(model, outputs, precision or "fp16", run_cpu)
     except GpuOutputError as e:
         raise NativeRunError(str(e), kind="gpu_output", model=model) from None
-    meta = next((r for r in records if r.get("type") == "meta"), None)
-    if meta is not None:
-        meta.setdefault("gpu", {})["validation"] = v.to_dict()
+    _gpu_meta(records)["validation"] = v.to_dict()
 
 
 def _rewrite_records(records: list[dict[str, Any]], rec: Path) -> None:
@@ -262,7 +260,7 @@ def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = N
             _validate_gpu(records, model, gpu_outputs, precision, cpus, timeout)
         if label_gpu:
             _label_gpu_kernels(records, Path(tmp))
-        if accelerator == "gpu" and rec.parent != Path(tmp):
+        if accelerator == "gpu" and records_path is not None:
             _rewrite_records(records, rec)  # a resumed sweep reads them back
     return NativeRun(records=records, records_path=Path(records_path) if records_path is not None else None,
                      trace_path=Path(trace_path) if trace_path is not None else None, argv=argv)
