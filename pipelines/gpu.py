@@ -98,21 +98,27 @@ def _vulkan_devices_here() -> list[dict[str, Any]]:
         vk.vkDestroyInstance(inst, None)
 
 
-def unavailable_reason() -> str | None:
-    """None when GPU scenarios can run on this host, else one line saying why not."""
+def probe() -> tuple[list[dict[str, Any]], str | None]:
+    """(Vulkan devices, None) when GPU scenarios can run on this host, else (what was found,
+    one line saying why not). One child process (see :func:`vulkan_devices`)."""
     try:
         devices = vulkan_devices()
     except OSError as e:
-        return str(e)
+        return [], str(e)
     if not devices:
         icds = [str(p) for d in ICD_DIRS for p in sorted(Path(d).glob("*.json"))] if any(
             Path(d).is_dir() for d in ICD_DIRS) else []
-        return (f"no Vulkan device (driver manifests: {', '.join(icds) or 'none'}); "
-                "scripts/setup.sh installs Mesa's lavapipe from the release's backports")
+        return [], (f"no Vulkan device (driver manifests: {', '.join(icds) or 'none'}); "
+                    "scripts/setup.sh installs Mesa's lavapipe from the release's backports")
     accel = _litert_dir() / "libLiteRtWebGpuAccelerator.so"
     if not accel.is_file():
-        return f"LiteRT's GPU accelerator is missing ({accel})"
-    return None
+        return devices, f"LiteRT's GPU accelerator is missing ({accel})"
+    return devices, None
+
+
+def unavailable_reason() -> str | None:
+    """None when GPU scenarios can run on this host, else one line saying why not."""
+    return probe()[1]
 
 
 def _litert_dir() -> Path:

@@ -157,7 +157,7 @@ def test_no_gpu_is_recorded_as_not_offered(tmp_path, monkeypatch):
     assert not [p for p in r["out"].iterdir() if p.name != "SCENARIO.json"]
 
     why = "no Vulkan device (driver manifests: none); scripts/setup.sh installs Mesa's lavapipe"
-    monkeypatch.setattr(gpu, "unavailable_reason", lambda: why)
+    monkeypatch.setattr(gpu, "probe", lambda: ([], why))
     _, cfg = params(data)
     assert cfg.device.gpu == "auto"
     r = run_measure(cfg, "tflite", "fp32", None, accelerator="gpu", progress=False)
@@ -189,7 +189,7 @@ def test_scenarios_lists_the_gpu_points(tmp_path, monkeypatch, capsys):
     assert "not offered: host-pytorch-gpu: the suite has no pytorch runner for the gpu" in out
     raw["device"]["gpu"] = "auto"
     write_params(raw, p)
-    monkeypatch.setattr(gpu, "unavailable_reason", lambda: "no Vulkan loader (libvulkan.so.1)")
+    monkeypatch.setattr(gpu, "probe", lambda: ([], "no Vulkan loader (libvulkan.so.1)"))
     assert main(["scenarios", "--params", str(p)]) == 0
     out = capsys.readouterr().out
     assert "host-tflite-gpu-fp16 " not in out

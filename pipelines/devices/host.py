@@ -80,14 +80,8 @@ def probe_gpu() -> tuple[str | None, str | None]:
     """(GPU name, None) when GPU scenarios can run on this machine, else (None, why not)."""
     from pipelines import gpu
 
-    reason = gpu.unavailable_reason()
-    if reason:
-        return None, reason
-    try:
-        devices = gpu.vulkan_devices()
-    except OSError as e:  # the driver went away between the two probes
-        return None, str(e)
-    return (devices[0]["name"], None) if devices else (None, "no Vulkan device")
+    devices, reason = gpu.probe()
+    return (None, reason) if reason else (devices[0]["name"], None)
 
 
 @register_device_kind("host")
