@@ -45,7 +45,9 @@ def run_job(cfg: DictConfig) -> str:
     return str(out)
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+# An absolute path: given "conf", Hydra looks for a module `leaderboard.conf` when the console
+# script `leaderboard-train` calls main(), and finds none.
+@hydra.main(version_base="1.3", config_path=str(ROOT / "leaderboard" / "conf"), config_name="train")
 def main(cfg: DictConfig) -> str:
     return run_job(cfg)
 
