@@ -98,9 +98,17 @@ def _vulkan_devices_here() -> list[dict[str, Any]]:
         vk.vkDestroyInstance(inst, None)
 
 
+PROBE_MODEL = BUILD / "gpu-probe" / "probe_fp32.tflite"
+
+
 def probe() -> tuple[list[dict[str, Any]], str | None]:
     """(Vulkan devices, None) when GPU scenarios can run on this host, else (what was found,
-    one line saying why not). One child process (see :func:`vulkan_devices`)."""
+    one line saying why not).
+
+    A Vulkan device is not enough: with Debian bookworm's own Mesa 22.3, lavapipe enumerates
+    but LiteRT's accelerator finds "No adapters". So the probe ends by compiling and running a
+    tiny model on the GPU through latbench-run, output check included, exactly as a GPU
+    scenario would (:func:`smoke_run`); its error, the runtime's own words, is the reason."""
     try:
         devices = vulkan_devices()
     except OSError as e:
@@ -113,7 +121,41 @@ def probe() -> tuple[list[dict[str, Any]], str | None]:
     accel = _litert_dir() / "libLiteRtWebGpuAccelerator.so"
     if not accel.is_file():
         return devices, f"LiteRT's GPU accelerator is missing ({accel})"
-    return devices, None
+    return devices, smoke_run()
+
+
+def smoke_run(model: str | os.PathLike | None = None) -> str | None:
+    """Compiles and runs ``model`` (default: a conv + ReLU + add network at 8x8, built once into
+    native/build/gpu-probe/) on the GPU in fp32; None when it ran and its outputs match the CPU,
+    else one line saying why not (the runtime's own message)."""
+    from .native_runner import NativeRunError, run_native
+
+    try:
+        path = Path(model) if model is not None else _probe_model()
+        run_native(path, accelerator="gpu", precision="fp32", warmup=0, runs=1, timeout=120)
+    except (NativeRunError, OSError) as e:
+        return f"the GPU path cannot run a tiny model: {e}"
+    return None
+
+
+def _probe_model() -> Path:
+    """The probe's .tflite, exported from IR by the project's own exporter, in a child process
+    (TensorFlow and a Vulkan driver in one process crash it at exit)."""
+    import subprocess
+    import sys
+
+    if not PROBE_MODEL.is_file():
+        code = ("import sys; from generators.ir import Graph; from generators.export.tflite import export_tflite\n"
+                "g = Graph('gpu-probe', source='probe'); x = g.input([1, 4, 8, 8])\n"
+                "y = g.add('relu', g.add('conv2d', x, out_channels=8, kernel=3, padding=1))\n"
+                "g.set_outputs(g.add('add', [y, g.add('conv2d', y, out_channels=8, kernel=1)]))\n"
+                "export_tflite(g, sys.argv[1], 'fp32')")
+        proc = subprocess.run([sys.executable, "-c", code, str(PROBE_MODEL)], capture_output=True, text=True,
+                              cwd=str(ROOT), env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=300)
+        if proc.returncode != 0:
+            lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+            raise OSError(f"cannot export the probe model {PROBE_MODEL}: {lines[-1] if lines else proc.returncode}")
+    return PROBE_MODEL
 
 
 def unavailable_reason() -> str | None:

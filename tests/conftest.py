@@ -50,8 +50,9 @@ def native_built() -> Path:
 
 @pytest.fixture(scope="session")
 def needs_gpu(native_built) -> None:
-    """Skips, saying why, where this machine has no GPU path (scripts/setup.sh installs Mesa's
-    lavapipe: docs/gpu.md) or the timestamp layer was not built."""
+    """Skips, saying why, exactly where this machine's GPU path cannot compile and run a tiny model
+    (the probe `device.gpu: auto` uses, pipelines.gpu.probe; scripts/setup.sh installs Mesa's
+    lavapipe: docs/gpu.md), or the timestamp layer was not built."""
     from pipelines import gpu
 
     reason = gpu.unavailable_reason()

@@ -113,3 +113,19 @@ def test_host_device_runs_a_gpu_scenario(needs_gpu, tiny_gpu_model, tmp_path):
                   timeout=300)
     assert run.meta["accelerator"] == "gpu" and run.meta["gpu"]["precision"] == "fp16"
     assert len(run.runs) == 3
+
+
+# ---------------------------------------------------------------- the GPU-path probe
+def test_the_probe_runs_a_model_on_the_gpu_not_just_finds_a_vulkan_device(tmp_path, native_built):
+    """A Vulkan device that LiteRT's accelerator cannot use (Debian's own Mesa 22.3) must count as
+    no GPU: the probe's last step is a real compile-and-run, and its failure is the reason."""
+    bad = tmp_path / "not-a-model.tflite"
+    bad.write_bytes(b"\0" * 64)
+    why = gpu.smoke_run(bad)
+    assert why is not None and why.startswith("the GPU path cannot run a tiny model: ") and str(bad) in why
+    assert "\n" not in why
+    devices, reason = gpu.probe()
+    if devices and reason is None:  # where the probe says yes, its own model runs on the GPU
+        assert gpu.PROBE_MODEL.is_file()
+        run = nr.run_native(gpu.PROBE_MODEL, accelerator="gpu", precision="fp32", warmup=0, runs=2, timeout=120)
+        assert len(run.runs) == 2 and run.meta["gpu"]["validation"]["ok"]
