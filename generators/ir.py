@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .ops import OpError, op_spec, normalize_attrs
+from .safeload import MAX_BYTES, LoadError, load_json_text, read_text
 
 FORMAT = "latbench-ir"
 VERSION = 1
+MAX_NODES = 200_000  # nodes of one IR file (the largest networks of the suite have a few thousand)
+MAX_FILE_BYTES = MAX_BYTES
 BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2, "int8": 1}
 
 
@@ -101,6 +104,12 @@ class Graph:
 
     def add(self, op: str, inputs: list[str] | str = (), name: str | None = None, block: str | None = None, **attrs) -> str:
         """Append a node; return the reference of its (first) output."""
+        return self.add_node(op, inputs, name=name, block=block, attrs=attrs)
+
+    def add_node(self, op: str, inputs: list[str] | str = (), name: str | None = None, block: str | None = None,
+                 attrs: dict[str, Any] | None = None) -> str:
+        """:meth:`add` with the attributes as one dict: any attribute name, even ``name`` or
+        ``inputs``, reaches the operator's schema (which refuses what it does not know)."""
         if isinstance(inputs, str):
             inputs = [inputs]
         name = name or self._fresh_name(op)
@@ -108,7 +117,7 @@ class Graph:
             raise IRError(f"node {name!r}: duplicate node name")
         if block is None and self._block:
             block = "/".join(self._block)
-        node = Node(name=name, op=op, inputs=list(inputs), attrs=dict(attrs), block=block)
+        node = Node(name=name, op=op, inputs=list(inputs), attrs=dict(attrs or {}), block=block)
         self._infer(node)
         self.nodes[name] = node
         return name
@@ -124,6 +133,8 @@ class Graph:
 
     def set_outputs(self, *refs: str) -> "Graph":
         for r in refs:
+            if not isinstance(r, str):
+                raise IRError(f"output {r!r}: expected a tensor reference (a node name)"[:200])
             self.tensor_shape(r)
         self.outputs = list(refs)
         return self
@@ -317,21 +328,31 @@ class Graph:
         raw_nodes = d.get("nodes")
         if not isinstance(raw_nodes, list):
             raise IRError(f"{where}: 'nodes' must be a list")
+        if len(raw_nodes) > MAX_NODES:
+            raise IRError(f"{where}: {len(raw_nodes)} nodes (at most {MAX_NODES})")
+        for key in ("name", "source"):
+            if not isinstance(d.get(key, ""), str):
+                raise IRError(f"{where}: {key!r} must be a string, got {type(d[key]).__name__}")
+        if d.get("meta") is not None and not isinstance(d["meta"], dict):
+            raise IRError(f"{where}: 'meta' must be an object, got {type(d['meta']).__name__}")
         parsed: dict[str, dict] = {}
         for i, n in enumerate(raw_nodes):
-            if not isinstance(n, dict) or not isinstance(n.get("name"), str) or not isinstance(n.get("op"), str):
-                raise IRError(f"{where}: nodes[{i}] needs a string 'name' and 'op'")
+            if not isinstance(n, dict) or not isinstance(n.get("name"), str) or not isinstance(n.get("op"), str) \
+                    or not n["name"]:
+                raise IRError(f"{where}: nodes[{i}] needs a non-empty string 'name' and a string 'op'")
             if n["name"] in parsed:
                 raise IRError(f"{where}: node {n['name']!r}: duplicate node name")
             if not isinstance(n.get("inputs", []), list) or not isinstance(n.get("attrs", {}), dict):
                 raise IRError(f"{where}: node {n['name']!r}: 'inputs' must be a list and 'attrs' an object")
+            if n.get("block") is not None and not isinstance(n["block"], str):
+                raise IRError(f"{where}: node {n['name']!r}: 'block' must be a string or null")
             parsed[n["name"]] = n
         order = _topological_order(parsed, where)
         g = cls(name=d.get("name", ""), source=d.get("source", ""), meta=d.get("meta") or {})
         try:
             for name in order:
                 n = parsed[name]
-                g.add(n["op"], n.get("inputs", []), name=name, block=n.get("block"), **n.get("attrs", {}))
+                g.add_node(n["op"], n.get("inputs", []), name=name, block=n.get("block"), attrs=n.get("attrs", {}))
                 stored = n.get("shapes")
                 if stored is not None and stored != g.nodes[name].shapes:
                     raise IRError(f"node {name!r} ({n['op']}): stored shapes {stored} differ from inferred {g.nodes[name].shapes}")
@@ -349,19 +370,23 @@ class Graph:
 
     @classmethod
     def from_json(cls, text: str, where: str = "IR") -> "Graph":
+        """Parse IR text through the bounded loader (size, depth, integers: see
+        :mod:`generators.safeload`); every fault is one IRError line naming ``where``."""
+        if len(text) > MAX_FILE_BYTES:
+            raise IRError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
         try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise IRError(f"{where}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+            d = load_json_text(text, where)
+        except LoadError as e:
+            raise IRError(str(e)) from None
         return cls.from_dict(d, where)
 
     @classmethod
     def load(cls, path: str | Path) -> "Graph":
         path = Path(path)
         try:
-            text = path.read_text()
-        except OSError as e:
-            raise IRError(f"{path}: cannot read: {e.strerror}") from None
+            text = read_text(path, MAX_FILE_BYTES)
+        except LoadError as e:
+            raise IRError(str(e)) from None
         return cls.from_json(text, where=str(path))
 
 

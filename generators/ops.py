@@ -37,6 +37,9 @@ class OpSpec:
     params: Callable[[dict, list[Shape], list[Shape]], int] = lambda a, i, o: 0
     macs: Callable[[dict, list[Shape], list[Shape]], int] = lambda a, i, o: 0
     category: str = "elementwise"  # coarse family used by features and reports
+    # attribute schema: name -> kind (a checker from the "attribute kinds" below); every
+    # attribute of ``attrs`` has one, so a value from a file is checked before inference
+    types: dict[str, "Kind"] = field(default_factory=dict)
 
 
 REQUIRED = object()
@@ -46,6 +49,9 @@ OPS: dict[str, OpSpec] = {}
 def register_op(spec: OpSpec) -> OpSpec:
     if spec.name in OPS:
         raise ValueError(f"operator {spec.name!r} registered twice")
+    untyped = sorted(set(spec.attrs) - set(spec.types))
+    if untyped:
+        raise ValueError(f"operator {spec.name!r}: attribute(s) {untyped} without a kind in types")
     OPS[spec.name] = spec
     return spec
 
@@ -70,14 +76,79 @@ def _pair(value: Any, key: str) -> list[int]:
     raise OpError(f"{key} must be an int or a pair of ints, got {value!r}")
 
 
-PAIR_ATTRS = {"kernel", "stride", "padding", "dilation"}
+# ---------------------------------------------------------------- attribute kinds
+# A kind checks one attribute value (as read from a file: any JSON value) and returns it in
+# canonical form, or raises OpError naming the attribute. Sizes are bounded so that no file
+# can ask the shape and cost code for astronomically large numbers.
+MAX_SIZE = 2**31 - 1  # any size, count or index (int32, what the runtimes take)
+MAX_LIST = 1024  # elements of a list attribute (shape, sections, pads)
+Kind = Callable[[Any, str], Any]
+
+
+def int_kind(lo: int, hi: int = MAX_SIZE) -> Kind:
+    def check(v: Any, key: str) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise OpError(f"{key} must be an int in [{lo}, {hi}], got {v!r}"[:300])
+        return v
+
+    return check
+
+
+def bool_kind(v: Any, key: str) -> bool:
+    if not isinstance(v, bool):
+        raise OpError(f"{key} must be true or false, got {v!r}"[:300])
+    return v
+
+
+def float_kind(v: Any, key: str) -> float | int:
+    """A finite number (ints stay ints: the canonical form, and so model ids, are unchanged)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or abs(v) > 1e30:
+        raise OpError(f"{key} must be a finite number, got {v!r}"[:300])
+    return v
+
+
+def pair_kind(lo: int) -> Kind:
+    def check(v: Any, key: str) -> list[int]:
+        pair = _pair(v, key)
+        if not all(lo <= x <= MAX_SIZE for x in pair):
+            raise OpError(f"{key} must be ints in [{lo}, {MAX_SIZE}], got {v!r}"[:300])
+        return pair
+
+    return check
+
+
+def int_list_kind(lo: int, length: int | None = None) -> Kind:
+    def check(v: Any, key: str) -> list[int]:
+        ok = isinstance(v, (list, tuple)) and 1 <= len(v) <= MAX_LIST and (length is None or len(v) == length)
+        if not ok or not all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= MAX_SIZE for x in v):
+            n = f"{length} " if length else ""
+            raise OpError(f"{key} must be a list of {n}ints in [{lo}, {MAX_SIZE}], got {v!r}"[:300])
+        return list(v)
+
+    return check
+
+
+def choice_kind(*values: str) -> Kind:
+    def check(v: Any, key: str) -> str:
+        if not isinstance(v, str) or v not in values:
+            raise OpError(f"{key} must be one of {', '.join(values)}, got {v!r}"[:300])
+        return v
+
+    return check
+
+
+POS_INT, NONNEG_INT, AXIS = int_kind(1), int_kind(0), int_kind(-64, 63)
+WINDOW = {"kernel": pair_kind(1), "stride": pair_kind(1), "padding": pair_kind(0), "dilation": pair_kind(1)}
 
 
 def normalize_attrs(spec: OpSpec, attrs: dict) -> dict:
-    """Fill defaults, reject unknown or missing attributes, canonicalise pairs and lists."""
+    """Fill defaults, reject unknown or missing attributes, check each value against its kind
+    (the op's attribute schema) and canonicalise pairs and lists."""
     unknown = set(attrs) - set(spec.attrs)
     if unknown:
-        raise OpError(f"unknown attribute(s) {sorted(unknown)} for {spec.name} (allowed: {sorted(spec.attrs)})")
+        names = sorted(map(str, unknown))
+        shown = names[:10] + (["..."] if len(names) > 10 else [])
+        raise OpError(f"unknown attribute(s) {shown} for {spec.name} (allowed: {sorted(spec.attrs)})"[:400])
     out = {}
     for key, default in spec.attrs.items():
         if key in attrs:
@@ -86,8 +157,9 @@ def normalize_attrs(spec: OpSpec, attrs: dict) -> dict:
             raise OpError(f"missing required attribute {key!r} for {spec.name}")
         else:
             value = default
-        if key in PAIR_ATTRS:
-            value = _pair(value, key)
+        kind = spec.types.get(key)
+        if kind is not None:
+            value = kind(value, key)
         elif isinstance(value, tuple):
             value = list(value)
         out[key] = value
@@ -142,7 +214,8 @@ def _infer_input(a: dict, ins: list[Shape]) -> list[Shape]:
     return [list(shape)]
 
 
-register_op(OpSpec("input", _infer_input, {"shape": REQUIRED}, arity=(0, 0), category="input"))
+register_op(OpSpec("input", _infer_input, {"shape": REQUIRED}, arity=(0, 0), category="input",
+                   types={"shape": int_list_kind(1)}))
 
 
 # ---------------------------------------------------------------- convolution
@@ -182,6 +255,7 @@ register_op(
         params=_conv_params,
         macs=_conv_macs,
         category="conv",
+        types={"out_channels": POS_INT, **WINDOW, "groups": POS_INT, "bias": bool_kind},
     )
 )
 
@@ -200,6 +274,7 @@ register_op(
         params=lambda a, i, o: i[0][1] * a["out_features"] + (a["out_features"] if a["bias"] else 0),
         macs=lambda a, i, o: i[0][1] * a["out_features"],
         category="fc",
+        types={"out_features": POS_INT, "bias": bool_kind},
     )
 )
 
@@ -215,18 +290,29 @@ def _infer_bn(a: dict, ins: list[Shape]) -> list[Shape]:
     return [list(ins[0])]
 
 
-register_op(OpSpec("batchnorm", _infer_bn, {"eps": 1e-5}, params=lambda a, i, o: 2 * i[0][1], category="batchnorm"))
+register_op(OpSpec("batchnorm", _infer_bn, {"eps": 1e-5}, params=lambda a, i, o: 2 * i[0][1], category="batchnorm",
+                   types={"eps": float_kind}))
 
 for _act in ("relu", "relu6", "hswish", "hsigmoid", "sigmoid", "swish", "tanh"):
     register_op(OpSpec(_act, _same_shape, category="activation"))
-register_op(OpSpec("leaky_relu", _same_shape, {"alpha": 0.01}, category="activation"))
+register_op(OpSpec("leaky_relu", _same_shape, {"alpha": 0.01}, category="activation", types={"alpha": float_kind}))
+
+
+def _infer_prelu(a: dict, ins: list[Shape]) -> list[Shape]:
+    n, x = a["num_parameters"], ins[0]
+    if n != 1 and (len(x) < 2 or n != x[1]):
+        raise OpError(f"num_parameters must be 1 or the {x[1] if len(x) > 1 else '?'} input channels, got {n}")
+    return [list(x)]
+
+
 register_op(
     OpSpec(
         "prelu",
-        _same_shape,
+        _infer_prelu,
         {"num_parameters": 1},
         params=lambda a, i, o: a["num_parameters"],
         category="activation",
+        types={"num_parameters": POS_INT},
     )
 )
 
@@ -269,9 +355,13 @@ register_op(
         _infer_pool,
         {"kernel": REQUIRED, "stride": 1, "padding": 0, "ceil_mode": False, "count_include_pad": True},
         category="pool",
+        types={"kernel": WINDOW["kernel"], "stride": WINDOW["stride"], "padding": WINDOW["padding"],
+               "ceil_mode": bool_kind, "count_include_pad": bool_kind},
     )
 )
-register_op(OpSpec("maxpool", _infer_pool, {"kernel": REQUIRED, "stride": 1, "padding": 0, "ceil_mode": False}, category="pool"))
+register_op(OpSpec("maxpool", _infer_pool, {"kernel": REQUIRED, "stride": 1, "padding": 0, "ceil_mode": False}, category="pool",
+                   types={"kernel": WINDOW["kernel"], "stride": WINDOW["stride"], "padding": WINDOW["padding"],
+                          "ceil_mode": bool_kind}))
 
 
 def _infer_gap(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -301,7 +391,7 @@ def _infer_concat(a: dict, ins: list[Shape]) -> list[Shape]:
     return [out]
 
 
-register_op(OpSpec("concat", _infer_concat, {"axis": 1}, arity=(1, None), category="concat"))
+register_op(OpSpec("concat", _infer_concat, {"axis": 1}, arity=(1, None), category="concat", types={"axis": AXIS}))
 
 
 def _infer_split(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -320,7 +410,8 @@ def _infer_split(a: dict, ins: list[Shape]) -> list[Shape]:
     return outs
 
 
-register_op(OpSpec("split", _infer_split, {"sections": REQUIRED, "axis": 1}, category="split"))
+register_op(OpSpec("split", _infer_split, {"sections": REQUIRED, "axis": 1}, category="split",
+                   types={"sections": int_list_kind(1), "axis": AXIS}))
 
 
 def _infer_shuffle(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -331,7 +422,7 @@ def _infer_shuffle(a: dict, ins: list[Shape]) -> list[Shape]:
     return [list(ins[0])]
 
 
-register_op(OpSpec("channel_shuffle", _infer_shuffle, {"groups": REQUIRED}, category="shuffle"))
+register_op(OpSpec("channel_shuffle", _infer_shuffle, {"groups": REQUIRED}, category="shuffle", types={"groups": POS_INT}))
 
 
 def _infer_pad(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -344,7 +435,8 @@ def _infer_pad(a: dict, ins: list[Shape]) -> list[Shape]:
     return [[1, x[1], x[2] + t + b, x[3] + l + r]]
 
 
-register_op(OpSpec("pad", _infer_pad, {"pads": REQUIRED, "value": 0.0}, category="pad"))
+register_op(OpSpec("pad", _infer_pad, {"pads": REQUIRED, "value": 0.0}, category="pad",
+                   types={"pads": int_list_kind(0, 4), "value": float_kind}))
 
 
 def _infer_reshape(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -356,7 +448,7 @@ def _infer_reshape(a: dict, ins: list[Shape]) -> list[Shape]:
     return [list(shape)]
 
 
-register_op(OpSpec("reshape", _infer_reshape, {"shape": REQUIRED}, category="reshape"))
+register_op(OpSpec("reshape", _infer_reshape, {"shape": REQUIRED}, category="reshape", types={"shape": int_list_kind(1)}))
 register_op(OpSpec("flatten", lambda a, i: [[1, _numel(i[0])]], category="reshape"))
 
 
@@ -365,7 +457,7 @@ def _infer_softmax(a: dict, ins: list[Shape]) -> list[Shape]:
     return [list(ins[0])]
 
 
-register_op(OpSpec("softmax", _infer_softmax, {"axis": -1}, category="activation"))
+register_op(OpSpec("softmax", _infer_softmax, {"axis": -1}, category="activation", types={"axis": AXIS}))
 
 
 # ---------------------------------------------------------------- added for NAS-Bench-201 and imported CNNs
@@ -380,7 +472,7 @@ def _infer_scale(a: dict, ins: list[Shape]) -> list[Shape]:
 
 # Multiplication by a constant scalar: NAS-Bench-201's "none" edge (its Zero op computes
 # x.mul(0.)) and scalar mul/div of imported models that no fused pattern explains.
-register_op(OpSpec("scale", _infer_scale, {"factor": REQUIRED}, category="elementwise"))
+register_op(OpSpec("scale", _infer_scale, {"factor": REQUIRED}, category="elementwise", types={"factor": float_kind}))
 
 
 def _infer_clip(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -396,7 +488,8 @@ def _infer_clip(a: dict, ins: list[Shape]) -> list[Shape]:
 
 # Element-wise clamp to [min, max] (torch.clamp / Hardtanh; GhostNet's gate is clamp(x, 0, 1)).
 # relu6 is clip(0, 6) but stays its own operator, as the frameworks keep it.
-register_op(OpSpec("clip", _infer_clip, {"min": 0.0, "max": 1.0}, category="activation"))
+register_op(OpSpec("clip", _infer_clip, {"min": 0.0, "max": 1.0}, category="activation",
+                   types={"min": float_kind, "max": float_kind}))
 
 
 def _infer_crop(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -416,7 +509,7 @@ def _infer_crop(a: dict, ins: list[Shape]) -> list[Shape]:
 
 # Spatial slice, the inverse of pad: removes rows/columns at the borders (BagNet crops the
 # identity branch, x[:, :, :-d, :-d]).
-register_op(OpSpec("crop", _infer_crop, {"crops": REQUIRED}, category="pad"))
+register_op(OpSpec("crop", _infer_crop, {"crops": REQUIRED}, category="pad", types={"crops": int_list_kind(0, 4)}))
 
 
 def _infer_upsample(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -432,4 +525,5 @@ def _infer_upsample(a: dict, ins: list[Shape]) -> list[Shape]:
 
 
 # Nearest-neighbour upsampling by integer factors (HRNet's fuse layers).
-register_op(OpSpec("upsample", _infer_upsample, {"scale": REQUIRED, "mode": "nearest"}, category="resize"))
+register_op(OpSpec("upsample", _infer_upsample, {"scale": REQUIRED, "mode": "nearest"}, category="resize",
+                   types={"scale": pair_kind(1), "mode": choice_kind("nearest")}))
