@@ -26,6 +26,52 @@ class ConfigError(ValueError):
     """A one-line configuration error: ``<file>: <dotted.key>: <what is wrong>``."""
 
 
+# ---------------------------------------------------------------- bounds
+# params.yaml may be edited by hand or come with someone else's experiment: reading it goes
+# through the bounded loader (generators.safeload: size, depth, aliases), and counts that make a
+# stage write files or run for a while are bounded here, so no value can fill the disk.
+MAX_PARAMS_BYTES = 1024 * 1024
+MAX_PARAMS_VALUES = 20_000  # values after expanding YAML aliases (the project's file has ~220)
+MAX_PARAMS_ALIASES = 20
+MAX_NETWORKS = 100_000  # networks one generator source may produce in one run
+MAX_LIST = 10_000  # items of any list in the configuration
+MAX_INT = 2**31 - 1  # any integer in the configuration
+COUNT_LIMITS = {  # dotted key -> largest value
+    "generator.synthetic.n": MAX_NETWORKS,
+    "generator.synthetic.num_blocks": 1_000,
+    "generator.synthetic.input_size": 4_096,
+    "generator.zoo.variants": MAX_NETWORKS,
+}
+
+
+def check_bounds(raw: Any, where: str, key: str = "") -> None:
+    """Walk the raw configuration: every integer within +-MAX_INT, every list within MAX_LIST
+    items, the counts of :data:`COUNT_LIMITS` within theirs. ConfigError names the dotted key."""
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            check_bounds(v, where, f"{key}.{k}" if key else str(k))
+        return
+    if isinstance(raw, list):
+        if len(raw) > MAX_LIST:
+            raise ConfigError(f"{where}: {key}: {len(raw)} items (at most {MAX_LIST})")
+        for i, v in enumerate(raw):
+            check_bounds(v, where, f"{key}[{i}]")
+        return
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        limit = COUNT_LIMITS.get(key, MAX_INT)
+        if not -MAX_INT <= raw <= limit:
+            raise ConfigError(f"{where}: {key}: {raw} is out of range (at most {limit})")
+
+
+def check_data_dir(value: Any, where: str) -> None:
+    """``data_dir``: a non-empty folder path given as text (``''`` would write to ./models, a
+    number to ./123)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: data_dir: expected a folder path (non-empty text), got {value!r}")
+    if "\0" in value:
+        raise ConfigError(f"{where}: data_dir: a NUL character in the path")
+
+
 @dataclass
 class DeviceConfig:
     """Where scenarios run (pipelines/devices/). Fields past ``gpu`` are read by kinds that
@@ -96,6 +142,9 @@ def validate(raw: dict, where: str = "params") -> Any:
     """Merge ``raw`` onto the schema; return the typed config (dataclass instances)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping at the top level")
+    check_bounds(raw, where)
+    if "data_dir" in raw:
+        check_data_dir(raw["data_dir"], where)
     schema = OmegaConf.structured(_root_schema())
     try:
         merged = OmegaConf.merge(schema, raw)
@@ -130,13 +179,16 @@ def _check_generator(gen: Any, where: str) -> None:
 
 def load_params(path: str | Path = PARAMS) -> Any:
     """Read and validate the composed parameters (default: the project's params.yaml)."""
+    from generators.safeload import LoadError, load_yaml_text, read_text
+
     path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found (run `latbench compose` or `dvc exp run` to compose conf/)")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: not found (run `latbench compose` or `dvc exp run` to compose conf/)") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: malformed YAML: {str(e).splitlines()[0]}") from None
+        raw = load_yaml_text(read_text(path, MAX_PARAMS_BYTES), str(path), max_nodes=MAX_PARAMS_VALUES,
+                             max_aliases=MAX_PARAMS_ALIASES)
+    except LoadError as e:
+        raise ConfigError(str(e)) from None
     return validate(raw or {}, where=path.name)
 
 

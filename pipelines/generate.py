@@ -5,12 +5,18 @@ Writes ``<data_dir>/models/<source>/<model_id>.json`` and an index
 Deterministic: the same parameters give byte-identical files. A network that a second
 source produces again (same ``model_id``) is written once; the index says which sources
 made it.
+
+The stage owns only what it writes: IR files ``<source>/<model_id>.json`` of a registered
+source whose content says so (format ``latbench-ir``, that source, that id), and its index.
+A later run with a smaller configuration removes such files it no longer produces; any other
+file under the folder (``--out`` may point anywhere) is never touched.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +34,7 @@ def run_generate(cfg: Any, out_dir: str | Path | None = None, progress: bool = T
 
     gen = cfg.generator
     out = Path(out_dir or Path(cfg.data_dir) / "models")
+    _check_index_is_ours(out / "index.csv")
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict] = {}
     written: dict[str, int] = {}
@@ -50,7 +57,7 @@ def run_generate(cfg: Any, out_dir: str | Path | None = None, progress: bool = T
         written[name] = count
         if progress:
             tqdm.write(f"generate {name}: {count} networks in {time.perf_counter() - t0:.1f} s")
-    _remove_stale(out, set(rows))
+    _remove_stale(out, set(rows), set(SOURCES.names()))
     _write_index(out / "index.csv", rows.values())
     return written
 
@@ -70,11 +77,50 @@ def _index_row(graph: Graph, mid: str) -> dict:
     }
 
 
-def _remove_stale(out: Path, keep: set[str]) -> None:
-    """Drop IR files a previous run wrote that this configuration no longer produces."""
-    for f in out.glob("*/*.json"):
-        if f.stem not in keep:
-            f.unlink()
+_MODEL_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def owned_ir_file(f: Path, sources: set[str]) -> bool:
+    """Whether ``f`` is an IR file this stage writes: ``<source>/<model_id>.json`` of a registered
+    source, holding a latbench-ir document of that source and id (a file of the same name that
+    says anything else, or cannot be read, is someone else's)."""
+    from generators.ir import FORMAT
+    from generators.safeload import LoadError, load_json
+
+    if f.parent.name not in sources or not _MODEL_ID.fullmatch(f.stem) or f.is_symlink() or not f.is_file():
+        return False
+    try:
+        d = load_json(f)
+    except LoadError:
+        return False
+    return isinstance(d, dict) and d.get("format") == FORMAT and d.get("source") == f.parent.name \
+        and d.get("model_id") == f.stem
+
+
+def _remove_stale(out: Path, keep: set[str], sources: set[str]) -> None:
+    """Drop IR files a previous run wrote that this configuration no longer produces (only
+    files :func:`owned_ir_file` recognises as the stage's own)."""
+    for name in sorted(sources):
+        folder = out / name
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        for f in folder.glob("*.json"):
+            if f.stem not in keep and owned_ir_file(f, sources):
+                f.unlink()
+
+
+def _check_index_is_ours(path: Path) -> None:
+    """Refuse to overwrite an ``index.csv`` that this stage did not write."""
+    from .config import ConfigError
+
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ConfigError(f"{path}: not a regular file; refusing to write the index there")
+    if path.is_file():
+        with open(path, "rb") as fh:
+            head = fh.readline(4096).decode("utf-8", "replace").strip()
+        if head != ",".join(INDEX_COLUMNS):
+            raise ConfigError(f"{path}: exists and is not an index written by `latbench generate`; refusing to "
+                              "overwrite it (choose another --out)")
 
 
 def _write_index(path: Path, rows) -> None:
