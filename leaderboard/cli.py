@@ -12,6 +12,11 @@
 Data roots: ``--public`` (default data/public) and ``--host`` (default data/dataset), or the
 environment variables LATBENCH_PUBLIC_DATA / LATBENCH_HOST_DATA. Errors are one line,
 ``leaderboard: error: ...``, exit status 2 (invalid submission: 1).
+
+Entry names follow one policy (:func:`leaderboard.submission.check_entry_name`): a submission
+never takes a registered predictor's name, never says ``kind: baseline``, and never replaces or
+rescores a baseline's results; entries filed under ``leaderboard/submissions/`` are held to the
+same rules when the board is scored.
 """
 from __future__ import annotations
 
@@ -24,6 +29,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 HERE = Path(__file__).resolve().parent
+
+
+class CliError(ValueError):
+    """A refused command (one line; exit status 2)."""
+
 RESULTS = HERE / "results"
 SUBMISSIONS = HERE / "submissions"
 
@@ -36,9 +46,12 @@ def _roots(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _value(text: str) -> Any:
-    import yaml
+    from generators.safeload import LoadError, load_yaml_text
 
-    return yaml.safe_load(text)
+    try:
+        return load_yaml_text(text, "--param", max_nodes=10_000)
+    except LoadError as e:
+        raise CliError(f"{e}") from None
 
 
 def cmd_tracks(args: argparse.Namespace) -> int:
@@ -112,15 +125,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         results = Path(args.results)
         if args.clean and results.is_dir():
             for p in results.glob("*/*.json"):
-                p.unlink()
+                if _is_result_file(p):  # only result files: --results may point at any folder
+                    p.unlink()
         from .submission import SubmissionError
 
         write_status(_roots(args), results)
-        rejected = {}
+        rejected: dict[str, list[str]] = {}
+        scored: dict[str, Path] = {}  # entry name -> its folder: the first (baselines come first) keeps the name
         for folder in args.entries:
             if not Path(folder).is_dir():
                 continue
+            submitted = _is_submissions_folder(Path(folder), args)
             for entry in sorted(p for p in Path(folder).iterdir() if p.is_dir()):
+                refused = _entry_refusal(entry, submitted, scored)
+                if refused:
+                    key = entry.name if entry.name not in rejected else f"{entry.name} ({entry.parent})"
+                    rejected[key] = [refused]
+                    print(f"{entry.name[:24]:24s} REJECTED: {refused}")
+                    continue
+                scored[entry.name] = entry
                 try:
                     docs = evaluate_entry(entry, _roots(args), results)
                 except SubmissionError as e:  # invalid tracks are reported and left off; the rest counts
@@ -139,15 +162,54 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise SystemExit("leaderboard: error: evaluate: give PREDICTIONS METADATA, or --entries DIR")
     import tempfile
 
-    from .submission import validate
+    from .run import _clean
 
     with tempfile.TemporaryDirectory() as tmp:
         entry = Path(tmp) / "submission"
         entry.mkdir()
         _copy_submission(args.predictions, args.metadata, entry)
         docs = evaluate_entry(entry, _roots(args), Path(tmp) / "results")
-    print(json.dumps({k: v["result"] for k, v in docs.items()}, indent=1))
+    # strict JSON: a metric that overflowed is null, never Infinity/NaN
+    print(json.dumps(_clean({k: v["result"] for k, v in docs.items()}), indent=1, allow_nan=False))
     return 0
+
+
+def _is_result_file(p: Path) -> bool:
+    """``<results>/<track>/<entry>.json`` written by evaluate_entry (entry, track, result inside)."""
+    from generators.safeload import LoadError, load_json
+
+    if p.is_symlink() or not p.is_file():
+        return False
+    try:
+        doc = load_json(p)
+    except LoadError:
+        return False
+    return isinstance(doc, dict) and doc.get("track") == p.parent.name and doc.get("entry") == p.stem \
+        and isinstance(doc.get("result"), dict)
+
+
+def _is_submissions_folder(folder: Path, args: argparse.Namespace) -> bool:
+    """Entries in this folder were filed by submitters (leaderboard/submissions/, or --submitted)."""
+    marked = [SUBMISSIONS, *(Path(p) for p in (getattr(args, "submitted", None) or []))]
+    return any(folder.resolve() == m.resolve() for m in marked)
+
+
+def _entry_refusal(entry: Path, submitted: bool, scored: dict[str, Path]) -> str | None:
+    """Why an entry folder may not be scored under its name, or None (the name policy)."""
+    from .submission import check_entry_name, read_metadata
+
+    if entry.name in scored:
+        return f"entry name {entry.name!r} already taken by {scored[entry.name]}"
+    if not submitted:
+        return check_entry_name(entry.name, kind="baseline")
+    why = check_entry_name(entry.name, kind="submission")
+    if why:
+        return why
+    meta = next((p for p in (entry / "metadata.yaml", entry / "metadata.yml", entry / "metadata.json") if p.is_file()), None)
+    problems: list[str] = []
+    if meta is not None and read_metadata(meta, problems, kind="submission") is None:
+        return problems[0] if problems else f"{meta}: invalid"
+    return None
 
 
 def _copy_submission(pred: str, meta: str, entry: Path) -> None:
@@ -155,18 +217,48 @@ def _copy_submission(pred: str, meta: str, entry: Path) -> None:
     shutil.copyfile(meta, entry / ("metadata" + Path(meta).suffix.lower()))
 
 
-def cmd_submit(args: argparse.Namespace) -> int:
-    from .run import evaluate_entry, slug
-    from .submission import validate
+def _baseline_result(results: Path, track: str, name: str) -> bool:
+    """Whether ``results/<track>/<name>.json`` is a baseline's (its metadata says kind baseline)."""
+    from generators.safeload import LoadError, load_json
 
-    validate(args.predictions, args.metadata, _roots(args))
-    entry = Path(args.submissions) / slug(args.name)
-    if entry.exists() and not args.replace:
+    p = results / track / f"{name}.json"
+    if not p.exists():
+        return False
+    try:
+        doc = load_json(p)
+    except LoadError:
+        return True  # unreadable: not provably a submission's, so not replaced
+    return not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict) or doc["meta"].get("kind") != "submission"
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from .run import evaluate_entry
+    from .submission import check_entry_name, validate
+
+    name = args.name.strip().lower()  # taken as given (no silent renaming): it must pass the policy
+    why = check_entry_name(name, kind="submission")
+    if why:
+        raise CliError(f"--name: {why}")
+    checked = validate(args.predictions, args.metadata, _roots(args), kind="submission")
+    root = Path(args.submissions)
+    entry = root / name
+    if entry.resolve().parent != root.resolve():  # the name policy makes this impossible; never write outside
+        raise CliError(f"--name: {name!r} is not a folder inside {root}")
+    if (entry.exists() or entry.is_symlink()) and not args.replace:
         raise SystemExit(f"leaderboard: error: {entry} exists (choose another --name, or --replace)")
+    if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
+        raise CliError(f"{entry} is not an entry folder; not replaced")
+    owned = [t for t in checked.tracks if _baseline_result(Path(args.results), t, name)]
+    if owned:
+        raise CliError(f"--name: {name!r} has results of a baseline (or of an unreadable "
+                         f"entry) on {', '.join(owned)}; they are not replaced; choose another name")
     entry.mkdir(parents=True, exist_ok=True)
+    for old in entry.iterdir():  # --replace: the new files only (predictions.csv must not shadow a new .parquet)
+        if old.is_file() and old.name.startswith(("predictions.", "metadata.")):
+            old.unlink()
     _copy_submission(args.predictions, args.metadata, entry)
-    for name in evaluate_entry(entry, _roots(args), args.results):
-        print(f"{entry.name}: entered on {name}")
+    for track in evaluate_entry(entry, _roots(args), args.results):
+        print(f"{entry.name}: entered on {track}")
     print("run `leaderboard render` to update the board")
     return 0
 
@@ -206,11 +298,14 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--entries", action="append", help="a folder of entry folders (repeat)")
             s.add_argument("--results", default=str(RESULTS))
             s.add_argument("--clean", action="store_true", help="remove old result files first")
+            s.add_argument("--submitted", action="append",
+                           help="an --entries folder whose entries submitters filed (default: leaderboard/submissions)")
         s.set_defaults(fn=fn)
     s = sub.add_parser("submit", help="validate a submission, file it under submissions/ and score it")
     s.add_argument("predictions")
     s.add_argument("metadata")
-    s.add_argument("--name", required=True)
+    s.add_argument("--name", required=True,
+                   help="entry name: 1-64 of a-z 0-9 - _, not a registered predictor's (docs/leaderboard.md)")
     s.add_argument("--replace", action="store_true")
     s.add_argument("--submissions", default=str(SUBMISSIONS))
     s.add_argument("--results", default=str(RESULTS))
@@ -236,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SubmissionError as e:
         print(f"leaderboard: invalid submission: {e}", file=sys.stderr)
         return 1
-    except (TrackError, EvaluationError, UnknownName, FileNotFoundError) as e:
+    except (TrackError, EvaluationError, UnknownName, FileNotFoundError, CliError) as e:
         print(f"leaderboard: error: {e}", file=sys.stderr)
         return 2
 

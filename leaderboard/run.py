@@ -256,13 +256,12 @@ def _valid_tracks(pred: Path, meta: Path, roots: Mapping[str, Any] | None, split
     ``.problems`` and the valid ones in ``.partial``) when anything was rejected."""
     import tempfile
 
-    from .submission import Checked, SubmissionError, validate
+    from .submission import Checked, SubmissionError, read_predictions, validate
 
-    try:
-        df = pd.read_parquet(pred) if pred.suffix == ".parquet" else pd.read_csv(pred)
-        tracks = sorted(set(df["track"].dropna().astype(str)))
-    except Exception:  # noqa: BLE001 - the file itself is unreadable: the whole entry's problems stand
+    df = read_predictions(pred, [])  # bounded (rows, bytes) like the validator
+    if df is None:  # the file itself is unreadable: the whole entry's problems stand
         raise whole from None
+    tracks = sorted(set(df["track"].dropna().astype(str)))
     good, problems = Checked(meta={}), []
     with tempfile.TemporaryDirectory() as tmp:
         for t in tracks:

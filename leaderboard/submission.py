@@ -16,11 +16,14 @@ training split, e.g. "track training split only"), ``seeds`` (list of ints), opt
 the row (CSV line or parquet row) and the column: missing or extra ids, duplicates, NaN, zero,
 negative or infinite predictions, unknown track or scenario, predictions for networks outside
 the test split. The board evaluates only what passed.
+
+Files come from strangers, so reading is bounded (:data:`LIMITS`: bytes, rows, metadata size
+after expanding YAML aliases, text lengths) and entry names follow one policy
+(:func:`check_entry_name`): registered predictor names are the baselines', and a submission
+cannot call itself ``kind: baseline``. docs/leaderboard.md states the policy.
 """
 from __future__ import annotations
 
-import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,17 +31,42 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-import yaml
 
 COLUMNS = ("track", "scenario_id", "model_id", "predicted_ms")
 META_REQUIRED = ("method", "authors", "code", "training_data", "seeds")
 META_OPTIONAL = ("description", "kind", "predictor", "params", "date")
 MAX_LISTED = 5  # examples listed per problem
 
+# Size limits of a submission (docs/leaderboard.md, "Submission policy").
+LIMITS = {
+    "predictions_bytes": 64 * 1024 * 1024,  # the predictions file
+    "predictions_rows": 2_000_000,  # rows (parquet: checked in the file's footer, before reading)
+    "metadata_bytes": 64 * 1024,  # the metadata file
+    "metadata_values": 10_000,  # values in the metadata, after expanding YAML aliases
+    "metadata_depth": 16,
+    "text_chars": 2_000,  # description, training_data
+    "name_chars": 100,  # method, each author, predictor
+    "authors": 50,
+    "seeds": 100,
+    "predicted_ms": 1e9,  # largest prediction (11.6 days): larger is a unit error, and overflows the metrics
+}
+NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")  # entry names: folder and result-file names
+RESERVED_NAMES = ("baseline", "baselines", "status", "rejected", "submission", "submissions")
+
+
+MAX_PROBLEM_CHARS = 500
+
+
+def one_line(text: Any, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """A problem as one line of bounded length (submission text may hold newlines and be long)."""
+    s = " ".join(str(text).split("\n"))
+    s = s.replace("\r", " ")
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
 
 class SubmissionError(ValueError):
     def __init__(self, problems: list[str]):
-        self.problems = list(problems)
+        self.problems = [one_line(p) for p in problems]
         super().__init__(f"{len(problems)} problem(s):\n" + "\n".join(self.problems))
 
 
@@ -54,24 +82,83 @@ def _examples(xs: list[Any]) -> str:
 
 
 # ---------------------------------------------------------------- files
+# ---------------------------------------------------------------- names
+def reserved_names() -> set[str]:
+    """Names no submission may take: every registered predictor's (the baselines' entries)."""
+    from .baselines import PREDICTORS
+
+    return {n.lower() for n in PREDICTORS.names()} | set(RESERVED_NAMES)
+
+
+def check_entry_name(name: Any, kind: str = "submission") -> str | None:
+    """The one name policy of entries: None if ``name`` may be filed as an entry of ``kind``,
+    else the reason (one line). Names are lower-case letters, digits, ``.``, ``-`` and ``_`` (at most 64,
+    starting with a letter or digit: never a path, never hidden; ``.`` only inside); a submission may not take a
+    reserved name (a registered predictor's)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        return (f"entry name {str(name)[:80]!r} is not allowed: use 1-64 lower-case letters, digits, '.', '-' or '_', "
+                "starting with a letter or digit")
+    if kind != "baseline" and name in reserved_names():
+        return f"entry name {name!r} is reserved for the suite's baselines (registered predictors); choose another"
+    return None
+
+
+def _parquet_precheck(p: Path, problems: list[str]) -> bool:
+    """Refuse a parquet file by its footer alone: too many rows (a 1 MB file of dictionary-encoded
+    rows can decode to gigabytes) or too many columns."""
+    import pyarrow.parquet as pq
+
+    try:
+        md = pq.ParquetFile(p).metadata
+    except Exception as e:  # noqa: BLE001 - any unreadable file is one reported problem
+        problems.append(f"{p}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+        return False
+    if md.num_rows > LIMITS["predictions_rows"]:
+        problems.append(f"{p}: {md.num_rows} rows (at most {LIMITS['predictions_rows']}); not read")
+        return False
+    if md.num_columns > 4 * len(COLUMNS):
+        problems.append(f"{p}: {md.num_columns} columns (expected exactly {', '.join(COLUMNS)}); not read")
+        return False
+    return True
+
+
 def read_predictions(path: str | Path, problems: list[str]) -> pd.DataFrame | None:
     p = Path(path)
     suffix = p.suffix.lower()
     if not p.is_file():
         problems.append(f"{p}: no such file")
         return None
+    if suffix not in (".parquet", ".csv"):
+        problems.append(f"{p}: unsupported predictions format {suffix or '(none)'} (use .parquet or .csv)")
+        return None
+    size = p.stat().st_size
+    if size > LIMITS["predictions_bytes"]:
+        problems.append(f"{p}: {size} bytes (at most {LIMITS['predictions_bytes']}); not read")
+        return None
+    if suffix == ".parquet" and not _parquet_precheck(p, problems):
+        return None
     try:
         if suffix == ".parquet":
             df = pd.read_parquet(p)
-        elif suffix == ".csv":
-            df = pd.read_csv(p, dtype={"track": "string", "scenario_id": "string", "model_id": "string"},
-                             keep_default_na=True)
         else:
-            problems.append(f"{p}: unsupported predictions format {suffix or '(none)'} (use .parquet or .csv)")
-            return None
-    except Exception as e:  # noqa: BLE001 - any unreadable file is one reported problem
+            df = pd.read_csv(p, dtype={"track": "string", "scenario_id": "string", "model_id": "string"},
+                             keep_default_na=True, nrows=LIMITS["predictions_rows"] + 1)
+    except Exception as e:  # noqa: BLE001 - any unreadable file (MemoryError included) is one reported problem
         problems.append(f"{p}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
         return None
+    if len(df) > LIMITS["predictions_rows"]:
+        problems.append(f"{p}: more than {LIMITS['predictions_rows']} rows; not read")
+        return None
+    try:
+        return _check_predictions(p, df, problems)
+    except MemoryError:
+        problems.append(f"{p}: too large to check in memory")
+    except (TypeError, ValueError) as e:  # e.g. nested values in a parquet column
+        problems.append(f"{p}: unreadable values ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+    return None
+
+
+def _check_predictions(p: Path, df: pd.DataFrame, problems: list[str]) -> pd.DataFrame | None:
     missing = [c for c in COLUMNS if c not in df.columns]
     extra = [c for c in df.columns if c not in COLUMNS]
     if missing:
@@ -81,6 +168,22 @@ def read_predictions(path: str | Path, problems: list[str]) -> pd.DataFrame | No
     if missing:
         return None
     df = df[list(COLUMNS)].reset_index(drop=True)
+    if len(df) == 0:
+        problems.append(f"{p}: no predictions (the file has a header but no rows)")
+        return None
+    stored = df["predicted_ms"].dtype
+    if not (pd.api.types.is_integer_dtype(stored) or pd.api.types.is_float_dtype(stored)
+            or pd.api.types.is_string_dtype(stored)) or pd.api.types.is_bool_dtype(stored):
+        problems.append(f"{p}: predicted_ms: stored as {stored}, expected numbers (milliseconds as float or int)")
+        return None
+    if stored == object:
+        odd = df["predicted_ms"].map(lambda v: not (v is None or isinstance(v, str)
+                                                    or (isinstance(v, (int, float)) and not isinstance(v, bool))))
+        if odd.any():
+            i = int(np.flatnonzero(odd)[0])
+            problems.append(f"{p}: predicted_ms: {int(odd.sum())} value(s) not numbers, first at {_row_label(p, i)}: "
+                            f"{type(df['predicted_ms'].iloc[i]).__name__}")
+            return None
     for c in ("track", "scenario_id", "model_id"):
         empty = df[c].isna() | (df[c].astype("string").str.strip() == "")
         if empty.any():
@@ -93,8 +196,9 @@ def read_predictions(path: str | Path, problems: list[str]) -> pd.DataFrame | No
         problems.append(f"{p}: predicted_ms: {int(notnum.sum())} value(s) not a number, first at {_row_label(p, i)}: "
                         f"{df['predicted_ms'].iloc[i]!r}")
     v = v.astype("float64")
+    big = LIMITS["predicted_ms"]
     for what, mask in (("NaN (missing)", v.isna() & ~notnum), ("infinite", np.isinf(v)), ("zero", v == 0),
-                       ("negative", v < 0)):
+                       ("negative", v < 0), (f"larger than {big:g} ms", np.isfinite(v) & (v > big))):
         if mask.any():
             i = int(np.flatnonzero(mask)[0])
             problems.append(f"{p}: predicted_ms: {int(mask.sum())} value(s) {what}, first at {_row_label(p, i)} "
@@ -112,22 +216,27 @@ def read_predictions(path: str | Path, problems: list[str]) -> pd.DataFrame | No
 _URL = re.compile(r"https?://\S+|repo:[\w./-]+")
 
 
-def read_metadata(path: str | Path, problems: list[str]) -> dict[str, Any] | None:
+def read_metadata(path: str | Path, problems: list[str], kind: str | None = None) -> dict[str, Any] | None:
+    """Read and check the metadata; ``kind="submission"`` also refuses ``kind: baseline``
+    (what ``leaderboard submit`` and filed submissions pass)."""
+    from generators.safeload import LoadError, load_json_text, load_yaml_text, read_text
+
     p = Path(path)
     if not p.is_file():
         problems.append(f"{p}: no such file")
         return None
+    suffix = p.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".json"):
+        problems.append(f"{p}: unsupported metadata format {p.suffix or '(none)'} (use .yaml or .json)")
+        return None
+    bounds = {"max_nodes": LIMITS["metadata_values"], "max_depth": LIMITS["metadata_depth"]}
     try:
-        text = p.read_text()
-        if p.suffix.lower() in (".yaml", ".yml"):
-            meta = yaml.safe_load(text)  # safe_load: plain data, no tags that build objects
-        elif p.suffix.lower() == ".json":
-            meta = json.loads(text)
-        else:
-            problems.append(f"{p}: unsupported metadata format {p.suffix or '(none)'} (use .yaml or .json)")
-            return None
-    except (yaml.YAMLError, ValueError, UnicodeDecodeError) as e:
-        problems.append(f"{p}: unreadable ({str(e).splitlines()[0]})")
+        text = read_text(p, LIMITS["metadata_bytes"])
+        # bounded and safe: plain data, no tags that build objects, aliases counted and expanded
+        meta = load_json_text(text, str(p), **bounds) if suffix == ".json" else load_yaml_text(text, str(p), **bounds)
+    except LoadError as e:
+        msg = str(e)
+        problems.append(f"{p}: unreadable ({msg[len(str(p)) + 2:] if msg.startswith(f'{p}: ') else msg})")
         return None
     if not isinstance(meta, Mapping):
         problems.append(f"{p}: expected a mapping of keys {', '.join(META_REQUIRED)}")
@@ -152,8 +261,33 @@ def read_metadata(path: str | Path, problems: list[str]) -> dict[str, Any] | Non
     if s not in (None, []) and not (isinstance(s, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in s)):
         problems.append(f"{p}: seeds: expected a list of integers, got {s!r}")
     if meta.get("kind", "submission") not in ("baseline", "submission"):
-        problems.append(f"{p}: kind: expected baseline or submission, got {meta['kind']!r}")
+        problems.append(f"{p}: kind: expected baseline or submission, got {meta['kind']!r}"[:300])
+    elif kind == "submission" and meta.get("kind") == "baseline":
+        problems.append(f"{p}: kind: baseline is reserved for the suite's own baselines (trained by "
+                        "`leaderboard train`); a submission is kind: submission")
+    _check_lengths(p, meta, problems)
     return dict(meta) if len(problems) == n0 else None
+
+
+def _check_lengths(p: Path, meta: Mapping[str, Any], problems: list[str]) -> None:
+    for key, limit in (("method", "name_chars"), ("predictor", "name_chars"), ("code", "text_chars"),
+                       ("description", "text_chars"), ("training_data", "text_chars"), ("date", "name_chars")):
+        v = meta.get(key)
+        if isinstance(v, str) and len(v) > LIMITS[limit]:
+            problems.append(f"{p}: {key}: {len(v)} characters (at most {LIMITS[limit]})")
+        if key in ("description", "predictor", "date") and v is not None and not isinstance(v, (str, int, float)) \
+                and not type(v).__module__ == "datetime":
+            problems.append(f"{p}: {key}: expected text, got {type(v).__name__}")
+    a = meta.get("authors")
+    if isinstance(a, list) and (len(a) > LIMITS["authors"] or any(isinstance(x, str) and len(x) > LIMITS["name_chars"] for x in a)):
+        problems.append(f"{p}: authors: at most {LIMITS['authors']} names of at most {LIMITS['name_chars']} characters")
+    if isinstance(a, str) and len(a) > LIMITS["text_chars"]:
+        problems.append(f"{p}: authors: {len(a)} characters (at most {LIMITS['text_chars']})")
+    s = meta.get("seeds")
+    if isinstance(s, list) and len(s) > LIMITS["seeds"]:
+        problems.append(f"{p}: seeds: {len(s)} seeds (at most {LIMITS['seeds']})")
+    if "params" in meta and meta["params"] is not None and not isinstance(meta["params"], Mapping):
+        problems.append(f"{p}: params: expected a mapping of parameter names to values")
 
 
 # ---------------------------------------------------------------- against the tracks
@@ -214,10 +348,11 @@ def check_against_tracks(df: pd.DataFrame, source: str, roots: Mapping[str, Any]
 
 
 def validate(predictions: str | Path, metadata: str | Path, roots: Mapping[str, Any] | None = None,
-             splits_dir: Path | None = None) -> Checked:
-    """Read and check a submission; raise SubmissionError listing every problem."""
+             splits_dir: Path | None = None, kind: str | None = None) -> Checked:
+    """Read and check a submission; raise SubmissionError listing every problem. ``kind=
+    "submission"``: a submitter's files (``kind: baseline`` refused)."""
     problems: list[str] = []
-    meta = read_metadata(metadata, problems)
+    meta = read_metadata(metadata, problems, kind=kind)
     df = read_predictions(predictions, problems)
     tracks = {}
     if df is not None and not problems:
@@ -231,5 +366,5 @@ def validate(predictions: str | Path, metadata: str | Path, roots: Mapping[str, 
     return Checked(meta=meta or {}, tracks=tracks)
 
 
-__all__ = ["COLUMNS", "META_REQUIRED", "Checked", "SubmissionError", "read_predictions", "read_metadata",
-           "check_against_tracks", "validate"]
+__all__ = ["COLUMNS", "LIMITS", "META_REQUIRED", "Checked", "SubmissionError", "check_entry_name", "read_predictions",
+           "read_metadata", "reserved_names", "check_against_tracks", "validate"]
