@@ -70,8 +70,10 @@ class _LinearCost(Predictor):
         return {"coef": self.coef_.tolist(), "intercept": self.intercept_}
 
     def _set_state(self, s: dict, store) -> None:
-        self.coef_ = np.asarray(s["coef"], dtype="float64")
-        self.intercept_ = float(s["intercept"])
+        from .persist import array, number
+
+        self.coef_ = array(s, "coef", length=len(self.columns))
+        self.intercept_ = number(s, "intercept")
 
 
 @register_predictor("flops")

@@ -273,14 +273,24 @@ class GNNPredictor(Predictor):
                 "y_mean": self.y_mean_, "y_std": self.y_std_}
 
     def _set_state(self, s: dict, store) -> None:
-        if list(s["numeric_features"]) != list(NUMERIC_FEATURES):
-            raise ValueError(f"saved gnn: numeric features {s['numeric_features']} differ from this code's")
-        self.vocab_ = list(s["vocab"])
-        self.num_mean_ = np.asarray(s["num_mean"], dtype=np.float64)
-        self.num_std_ = np.asarray(s["num_std"], dtype=np.float64)
-        self.y_mean_, self.y_std_ = float(s["y_mean"]), float(s["y_std"])
+        from .persist import PersistError, StateError, array, number, text
+
+        if s.get("numeric_features") != list(NUMERIC_FEATURES):
+            raise StateError(f"numeric_features: {str(s.get('numeric_features'))[:200]} differ from this code's")
+        vocab = s.get("vocab")
+        if not isinstance(vocab, list) or len(vocab) > 100_000 or not all(isinstance(v, str) for v in vocab):
+            raise StateError("vocab: expected a list of op names")
+        self.vocab_ = list(vocab)
+        n = len(NUMERIC_FEATURES)
+        self.num_mean_ = array(s, "num_mean", length=n)
+        self.num_std_ = array(s, "num_std", length=n, positive=True)
+        self.y_mean_, self.y_std_ = number(s, "y_mean"), number(s, "y_std", positive=True)
+        name = text(s, "model_file")
         module = _build_module(len(self.vocab_) + 1 + len(NUMERIC_FEATURES), self.hidden, self.layers, self.dropout)
-        module.load_state_dict(store.get_tensors(s["model_file"]))
+        try:
+            module.load_state_dict(store.get_tensors(name))
+        except RuntimeError as e:  # shapes or names that do not fit the network
+            raise PersistError(f"{store.root / name}: does not fit the saved network ({str(e).splitlines()[0]})"[:400]) from None
         module.eval()
         self.module_ = module
 

@@ -113,9 +113,11 @@ class LinearOpModel:
                 "intercept": self.intercept, "alpha": self.alpha}
 
     @classmethod
-    def from_state(cls, s: dict, store) -> "LinearOpModel":
-        return cls(np.asarray(s["sigma"], dtype="float64"), np.asarray(s["coef"], dtype="float64"),
-                   float(s["intercept"]), float(s["alpha"]))
+    def from_state(cls, s: dict, store, at: str = "") -> "LinearOpModel":
+        from .persist import array, number
+
+        sigma = array(s, "sigma", at, positive=True)
+        return cls(sigma, array(s, "coef", at, length=len(sigma)), number(s, "intercept", at), number(s, "alpha", at))
 
 
 @dataclass

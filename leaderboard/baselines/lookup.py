@@ -71,9 +71,14 @@ class LookupOpModel:
         return {"kind": self.kind, "keys": self.keys.tolist(), "value": self.value.tolist(), "scale_col": self.scale_col}
 
     @classmethod
-    def from_state(cls, s: dict, store) -> "LookupOpModel":
-        keys = np.asarray(s["keys"], dtype="float64").reshape(len(s["value"]), -1)
-        return cls(keys, np.asarray(s["value"], dtype="float64"), int(s["scale_col"]))
+    def from_state(cls, s: dict, store, at: str = "") -> "LookupOpModel":
+        from .persist import StateError, array, integer
+
+        keys = array(s, "keys", at, ndim=2)
+        if keys.shape[0] == 0 or keys.ndim != 2:
+            raise StateError(f"{at + '.' if at else ''}keys: an empty table")
+        value = array(s, "value", at, length=keys.shape[0])
+        return cls(keys, value, integer(s, "scale_col", at, hi=keys.shape[1] - 1))
 
 
 register_op_model("lookup", LookupOpModel)

@@ -119,12 +119,21 @@ class MlpOpModel:
                 "zmin": self.zmin, "zmax": self.zmax}
 
     @classmethod
-    def from_state(cls, s: dict, store) -> "MlpOpModel":
-        net = _net(int(s["d_in"]), int(s["layers"]), int(s["units"]))
-        net.load_state_dict(store.get_tensors(s["state_dict"]))
+    def from_state(cls, s: dict, store, at: str = "") -> "MlpOpModel":
+        from .persist import PersistError, array, integer, number, text
+
+        d_in = integer(s, "d_in", at, lo=1, hi=100_000)
+        layers, units = integer(s, "layers", at, hi=64), integer(s, "units", at, lo=1, hi=16_384)
+        mu, sd = array(s, "mu", at, length=d_in), array(s, "sd", at, length=d_in, positive=True)
+        name = text(s, "state_dict", at)
+        net = _net(d_in, layers, units)
+        try:
+            net.load_state_dict(store.get_tensors(name))
+        except RuntimeError as e:  # shapes or names that do not fit the network
+            raise PersistError(f"{store.root / name}: does not fit the saved network ({str(e).splitlines()[0]})"[:400]) from None
         net.eval()
-        return cls(np.asarray(s["mu"], dtype="float64"), np.asarray(s["sd"], dtype="float64"), float(s["scale"]),
-                   int(s["layers"]), int(s["units"]), net, float(s["zmin"]), float(s["zmax"]))
+        return cls(mu, sd, number(s, "scale", at, positive=True), layers, units, net, number(s, "zmin", at),
+                   number(s, "zmax", at))
 
 
 register_op_model("mlp", MlpOpModel)

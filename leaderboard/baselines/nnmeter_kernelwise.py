@@ -375,15 +375,19 @@ class NnMeterPredictor(Predictor):
 
     def _set_state(self, s: dict, store) -> None:
         from .kernels.nnmeter_rules import FusionRules
+        from .persist import StateError, array, mapping, text
 
-        for t, cols in s["features"].items():
-            if list(cols) != list(features_of(t)):
-                raise ValueError(f"saved nnmeter forest {t!r}: features {cols} differ from this code's "
-                                 f"{list(features_of(t))}")
-        self.mode_ = s["mode"]
-        self.rules_ = FusionRules.from_dict(s["rules"], where="saved nnmeter rules")
-        self.fallback_ = LinearFallback(tuple(s["fallback"]))
-        self.forests_ = {t: ForestOpModel.from_state(f, store) for t, f in s["forests"].items()}
+        features, forests = mapping(s, "features"), mapping(s, "forests")
+        for t in forests:
+            if t not in features:
+                raise StateError(f"features.{t}: missing for forest {t!r}")
+        for t, cols in features.items():
+            if not isinstance(cols, list) or cols != list(features_of(t)):
+                raise StateError(f"features.{t}: {str(cols)[:200]} differ from this code's {list(features_of(t))}")
+        self.mode_ = text(s, "mode")
+        self.rules_ = FusionRules.from_dict(mapping(s, "rules"), where="saved nnmeter rules")
+        self.fallback_ = LinearFallback(tuple(array(s, "fallback", length=2)))
+        self.forests_ = {t: ForestOpModel.from_state(f, store, at=f"forests.{t}") for t, f in forests.items()}
 
 
 __all__ = ["DESC_COLUMNS", "KERNEL_FEATURES", "LinearFallback", "NnMeterPredictor", "PAPER_RULES", "describe_kernel",

@@ -14,23 +14,119 @@ under any scikit-learn. Where a file is in a library's own format, the predictor
 that library in ``persist_libraries``; loading a file written under another *major* version of
 one of those is refused with a message naming the file, the library and both versions (pass
 ``allow_version_mismatch=True`` to try anyway).
+
+A saved predictor may have been edited or come from someone else, so loading is bounded and
+checked: ``predictor.json`` goes through the bounded loader (:mod:`generators.safeload`), side
+files have size limits, and every predictor's ``_set_state`` reads the state through the
+typed accessors below (:func:`array`, :func:`number`, :func:`integer`, ...), which refuse
+missing keys, wrong types, NaN/infinite numbers and inconsistent shapes; forests and LightGBM
+text are checked structurally (children after their parents, feature indices in range) before
+anything evaluates them. Every fault is one :class:`PersistError` line naming the file and key.
 """
 from __future__ import annotations
 
 import json
+import math
 import platform
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+import numpy as np
 
 FORMAT = "latbench-predictor"
 FORMAT_VERSION = 1
 META = "predictor.json"
 RECORDED = ("numpy", "scipy", "scikit-learn", "lightgbm", "torch", "latbench")
+MAX_META_BYTES = 128 * 1024 * 1024  # predictor.json (forests as arrays: a few MB each)
+MAX_META_VALUES = 50_000_000
+MAX_TEXT_BYTES = 64 * 1024 * 1024  # a LightGBM model text
+MAX_TENSOR_BYTES = 256 * 1024 * 1024  # a torch state_dict
 
 
 class PersistError(ValueError):
     """A saved predictor that cannot be loaded; the message names the file and the reason."""
+
+
+# ---------------------------------------------------------------- typed access to a saved state
+class StateError(ValueError):
+    """A fault in a saved state; the message starts with the key path (``models.conv.coef``)."""
+
+
+def _get(s: Any, key: str, at: str) -> Any:
+    if not isinstance(s, Mapping):
+        raise StateError(f"{at or 'state'}: expected an object, got {type(s).__name__}")
+    if key not in s:
+        raise StateError(f"{_join(at, key)}: missing")
+    return s[key]
+
+
+def _join(at: str, key: str) -> str:
+    return f"{at}.{key}" if at else key
+
+
+def mapping(s: Any, key: str, at: str = "") -> dict:
+    v = _get(s, key, at)
+    if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
+        raise StateError(f"{_join(at, key)}: expected an object with text keys, got {type(v).__name__}")
+    return dict(v)
+
+
+def text(s: Any, key: str, at: str = "", choices: tuple[str, ...] | None = None) -> str:
+    v = _get(s, key, at)
+    if not isinstance(v, str) or (choices is not None and v not in choices):
+        want = f"one of {', '.join(choices)}" if choices else "text"
+        raise StateError(f"{_join(at, key)}: expected {want}, got {str(v)[:80]!r}")
+    return v
+
+
+def number(s: Any, key: str, at: str = "", positive: bool = False) -> float:
+    v = _get(s, key, at)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (positive and v <= 0):
+        raise StateError(f"{_join(at, key)}: expected a finite number{' > 0' if positive else ''}, got {str(v)[:80]!r}")
+    return float(v)
+
+
+def integer(s: Any, key: str, at: str = "", lo: int = 0, hi: int = 2**31 - 1) -> int:
+    v = _get(s, key, at)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise StateError(f"{_join(at, key)}: expected an int in [{lo}, {hi}], got {str(v)[:80]!r}")
+    return v
+
+
+def array(s: Any, key: str, at: str = "", dtype: str = "float64", ndim: int = 1, length: int | None = None,
+          positive: bool = False, lo: float | None = None, hi: float | None = None) -> np.ndarray:
+    """A numeric array from nested lists: refuses booleans, text, ragged rows, NaN/infinite values
+    and values outside [lo, hi] (or <= 0 with ``positive``)."""
+    where = _join(at, key)
+    raw = _get(s, key, at)
+    if not isinstance(raw, list):
+        raise StateError(f"{where}: expected a {ndim}-D list of numbers, got {type(raw).__name__}")
+    flat: list = raw
+    for _ in range(ndim - 1):
+        if not all(isinstance(r, list) for r in flat) or len({len(r) for r in flat}) > 1:
+            raise StateError(f"{where}: expected a {ndim}-D list of numbers with rows of one length")
+        flat = [x for r in flat for x in r]
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in flat):
+        raise StateError(f"{where}: expected a {ndim}-D list of numbers")
+    a = np.asarray(raw, dtype="float64")
+    if a.ndim != ndim and not (a.size == 0 and ndim > 1):
+        raise StateError(f"{where}: expected a {ndim}-D list of numbers")
+    if not np.all(np.isfinite(a)):
+        raise StateError(f"{where}: NaN or infinite value(s)")
+    if positive and np.any(a <= 0):
+        raise StateError(f"{where}: values must be > 0")
+    if lo is not None and np.any(a < lo):
+        raise StateError(f"{where}: values below {lo}")
+    if hi is not None and np.any(a > hi):
+        raise StateError(f"{where}: values above {hi}")
+    if length is not None and len(a) != length:
+        raise StateError(f"{where}: {len(a)} values, expected {length}")
+    if dtype == "int64":
+        if np.any(a != np.round(a)) or np.any(np.abs(a) > 2**53):
+            raise StateError(f"{where}: expected integers")
+        return a.astype(np.int64)
+    return a.astype(dtype)
 
 
 def library_versions() -> dict[str, str]:
@@ -63,10 +159,21 @@ class Store:
         return name
 
     def get_text(self, name: str) -> str:
+        from generators.safeload import LoadError, read_text
+
+        p = self._checked(name)
+        try:
+            return read_text(p, MAX_TEXT_BYTES)
+        except LoadError as e:
+            raise PersistError(str(e)) from None
+
+    def _checked(self, name: Any) -> Path:
+        if not isinstance(name, str) or not name:
+            raise PersistError(f"{self.root / META}: a side file name must be text, got {str(name)[:80]!r}")
         p = self._path(name)
-        if not p.is_file():
+        if p.is_symlink() or not p.is_file():
             raise PersistError(f"{p}: missing (named in {self.root / META})")
-        return p.read_text()
+        return p
 
     def put_tensors(self, name: str, tensors: dict) -> str:
         import torch
@@ -75,12 +182,24 @@ class Store:
         return name
 
     def get_tensors(self, name: str) -> dict:
+        """A state_dict of finite float tensors (``weights_only``: no pickled objects run)."""
+        import pickle
+
         import torch
 
-        p = self._path(name)
-        if not p.is_file():
-            raise PersistError(f"{p}: missing (named in {self.root / META})")
-        return torch.load(p, map_location="cpu", weights_only=True)
+        p = self._checked(name)
+        if p.stat().st_size > MAX_TENSOR_BYTES:
+            raise PersistError(f"{p}: larger than {MAX_TENSOR_BYTES} bytes")
+        try:
+            d = torch.load(p, map_location="cpu", weights_only=True)
+        except (RuntimeError, ValueError, EOFError, OSError, pickle.UnpicklingError) as e:
+            raise PersistError(f"{p}: unreadable tensors ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"[:300]) from None
+        if not isinstance(d, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in d.items()):
+            raise PersistError(f"{p}: expected a state_dict (names -> tensors)")
+        for k, v in d.items():
+            if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+                raise PersistError(f"{p}: {k}: NaN or infinite weights")
+        return d
 
 
 def save_predictor(predictor: Any, path: str | Path) -> Path:
@@ -110,33 +229,62 @@ def load_predictor(path: str | Path, allow_version_mismatch: bool = False) -> An
     """Read a predictor written by :func:`save_predictor` (any registered predictor)."""
     from .base import PREDICTORS
 
+    from generators.safeload import LoadError, load_json
+
     root = Path(path)
     f = root / META
     if not f.is_file():
         raise PersistError(f"{f}: no saved predictor here")
     try:
-        meta = json.loads(f.read_text())
-    except json.JSONDecodeError as e:
-        raise PersistError(f"{f}: malformed JSON at line {e.lineno}: {e.msg}") from None
+        meta = load_json(f, MAX_META_BYTES, max_nodes=MAX_META_VALUES)
+    except LoadError as e:
+        raise PersistError(str(e)) from None
+    if not isinstance(meta, dict):
+        raise PersistError(f"{f}: expected a JSON object, got {type(meta).__name__}")
     if meta.get("format") != FORMAT:
         raise PersistError(f"{f}: not a {FORMAT} file (format={meta.get('format')!r})")
     if meta.get("format_version") != FORMAT_VERSION:
         raise PersistError(f"{f}: format version {meta.get('format_version')!r}; this code reads {FORMAT_VERSION}")
     name = meta.get("predictor")
-    if name not in PREDICTORS:
-        raise PersistError(f"{f}: unknown predictor {name!r} (known: {', '.join(PREDICTORS.names())})")
+    if not isinstance(name, str) or name not in PREDICTORS:
+        raise PersistError(f"{f}: unknown predictor {str(name)[:80]!r} (known: {', '.join(PREDICTORS.names())})")
+    libraries, versions, params = meta.get("libraries", []), meta.get("versions", {}), meta.get("params", {})
+    if not isinstance(libraries, list) or not all(isinstance(x, str) for x in libraries):
+        raise PersistError(f"{f}: libraries: expected a list of library names")
+    if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
+        raise PersistError(f"{f}: versions: expected an object of library -> version text")
+    if not isinstance(params, dict):
+        raise PersistError(f"{f}: params: expected an object of constructor parameters")
+    if not isinstance(meta.get("state"), dict):
+        raise PersistError(f"{f}: state: missing or not an object")
     now = library_versions()
     if not allow_version_mismatch:
-        for lib in meta.get("libraries", []):
-            saved, have = meta.get("versions", {}).get(lib), now.get(lib)
+        for lib in libraries:
+            saved, have = versions.get(lib), now.get(lib)
             if saved and have and _major(saved) != _major(have):
                 raise PersistError(
                     f"{f}: saved with {lib} {saved}, this environment has {have} (another major version); "
                     f"refit the predictor, or load with allow_version_mismatch=True to try")
-    pred = PREDICTORS.get(name)(**meta.get("params", {}))
-    pred._set_state(meta["state"], Store(root))
-    pred.saved_versions_ = meta.get("versions", {})
+    cls = PREDICTORS.get(name)
+    import inspect
+
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise PersistError(f"{f}: params: unknown parameter(s) {', '.join(unknown)[:200]} of {name}")
+    pred = cls(**params)
+    try:
+        pred._set_state(meta["state"], Store(root))
+    except StateError as e:
+        raise PersistError(f"{f}: state.{e}"[:500]) from None
+    except PersistError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RuntimeError) as e:
+        # a fault the predictor's own checks did not name: still one line naming the file
+        raise PersistError(f"{f}: state: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]) from None
+    pred.saved_versions_ = versions
     return pred
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "PersistError", "Store", "library_versions", "load_predictor", "save_predictor"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "PersistError", "StateError", "Store", "array", "integer", "library_versions",
+           "load_predictor", "mapping", "number", "save_predictor", "text"]

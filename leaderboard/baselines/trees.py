@@ -16,6 +16,7 @@ wants, without the numerical collapse.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,6 +74,8 @@ class ForestOpModel:
         n = len(X)
         if n == 0:
             return np.zeros(0)
+        if X.ndim != 2 or (len(self.feature) and int(self.feature.max()) >= X.shape[1]):
+            raise ValueError(f"forest splits on feature {int(self.feature.max())}; the input has shape {X.shape}")
         node = np.repeat(self.roots[:, None], n, axis=1)  # [trees, n]
         rows = np.broadcast_to(np.arange(n), node.shape)
         active = self.left[node] != -1
@@ -89,10 +92,34 @@ class ForestOpModel:
                 "value": self.value.tolist(), "roots": self.roots.tolist()}
 
     @classmethod
-    def from_state(cls, s: dict, store) -> "ForestOpModel":
-        i = lambda k: np.asarray(s[k], dtype=np.int64)  # noqa: E731
-        return cls(i("left"), i("right"), i("feature"), np.asarray(s["threshold"], dtype="float64"),
-                   np.asarray(s["value"], dtype="float64"), i("roots"))
+    def from_state(cls, s: dict, store, at: str = "") -> "ForestOpModel":
+        """Arrays checked so that traversal always ends: every child comes after its node (as
+        scikit-learn numbers them), inside the arrays; leaves have no children."""
+        from .persist import StateError, array
+
+        left = array(s, "left", at, dtype="int64", lo=-1)
+        n = len(left)
+        if n == 0 or n > 50_000_000:
+            raise StateError(f"{at}.left: {n} nodes" if at else f"left: {n} nodes")
+        right = array(s, "right", at, dtype="int64", lo=-1, length=n)
+        feature = array(s, "feature", at, dtype="int64", lo=0, hi=1_000_000, length=n)
+        threshold = array(s, "threshold", at, length=n)
+        value = array(s, "value", at, length=n)
+        roots = array(s, "roots", at, dtype="int64", lo=0, hi=n - 1)
+        idx = np.arange(n)
+        leaf = left == -1
+        where = f"{at}: " if at else ""
+        if len(roots) == 0:
+            raise StateError(f"{where}roots: no trees")
+        if np.any(leaf != (right == -1)):
+            raise StateError(f"{where}node {int(np.flatnonzero(leaf != (right == -1))[0])}: one child only")
+        inner = ~leaf
+        bad = inner & ((left <= idx) | (right <= idx) | (left >= n) | (right >= n))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise StateError(f"{where}node {i}: children {int(left[i])}, {int(right[i])} must come after it, "
+                             f"within the {n} nodes (a loop or a dangling child)")
+        return cls(left, right, feature, threshold, value, roots)
 
 
 @dataclass
@@ -128,10 +155,119 @@ class LightGbmOpModel:
         return {"kind": self.kind, "model_file": name, "num_threads": self.num_threads}
 
     @classmethod
-    def from_state(cls, s: dict, store) -> "LightGbmOpModel":
+    def from_state(cls, s: dict, store, at: str = "") -> "LightGbmOpModel":
         import lightgbm as lgb
 
-        return cls(lgb.Booster(model_str=store.get_text(s["model_file"])), int(s["num_threads"]))
+        from .persist import PersistError, integer, text
+
+        name = text(s, "model_file", at)
+        threads = integer(s, "num_threads", at, lo=1, hi=1024)
+        try:
+            model = checked_lightgbm_text(store.get_text(name))
+        except ValueError as e:
+            if isinstance(e, PersistError):
+                raise
+            raise PersistError(f"{store.root / name}: {e}") from None
+        try:
+            booster = lgb.Booster(model_str=model)
+        except lgb.basic.LightGBMError as e:
+            raise PersistError(f"{store.root / name}: LightGBM refused it: {str(e).splitlines()[0]}") from None
+        return cls(booster, threads)
 
 
-__all__ = ["ForestOpModel", "LightGbmOpModel", "log_target"]
+MAX_TREES = 100_000
+MAX_LEAVES = 131_072
+MAX_FEATURES = 100_000
+
+
+def checked_lightgbm_text(model: str) -> str:
+    """LightGBM model text, checked structurally before LightGBM parses it (a split feature
+    past ``max_feature_idx`` or a child out of range aborts the process inside the library):
+    numerical splits only, feature indices in range, internal children after their parents
+    (no loops), every leaf and node reached once, finite numbers. Returns the text LightGBM
+    should read: header without ``tree_sizes`` (so trees are parsed one after the other, not
+    located by offsets) and nothing after ``end of trees``. Raises ValueError (one line)."""
+    head, sep, rest = model.partition("\nTree=")
+    if not sep or "\nend of trees" not in rest:
+        raise ValueError("not a LightGBM model text (no trees, or no 'end of trees')")
+    header = dict(line.split("=", 1) for line in head.splitlines() if "=" in line)
+    if head.splitlines()[:1] != ["tree"]:
+        raise ValueError("not a LightGBM model text (first line is not 'tree')")
+    try:
+        max_feature = int(header.get("max_feature_idx", ""))
+    except ValueError:
+        raise ValueError("max_feature_idx: missing or not an integer") from None
+    if not 0 <= max_feature < MAX_FEATURES:
+        raise ValueError(f"max_feature_idx {max_feature} out of range")
+    for key in ("num_class", "num_tree_per_iteration"):
+        if header.get(key, "1") != "1":
+            raise ValueError(f"{key}={header.get(key)!r}: only single-output regression models are read")
+    trees_text = rest.split("\nend of trees", 1)[0]
+    blocks = ("Tree=" + trees_text).split("\nTree=")
+    if len(blocks) > MAX_TREES:
+        raise ValueError(f"{len(blocks)} trees (at most {MAX_TREES})")
+    for b in blocks:
+        _check_tree_block(b, max_feature)
+    keep = [line for line in head.splitlines() if not line.startswith("tree_sizes=")]
+    return "\n".join(keep) + "\n\nTree=" + trees_text + "\nend of trees\n"
+
+
+def _check_tree_block(block: str, max_feature: int) -> None:
+    lines = block.strip().splitlines()
+    tree = lines[0] if lines else ""
+    f = dict(line.split("=", 1) for line in lines[1:] if "=" in line)
+
+    def ints(key: str, n: int) -> list[int]:
+        try:
+            v = [int(x) for x in f.get(key, "").split()]
+        except ValueError:
+            raise ValueError(f"{tree}: {key}: not integers") from None
+        if len(v) != n:
+            raise ValueError(f"{tree}: {key}: {len(v)} values, expected {n}")
+        return v
+
+    def floats(key: str, n: int) -> None:
+        try:
+            v = [float(x) for x in f.get(key, "").split()]
+        except ValueError:
+            raise ValueError(f"{tree}: {key}: not numbers") from None
+        if len(v) != n or not all(math.isfinite(x) for x in v):
+            raise ValueError(f"{tree}: {key}: expected {n} finite numbers")
+
+    try:
+        leaves = int(f.get("num_leaves", ""))
+    except ValueError:
+        raise ValueError(f"{tree}: num_leaves: missing or not an integer") from None
+    if not 1 <= leaves <= MAX_LEAVES:
+        raise ValueError(f"{tree}: num_leaves {leaves} out of range")
+    if f.get("num_cat", "0") != "0" or f.get("is_linear", "0") != "0":
+        raise ValueError(f"{tree}: categorical or linear trees are not read")
+    floats("leaf_value", leaves)
+    floats("shrinkage", 1)
+    if leaves == 1:
+        return
+    n = leaves - 1
+    for k in ints("split_feature", n):
+        if not 0 <= k <= max_feature:
+            raise ValueError(f"{tree}: split_feature {k} outside 0..{max_feature} (max_feature_idx)")
+    floats("threshold", n)
+    for d in ints("decision_type", n) if "decision_type" in f else []:
+        if d & 1 or not 0 <= d < 16 or (d >> 2) & 3 == 3:
+            raise ValueError(f"{tree}: decision_type {d}: only numerical splits are read")
+    seen_nodes, seen_leaves = {0}, set()
+    for side in ("left_child", "right_child"):
+        for parent, c in enumerate(ints(side, n)):
+            if c >= 0:
+                if not parent < c < n or c in seen_nodes:
+                    raise ValueError(f"{tree}: node {parent}: {side} {c} must be a later node reached once (0..{n - 1})")
+                seen_nodes.add(c)
+            else:
+                leaf = ~c
+                if not 0 <= leaf < leaves or leaf in seen_leaves:
+                    raise ValueError(f"{tree}: node {parent}: {side} {c} is not a leaf reached once (0..{leaves - 1})")
+                seen_leaves.add(leaf)
+    if len(seen_nodes) != n or len(seen_leaves) != leaves:
+        raise ValueError(f"{tree}: nodes or leaves that no split reaches")
+
+
+__all__ = ["ForestOpModel", "LightGbmOpModel", "checked_lightgbm_text", "log_target"]

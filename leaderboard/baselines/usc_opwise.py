@@ -247,17 +247,23 @@ class OpWisePredictor(Predictor):
                 "n_train_ops": self.n_train_ops_, "models": models}
 
     def _set_state(self, s: dict, store) -> None:
-        self.mode_ = s["mode"]
-        self.overhead_ms_ = float(s["overhead_ms"])
-        self.type_key_ = dict(s["type_key"])
-        self.key_category_ = dict(s["key_category"])
-        self.category_default_ = dict(s["category_default"])
-        self.n_train_ops_ = {k: int(v) for k, v in s["n_train_ops"].items()}
+        from .persist import StateError, integer, mapping, number, text
+
+        self.mode_ = text(s, "mode", choices=("ops", "e2e"))
+        self.overhead_ms_ = number(s, "overhead_ms")
+        for key in ("type_key", "key_category", "category_default"):
+            m = mapping(s, key)
+            if not all(isinstance(v, str) for v in m.values()):
+                raise StateError(f"{key}: expected an object of names")
+            setattr(self, key + "_", m)
+        counts = mapping(s, "n_train_ops")
+        self.n_train_ops_ = {k: integer(counts, k, "n_train_ops") for k in counts}
         self.models_ = {}
-        for k, ms in s["models"].items():
-            if ms["kind"] not in OP_MODELS:
-                raise ValueError(f"{self.name}: saved op model {k!r} has unknown kind {ms['kind']!r}")
-            self.models_[k] = OP_MODELS[ms["kind"]].from_state(ms, store)
+        models = mapping(s, "models")
+        for k in models:
+            at = f"models.{k}"
+            kind = text(models[k], "kind", at, choices=tuple(OP_MODELS))
+            self.models_[k] = OP_MODELS[kind].from_state(models[k], store, at=at)
 
 
 @register_predictor("usc_lasso")
