@@ -92,6 +92,7 @@ DEVICES: dict[str, HelpDevice] = dict(
 _GPUS = {"1080ti": "NVIDIA GeForce GTX 1080 Ti", "2080ti": "NVIDIA GeForce RTX 2080 Ti",
          "titan_rtx": "NVIDIA Titan RTX", "titanxp": "NVIDIA Titan Xp", "titanx": "NVIDIA Titan X"}
 _GPU_NAME = re.compile(r"(1080ti|2080ti|titan_rtx|titanxp|titanx)_(\d+)")
+MAX_BATCH = 65_536  # HELP's GPU devices run batch 1..256; anything past this is not a device name
 
 
 def help_device(name: str) -> HelpDevice | None:
@@ -99,7 +100,7 @@ def help_device(name: str) -> HelpDevice | None:
     if name in DEVICES:
         return DEVICES[name]
     m = _GPU_NAME.fullmatch(name)
-    if m:
+    if m and len(m.group(2)) <= 6 and 1 <= int(m.group(2)) <= MAX_BATCH:  # a batch past int64 is no device
         gpu, batch = m.group(1), int(m.group(2))
         return HelpDevice(Device(gpu, _GPUS[gpu], gpu=_GPUS[gpu]), "gpu", None, batch)
     return None

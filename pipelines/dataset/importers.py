@@ -155,27 +155,34 @@ class CsvTable:
         return not missing
 
 
+MAX_EXACT_INT = 2**53  # integer cells: exactly representable as float64, and far inside int64
+
+
 def parse_number(text: str, table: CsvTable, line: int, column: str, *, positive: bool = True,
                  integer: bool = False) -> float | int | None:
     """A numeric cell: None when empty or '-' (not measured / not applicable); a problem (and
-    None) when it is not a finite number, or not > 0 for ``positive``."""
+    None) when it is not a finite number, or not > 0 for ``positive``, or (``integer``) not an
+    integer of at most 2**53 in magnitude (1e30 would overflow the int64 columns)."""
     t = text.strip()
     if t in ("", "-", "nan", "NaN"):
         return None
     try:
         v = float(t)
     except ValueError:
-        table.problem(line, column, f"not a number: {t!r}; cell skipped")
+        table.problem(line, column, f"not a number: {t[:40]!r}; cell skipped")
         return None
     if not math.isfinite(v):
-        table.problem(line, column, f"not a finite number: {t!r}; cell skipped")
+        table.problem(line, column, f"not a finite number: {t[:40]!r}; cell skipped")
         return None
     if positive and v <= 0:
         table.problem(line, column, f"latency must be > 0, got {t}; cell skipped")
         return None
     if integer:
+        if abs(v) > MAX_EXACT_INT:
+            table.problem(line, column, f"integer out of range (more than 2**53 in magnitude): {t[:40]!r}; cell skipped")
+            return None
         if v != int(v):
-            table.problem(line, column, f"not an integer: {t!r}; cell skipped")
+            table.problem(line, column, f"not an integer: {t[:40]!r}; cell skipped")
             return None
         return int(v)
     return v

@@ -322,14 +322,34 @@ def _int_or_none(v: Any) -> int | None:
         return int(v)
     if isinstance(v, str):
         s = v.strip()
-        if re.fullmatch(r"-?\d+", s):
+        if re.fullmatch(r"-?\d{1,4000}", s):  # (Python refuses to convert longer digit strings)
             return int(s)
     return None
 
 
+MAX_DIM = 2**31 - 1  # channels, sizes, kernels, strides, groups (what a runtime takes)
+MAX_FLOPS = 2**53
+FEATURE_COLUMNS = ("in_channels", "in_hw", "out_channels", "out_hw", "kernel", "stride", "padding", "groups",
+                   "reported_flops")
+
+
+def checked_features(features: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The op columns with out-of-range values (negative, or past what the int64 columns and a
+    runtime can hold) left empty; returns the columns and one message per emptied cell."""
+    out, bad = dict(features), []
+    for c in FEATURE_COLUMNS:
+        v = out.get(c)
+        hi = MAX_FLOPS if c == "reported_flops" else MAX_DIM
+        if v is not None and not 0 <= v <= hi:
+            bad.append(f"{c} = {str(v)[:40]} out of range (0..{hi}); left empty")
+            out[c] = None
+    return out, bad
+
+
 def op_features(framework: str, operation: str, feat: dict) -> dict[str, Any]:
-    """The schema's op columns from a USC feature dict (see docs/dataset.md for the mapping)."""
-    g = {k.lower(): _int_or_none(v) for k, v in feat.items()}
+    """The schema's op columns from a USC feature dict (see docs/dataset.md for the mapping);
+    keys that are not text are ignored (the importer reports them)."""
+    g = {k.lower(): _int_or_none(v) for k, v in feat.items() if isinstance(k, str)}
     out: dict[str, Any] = {"reported_flops": g.get("flops")}
     op_type = OP_TYPES.get(operation, operation.split("::")[-1].lower())
     if framework == "tflite":
@@ -554,13 +574,20 @@ def _import_ops(f: _OpsFile, ok: set[str], ids: dict[str, str], scen: _Scenarios
             feat = ast.literal_eval(row["feature"]) if row["feature"] else {}
             if not isinstance(feat, dict):
                 raise ValueError(f"a {type(feat).__name__}, not a dict")
-        except (ValueError, SyntaxError, MemoryError, RecursionError) as e:
-            t.problem(line, "feature", f"not a Python dict literal ({type(e).__name__}: {e}); row skipped")
+            odd = [k for k in feat if not isinstance(k, str)]
+            if odd:
+                raise ValueError(f"key {repr(odd[0])[:40]} is not a name")
+            config = json.dumps(feat, sort_keys=True, default=repr)  # sets, bytes ...: as their literal
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, OverflowError) as e:
+            t.problem(line, "feature", f"not a Python dict literal of named values ({type(e).__name__}: "
+                      f"{str(e).splitlines()[0][:200] if str(e) else ''}); row skipped")
             continue
+        features, bad = checked_features(op_features(f.framework, row["operation"], feat))
+        for msg in bad:
+            t.problem(line, "feature", msg)
         k = op_counter.get(name, 0)
         op_counter[name] = k + 1
-        parsed.append((line, name, k, {"row": row, "features": op_features(f.framework, row["operation"], feat),
-                                       "config": json.dumps(feat, sort_keys=True)}))
+        parsed.append((line, name, k, {"row": row, "features": features, "config": config}))
     not_measured: dict[str, int] = {}
     for dev, cols in f.devices.items():
         sid = scen.get(DEVICES[dev], f.framework, "gpu", "float", t.name, f"{dev}|gpu|float", None)
