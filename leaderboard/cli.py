@@ -99,7 +99,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     for kv in args.param or []:
         k, sep, v = kv.partition("=")
         if not sep:
-            raise SystemExit(f"leaderboard: error: --param {kv!r}: expected key=value")
+            raise CliError(f"--param {kv!r}: expected key=value")
         params[k] = _value(v)
     from .train import predictor_params
 
@@ -159,7 +159,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         (results / "rejected.json").write_text(json.dumps(rejected, indent=1) + "\n")
         return 0
     if not (args.predictions and args.metadata):
-        raise SystemExit("leaderboard: error: evaluate: give PREDICTIONS METADATA, or --entries DIR")
+        raise CliError("evaluate: give PREDICTIONS METADATA, or --entries DIR")
     import tempfile
 
     from .run import _clean
@@ -245,7 +245,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if entry.resolve().parent != root.resolve():  # the name policy makes this impossible; never write outside
         raise CliError(f"--name: {name!r} is not a folder inside {root}")
     if (entry.exists() or entry.is_symlink()) and not args.replace:
-        raise SystemExit(f"leaderboard: error: {entry} exists (choose another --name, or --replace)")
+        raise CliError(f"{entry} exists (choose another --name, or --replace)")
     if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
         raise CliError(f"{entry} is not an entry folder; not replaced")
     owned = [t for t in checked.tracks if _baseline_result(Path(args.results), t, name)]
