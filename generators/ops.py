@@ -110,19 +110,21 @@ def float_kind(v: Any, key: str) -> float | int:
 def pair_kind(lo: int) -> Kind:
     def check(v: Any, key: str) -> list[int]:
         pair = _pair(v, key)
-        if not all(lo <= x <= MAX_SIZE for x in pair):
-            raise OpError(f"{key} must be ints in [{lo}, {MAX_SIZE}], got {v!r}"[:300])
+        if min(pair) < lo:
+            raise OpError(f"{key} must be >= {lo}, got {pair}")
+        if max(pair) > MAX_SIZE:
+            raise OpError(f"{key} must be at most {MAX_SIZE}, got {pair}"[:300])
         return pair
 
     return check
 
 
-def int_list_kind(lo: int, length: int | None = None) -> Kind:
+def int_list_kind(lo: int, length: int | None = None, min_len: int = 1, what: str | None = None) -> Kind:
     def check(v: Any, key: str) -> list[int]:
-        ok = isinstance(v, (list, tuple)) and 1 <= len(v) <= MAX_LIST and (length is None or len(v) == length)
+        ok = isinstance(v, (list, tuple)) and min_len <= len(v) <= MAX_LIST and (length is None or len(v) == length)
         if not ok or not all(isinstance(x, int) and not isinstance(x, bool) and lo <= x <= MAX_SIZE for x in v):
-            n = f"{length} " if length else ""
-            raise OpError(f"{key} must be a list of {n}ints in [{lo}, {MAX_SIZE}], got {v!r}"[:300])
+            want = what or f"a list of ints in [{lo}, {MAX_SIZE}]"
+            raise OpError(f"{key} must be {want}, got {v!r}"[:300])
         return list(v)
 
     return check
@@ -131,7 +133,7 @@ def int_list_kind(lo: int, length: int | None = None) -> Kind:
 def choice_kind(*values: str) -> Kind:
     def check(v: Any, key: str) -> str:
         if not isinstance(v, str) or v not in values:
-            raise OpError(f"{key} must be one of {', '.join(values)}, got {v!r}"[:300])
+            raise OpError(f"{key} must be {' or '.join(map(repr, values))}, got {v!r}"[:300])
         return v
 
     return check
@@ -215,7 +217,7 @@ def _infer_input(a: dict, ins: list[Shape]) -> list[Shape]:
 
 
 register_op(OpSpec("input", _infer_input, {"shape": REQUIRED}, arity=(0, 0), category="input",
-                   types={"shape": int_list_kind(1)}))
+                   types={"shape": int_list_kind(1, what="a list of positive ints")}))
 
 
 # ---------------------------------------------------------------- convolution
@@ -411,7 +413,7 @@ def _infer_split(a: dict, ins: list[Shape]) -> list[Shape]:
 
 
 register_op(OpSpec("split", _infer_split, {"sections": REQUIRED, "axis": 1}, category="split",
-                   types={"sections": int_list_kind(1), "axis": AXIS}))
+                   types={"sections": int_list_kind(1, min_len=2, what="a list of at least two positive ints"), "axis": AXIS}))
 
 
 def _infer_shuffle(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -436,7 +438,7 @@ def _infer_pad(a: dict, ins: list[Shape]) -> list[Shape]:
 
 
 register_op(OpSpec("pad", _infer_pad, {"pads": REQUIRED, "value": 0.0}, category="pad",
-                   types={"pads": int_list_kind(0, 4), "value": float_kind}))
+                   types={"pads": int_list_kind(0, 4, what="four non-negative ints [top, bottom, left, right]"), "value": float_kind}))
 
 
 def _infer_reshape(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -448,7 +450,8 @@ def _infer_reshape(a: dict, ins: list[Shape]) -> list[Shape]:
     return [list(shape)]
 
 
-register_op(OpSpec("reshape", _infer_reshape, {"shape": REQUIRED}, category="reshape", types={"shape": int_list_kind(1)}))
+register_op(OpSpec("reshape", _infer_reshape, {"shape": REQUIRED}, category="reshape",
+                   types={"shape": int_list_kind(1, what="a list of positive ints with batch 1")}))
 register_op(OpSpec("flatten", lambda a, i: [[1, _numel(i[0])]], category="reshape"))
 
 
@@ -509,7 +512,7 @@ def _infer_crop(a: dict, ins: list[Shape]) -> list[Shape]:
 
 # Spatial slice, the inverse of pad: removes rows/columns at the borders (BagNet crops the
 # identity branch, x[:, :, :-d, :-d]).
-register_op(OpSpec("crop", _infer_crop, {"crops": REQUIRED}, category="pad", types={"crops": int_list_kind(0, 4)}))
+register_op(OpSpec("crop", _infer_crop, {"crops": REQUIRED}, category="pad", types={"crops": int_list_kind(0, 4, what="four non-negative ints [top, bottom, left, right]")}))
 
 
 def _infer_upsample(a: dict, ins: list[Shape]) -> list[Shape]:

@@ -42,8 +42,10 @@ CASES = [
     ("bool in shape", doc([{**X, "attrs": {"shape": [1, True, 8, 8]}}, relu()], ["r"]), r"node 'x' \(input\): shape must be a list"),
     ("bool ceil_mode int", doc([X, node("maxpool", kernel=2, ceil_mode=1)], ["r"]), "ceil_mode must be true or false"),
     ("huge size", doc([X, node("fc", out_features=10**30)], ["r"]), "out_features must be an int in"),
+    ("huge kernel", doc([X, node("maxpool", kernel=2**40)], ["r"]), "kernel must be at most 2147483647"),
+    ("pads of 3", doc([X, node("pad", pads=[1, 1, 1])], ["r"]), r"pads must be four non-negative ints \[top, bottom"),
     ("pad value a string", doc([X, node("pad", pads=[1, 1, 1, 1], value="0")], ["r"]), "value must be a finite number"),
-    ("upsample mode", doc([X, node("upsample", scale=2, mode="bilinear")], ["r"]), "mode must be one of nearest"),
+    ("upsample mode", doc([X, node("upsample", scale=2, mode="bilinear")], ["r"]), "mode must be 'nearest', got 'bilinear'"),
 ]
 
 
