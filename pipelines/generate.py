@@ -118,7 +118,7 @@ def _check_index_is_ours(path: Path) -> None:
     if path.is_file():
         with open(path, "rb") as fh:
             head = fh.readline(4096).decode("utf-8", "replace").strip()
-        if head != ",".join(INDEX_COLUMNS):
+        if not head.startswith("model_id,source,name,"):  # (this or an earlier version's columns)
             raise ConfigError(f"{path}: exists and is not an index written by `latbench generate`; refusing to "
                               "overwrite it (choose another --out)")
 
