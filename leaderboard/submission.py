@@ -108,9 +108,11 @@ def _parquet_precheck(p: Path, problems: list[str]) -> bool:
     rows can decode to gigabytes) or too many columns."""
     import pyarrow.parquet as pq
 
+    import pyarrow as pa
+
     try:
         md = pq.ParquetFile(p).metadata
-    except Exception as e:  # noqa: BLE001 - any unreadable file is one reported problem
+    except (OSError, ValueError, TypeError, pa.ArrowException) as e:  # an unreadable file is one reported problem
         problems.append(f"{p}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
         return False
     if md.num_rows > LIMITS["predictions_rows"]:
