@@ -131,7 +131,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         write_status(_roots(args), results)
         rejected: dict[str, list[str]] = {}
-        scored: dict[str, Path] = {}  # entry name -> its folder: the first (baselines come first) keeps the name
+        scored: dict[str, tuple[Path, bool]] = {}  # entry name -> (its folder, submitted): the first keeps the name
         for folder in args.entries:
             if not Path(folder).is_dir():
                 continue
@@ -143,7 +143,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                     rejected[key] = [refused]
                     print(f"{entry.name[:24]:24s} REJECTED: {refused}")
                     continue
-                scored[entry.name] = entry
+                scored.setdefault(entry.name, (entry, submitted))
                 try:
                     docs = evaluate_entry(entry, _roots(args), results)
                 except SubmissionError as e:  # invalid tracks are reported and left off; the rest counts
@@ -194,13 +194,15 @@ def _is_submissions_folder(folder: Path, args: argparse.Namespace) -> bool:
     return any(folder.resolve() == m.resolve() for m in marked)
 
 
-def _entry_refusal(entry: Path, submitted: bool, scored: dict[str, Path]) -> str | None:
+def _entry_refusal(entry: Path, submitted: bool, scored: dict[str, tuple[Path, bool]]) -> str | None:
     """Why an entry folder may not be scored under its name, or None (the name policy)."""
     from .submission import check_entry_name, read_metadata
 
-    if entry.name in scored:
-        return f"entry name {entry.name!r} already taken by {scored[entry.name]}"
+    if entry.name in scored and (submitted or scored[entry.name][1]):
+        return f"entry name {entry.name!r} already taken by {scored[entry.name][0]}"
     if not submitted:
+        # a baseline may come in several of the project's folders (the public tracks' committed
+        # entries, the host tracks' trained ones): one entry, each folder with its own tracks
         return check_entry_name(entry.name, kind="baseline")
     why = check_entry_name(entry.name, kind="submission")
     if why:
@@ -264,11 +266,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from .render import render
+    from .render import load_results, render
+    from .summary import write_summary
 
     readme, site = render(args.results, args.readme, args.site)
     print(readme)
     print(site)
+    for path in write_summary(*load_results(args.results), Path(args.site)):  # DVC's metrics and plots
+        print(path)
     return 0
 
 

@@ -66,7 +66,13 @@ class Track:
 
     @property
     def split_file(self) -> Path:
-        return SPLITS_DIR / f"{self.name}.v{self.version}.json"
+        return self.split_path()
+
+    def split_path(self, folder: Path | None = None) -> Path:
+        """``<splits>/<data>/<track>.v<version>.json``: one folder per data root, so the public
+        tracks' training stage depends on the public splits only (a host split frozen on a new
+        machine does not invalidate the public board)."""
+        return (folder or SPLITS_DIR) / self.data / f"{self.name}.v{self.version}.json"
 
     def spec_hash(self) -> str:
         """Hash of what determines the split: slice + protocol + parameters."""
@@ -269,7 +275,7 @@ def compute_split(data: TrackData) -> Split:
 
 
 def read_split(track: Track, folder: Path | None = None) -> Split | None:
-    path = (folder or SPLITS_DIR) / track.split_file.name
+    path = track.split_path(folder)
     if not path.is_file():
         return None
     s = Split.read(path)
@@ -283,19 +289,19 @@ def read_split(track: Track, folder: Path | None = None) -> Split | None:
 
 def ensure_split(data: TrackData, folder: Path | None = None, write: bool = True) -> tuple[Split, bool]:
     """The track's frozen split; computed and written on first use. Returns (split, new)."""
-    folder = folder or SPLITS_DIR
+    path = data.track.split_path(folder)
     s = read_split(data.track, folder)
     if s is not None:
         known = set(data.networks["name"])
         named = {n for f in s.folds for n in (*f.train, *f.test)}
         if not named & known:
-            raise TrackError(f"{folder / data.track.split_file.name}: none of its networks is in the data "
+            raise TrackError(f"{path}: none of its networks is in the data "
                              f"(first: {sorted(named)[:1]}); is this the data the split was made from?")
         return s, False
     s = compute_split(data)
     if write:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / data.track.split_file.name).write_text(s.to_json())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(s.to_json())
     return s, True
 
 

@@ -5,6 +5,7 @@ selectable). Config: ``leaderboard/conf/train.yaml``; predictor hyperparameters 
 ``_target_`` key there is ignored), overridden by ``params``.
 
     leaderboard-train -m predictor=flops,lookup track=help-nb201-n10,help-nb201-n100
+    leaderboard-train predictor=all      # every registered predictor on every track with data
 """
 from __future__ import annotations
 
@@ -34,15 +35,30 @@ def predictor_params(name: str, overrides: Any = None, conf_dir: Path = ROOT / "
 
 
 def run_job(cfg: DictConfig) -> str:
+    """One predictor (``predictor=<name>``) or every registered one (``predictor=all``, what the
+    leaderboard's DVC stage runs: the registry is the one place a predictor is added) on
+    ``track`` (a name; ``all``: every track with data; ``public`` / ``host``: every track of
+    that data root). Returns the entries' folder."""
+    from .baselines import PREDICTORS
     from .run import slug, train_entry
     from .tracks import TRACKS
 
     overrides = OmegaConf.to_container(cfg.params, resolve=True) if cfg.params else {}
-    params = predictor_params(cfg.predictor, overrides)
-    tracks = TRACKS.names() if cfg.track in (None, "all") else [cfg.track]
-    entry = cfg.entry or (cfg.predictor + "".join(f"-{k}{v}" for k, v in sorted(overrides.items())))
-    out = train_entry(cfg.predictor, params, tracks, {"public": cfg.public, "host": cfg.host}, cfg.out, entry=slug(entry))
-    return str(out)
+    if cfg.track in (None, "all"):
+        tracks = TRACKS.names()
+    elif cfg.track in ("public", "host"):  # every track of one data root (the DVC stages)
+        tracks = [t for t in TRACKS.names() if TRACKS.get(t).data == cfg.track]
+    else:
+        tracks = [cfg.track]
+    names = PREDICTORS.names() if cfg.predictor == "all" else [cfg.predictor]
+    if len(names) > 1 and (overrides or cfg.entry):
+        raise ValueError("predictor=all takes no params or entry overrides: name one predictor")
+    out = None
+    for name in names:
+        entry = cfg.entry or (name + "".join(f"-{k}{v}" for k, v in sorted(overrides.items())))
+        out = train_entry(name, predictor_params(name, overrides), tracks, {"public": cfg.public, "host": cfg.host},
+                          cfg.out, entry=slug(entry))
+    return str(out.parent if len(names) > 1 else out)
 
 
 # An absolute path: given "conf", Hydra looks for a module `leaderboard.conf` when the console

@@ -49,6 +49,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -761,4 +762,13 @@ def run_assemble(cfg: Any = None, *, data_dir: str | Path | None = None, out_dir
         from .dataset.card import write_card
 
         write_card(Dataset(a.tables, path=out, check=False), out, sections=card_sections(a, out))
+    from .dataset.card import FIGURE_FILES, write_summary
+
+    # the stage's DVC metrics and plots (dvc.yaml): files in git beside the cached tables
+    metrics = data / "metrics"
+    write_summary(Dataset(a.tables, path=out, check=False), metrics / "dataset.json")
+    for name in FIGURE_FILES:
+        (metrics / name).unlink(missing_ok=True)
+        if (out / name).is_file():
+            shutil.copyfile(out / name, metrics / name)
     return {**a.summary(), "out": out}

@@ -39,7 +39,7 @@ MANIFEST_COLUMNS = ["model_id", "source", "name", "format", "status", "file", "b
 
 @dataclass
 class ExportConfig:
-    formats: list[str] = field(default_factory=lambda: FORMATS.names())  # see generators/export/formats.py
+    formats: list[str] = field(default_factory=list)  # generators/export/formats.py; empty: what the scenario grid reads
     sources: list[str] = field(default_factory=list)  # generator sources to export; empty: all generated
     workers: int = 0  # worker processes; 0: one per core
     int8_engine: str = "x86"  # PyTorch int8 engine: x86 on the host, qnnpack for ARM targets
@@ -48,8 +48,6 @@ class ExportConfig:
 
 
 def validate_config(cfg: ExportConfig) -> ExportConfig:
-    if not cfg.formats:
-        raise ValueError("formats: empty list: nothing to export")
     unknown = [f for f in cfg.formats if f not in FORMATS]
     if unknown:
         raise ValueError(f"formats: unknown artifact format {unknown[0]!r} (known: {', '.join(FORMATS.names())})")
@@ -139,6 +137,18 @@ def _pending(folder: Path, formats: list[str], version: str, retry_failed: bool)
     return todo
 
 
+def export_formats(cfg: Any) -> list[str]:
+    """``export.formats``, or when it is empty the formats the scenario grid's runners read."""
+    if cfg.export.formats:
+        return list(cfg.export.formats)
+    from .measure import grid_formats
+
+    formats = grid_formats(cfg.scenario)
+    if not formats:
+        raise ValueError("export.formats is empty and the scenario grid reads no artifact format: nothing to export")
+    return formats
+
+
 def _version(path: Path) -> str | None:
     try:
         return json.loads(path.read_text()).get("exporter_version")
@@ -149,6 +159,7 @@ def _version(path: Path) -> str | None:
 def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Path | None = None, progress: bool = True) -> dict[str, int]:
     """Export every generated network; return counts of ok / failed / skipped (model, format) pairs."""
     ex: ExportConfig = cfg.export
+    formats = export_formats(cfg)
     models_dir = Path(models_dir or Path(cfg.data_dir) / "models")
     out_dir = Path(out_dir or Path(cfg.data_dir) / "artifacts")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -156,11 +167,11 @@ def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Pa
     models = sorted(p for p in models_dir.glob("*/*.json") if not ex.sources or p.parent.name in ex.sources)
     tasks = []
     for p in models:
-        todo = _pending(out_dir / p.stem, ex.formats, version, ex.retry_failed)
+        todo = _pending(out_dir / p.stem, formats, version, ex.retry_failed)
         if todo:
             tasks.append((str(p), todo))
     options = {"int8_engine": ex.int8_engine, "calibration_samples": ex.calibration_samples}
-    counts = {"ok": 0, "failed": 0, "skipped": len(models) * len(ex.formats) - sum(len(t[1]) for t in tasks)}
+    counts = {"ok": 0, "failed": 0, "skipped": len(models) * len(formats) - sum(len(t[1]) for t in tasks)}
     workers = ex.workers or os.cpu_count() or 1
     bar = tqdm(total=len(tasks), desc="export", unit="model", disable=not progress)
     crashed = _run_pool(tasks, out_dir, options, version, workers, bar, counts)
@@ -176,7 +187,7 @@ def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Pa
                 counts["failed"] += 1
             bar.update(1)
     bar.close()
-    write_manifest(models, ex.formats, out_dir)
+    write_manifest(models, formats, out_dir)
     return counts
 
 

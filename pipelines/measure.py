@@ -108,6 +108,21 @@ def runner_for(framework: str, accelerator: str) -> Runner | None:
     return RUNNERS.get((framework, accelerator))
 
 
+def grid_formats(scenario_cfg: Any) -> list[str]:
+    """The artifact formats the runners of a scenario grid (the ``scenario`` config section)
+    read: what ``export.formats: []`` exports, so a grid of fp32 points exports no int8 files."""
+    out: list[str] = []
+    for accelerator in scenario_cfg.accelerators:
+        precisions = scenario_cfg.gpu_precisions if accelerator == "gpu" else scenario_cfg.precisions
+        for framework in scenario_cfg.frameworks:
+            runner = runner_for(framework, accelerator)
+            for precision in precisions if runner else ():
+                fmt = runner.formats.get(precision)
+                if fmt and fmt not in out:
+                    out.append(fmt)
+    return sorted(out)
+
+
 # ------------------------------------------------------------------ config
 @dataclass
 class StoppingConfig:
@@ -122,6 +137,9 @@ class StoppingConfig:
 @dataclass
 class MeasureConfig:
     sources: list[str] = field(default_factory=list)  # generator sources to measure; empty: all exported
+    # per runner ("<framework>-<accelerator>"): the sources it measures instead of `sources`
+    # (the main job keeps the slow ones, PyTorch and the software GPU, to small networks)
+    runner_sources: dict[str, list[str]] = field(default_factory=dict)
     models: list[str] = field(default_factory=list)  # only these model ids (empty: all)
     granularities: list[str] = field(default_factory=lambda: list(GRANULARITIES))
     processes: int = 3  # e2e processes per (model, scenario) (adaptive: at least this many)
@@ -151,6 +169,11 @@ def validate_config(cfg: MeasureConfig) -> MeasureConfig:
         raise ValueError(f"timeout: must be > 0 seconds, got {cfg.timeout}")
     if cfg.pytorch_engine not in ("x86", "qnnpack"):
         raise ValueError(f"pytorch_engine: unknown engine {cfg.pytorch_engine!r} (known: x86, qnnpack)")
+    for key in cfg.runner_sources:
+        framework, _, accelerator = key.partition("-")
+        if runner_for(framework, accelerator) is None:
+            known = ", ".join(f"{f}-{a}" for f, a in RUNNERS)
+            raise ValueError(f"runner_sources.{key}: no such runner (known: {known})")
     s = cfg.stopping
     try:
         _stopper(s)
@@ -214,7 +237,7 @@ def protocol_digest(cfg: MeasureConfig, scenario: Scenario) -> str:
     """What makes two records comparable: the scenario and every setting of the protocol that
     changes the numbers (not which models are selected, not retries, not timeouts)."""
     d = asdict(cfg)
-    for k in ("sources", "models", "retry_failed", "timeout"):
+    for k in ("sources", "runner_sources", "models", "retry_failed", "timeout"):
         d.pop(k)
     d["scenario"] = scenario.to_dict()
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
@@ -590,12 +613,14 @@ def aggregate_events(events: Iterable[dict], runs: Sequence[dict]) -> list[dict]
 
 
 # ------------------------------------------------------------------ the stage entry point
-def list_models(cfg: Any, models_dir: Path) -> list[tuple[str, str]]:
-    """(source, model_id) of the generated networks the measure config selects, sorted."""
+def list_models(cfg: Any, models_dir: Path, runner: str | None = None) -> list[tuple[str, str]]:
+    """(source, model_id) of the generated networks the measure config selects for ``runner``
+    ("<framework>-<accelerator>"), sorted."""
     m: MeasureConfig = cfg.measure
+    sources = m.runner_sources.get(runner, m.sources) if runner else m.sources
     out = []
     for p in sorted(models_dir.glob("*/*.json")):
-        if m.sources and p.parent.name not in m.sources:
+        if sources and p.parent.name not in sources:
             continue
         if m.models and p.stem not in m.models:
             continue
@@ -652,7 +677,7 @@ def run_measure(cfg: Any, framework: str, precision: str, cores: str | None, *, 
                 "ok": 0, "failed": 0, "skipped": 0}
     scenario = st.scenario
     out = out_root / scenario.scenario_id
-    models = list_models(cfg, models_dir)
+    models = list_models(cfg, models_dir, f"{framework}-{accelerator}")
     with device.lock(out_root / ".lock"):
         sweep = Sweep(device, scenario, cfg.measure, out, artifacts_dir, progress=progress)
         _write_json(out / "SCENARIO.json", {"status": "measured", "scenario": scenario.to_dict(),

@@ -93,7 +93,7 @@ def _track(**kw):
 def test_protocols_on_real_networks(public, tmp_path):
     loo = resolve(_track(protocol="leave-one-out", params={"column": "family", "min_group": 4}), public)
     split, new = ensure_split(loo, tmp_path)
-    assert new and (tmp_path / "tmp.v1.json").is_file()
+    assert new and (tmp_path / "public" / "tmp.v1.json").is_file()
     fams = loo.networks.set_index("name")["family"]
     for f in split.folds:
         assert len({fams[n] for n in f.test}) == 1 and fams[f.test[0]] not in {fams[n] for n in f.train}
@@ -115,7 +115,7 @@ def test_a_changed_track_needs_a_new_version(public, tmp_path):
     changed = _track(protocol="kfold", params={"k": 5, "seed": 1})
     with pytest.raises(TrackError, match="bump the track's version"):
         read_split(changed, tmp_path)
-    path = tmp_path / "tmp.v1.json"
+    path = tmp_path / "public" / "tmp.v1.json"
     doc = json.loads(path.read_text())
     doc["folds"][0]["test"] = ["not-a-network"]
     doc["folds"] = doc["folds"][:1]

@@ -27,6 +27,7 @@ Output is deterministic: the same tables give byte-identical files.
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -301,6 +302,35 @@ def plot_op_gap(ds: Dataset, out: Path) -> tuple[str | None, str]:
 FIGURES: list[Callable[[Dataset, Path], tuple[str | None, str]]] = [
     plot_latency_distribution, plot_op_breakdown, plot_multicore_speedup, plot_int8_speedup, plot_op_gap,
 ]
+FIGURE_FILES = tuple(f"{f.__name__.removeprefix('plot_')}.png" for f in FIGURES)  # what each one writes
+
+
+# ---------------------------------------------------------------- the summary (DVC metrics)
+def _median(x: pd.Series) -> float | None:
+    x = pd.to_numeric(x, errors="coerce").dropna()
+    return round(float(x.median()), 6) if len(x) else None
+
+
+def summary(ds: Dataset) -> dict[str, Any]:
+    """The dataset's figures that runs are compared on: row counts, and per scenario the
+    networks measured, the median latency and the median between-process spread (the noise)."""
+    t = ds.tables()
+    out: dict[str, Any] = {f"{n}_rows": int(len(t[n])) for n in TABLES}
+    e = t["e2e"]
+    per = {}
+    for sid, g in e.groupby("scenario_id", sort=True):
+        row = {"networks": int(g["model_id"].nunique()), "median_latency_ms": _median(g["latency_ms"])}
+        if "between_cv" in g:
+            row["median_between_cv"] = _median(g["between_cv"])
+        per[sid] = {k: v for k, v in row.items() if v is not None}
+    out["scenarios"] = per
+    return out
+
+
+def write_summary(ds: Dataset, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary(ds), indent=1, sort_keys=True) + "\n")
+    return path
 
 
 # ---------------------------------------------------------------- the card
@@ -368,8 +398,7 @@ def write_card(ds: Dataset | str | Path, out_dir: str | Path | None = None, note
             lines += [f"![{fname}]({fname})", "", text, ""]
         else:
             lines += [f"- {fig.__name__.replace('plot_', '')}: not drawn: {text}.", ""]
-    stale = {"latency_distribution.png", "op_breakdown.png", "multicore_speedup.png", "int8_speedup.png", "op_gap.png"}
-    for name in stale:
+    for name in FIGURE_FILES:
         p = out / name
         if p.exists() and f"]({name})" not in "\n".join(lines):
             p.unlink()
