@@ -28,7 +28,8 @@ TINY = ["generator=[synthetic]", "generator.synthetic.n=1", "generator.synthetic
         "generator.synthetic.num_blocks=2", "generator.synthetic.strides=[1,2]",
         "generator.synthetic.channel_ranges=[[8,16],[8,16]]", "generator.synthetic.head_channels=[16,32]",
         "generator.synthetic.block_types=[conv,dwsep]", "export.formats=[tflite_fp32]", "export.workers=1"]
-QUICK = ["measure.processes=2", "measure.warmup=2", "measure.stopping.policy=fixed", "measure.stopping.runs=6",
+# the full host grid and protocol (the main job's tour measures only NAS-Bench-201 cells on the GPU)
+QUICK = ["scenario=host_full", "measure=full", "measure.processes=2", "measure.warmup=2", "measure.stopping.policy=fixed", "measure.stopping.runs=6",
          "measure.op_runs=3", "measure.overhead_pairs=2"]
 GPU16 = "host-tflite-gpu-fp16"
 KINDS = {"conv", "depthwise_conv", "winograd_input", "winograd_matmul", "winograd_output", "fully_connected", "mean",
