@@ -144,6 +144,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                     print(f"{entry.name[:24]:24s} REJECTED: {refused}")
                     continue
                 scored.setdefault(entry.name, (entry, submitted))
+                if not submitted and _no_predictions(entry):  # every track failed or was skipped:
+                    print(f"{entry.name:24s} no predictions (the board lists why per track)")
+                    continue  # its run.json says why, shown per track (note_absent_predictors)
                 try:
                     docs = evaluate_entry(entry, _roots(args), results)
                 except SubmissionError as e:  # invalid tracks are reported and left off; the rest counts
@@ -157,6 +160,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                     agg = doc["result"]["aggregate"]
                     print(f"{entry.name:24s} {name:22s} " + " ".join(f"{k}={v:.4g}" for k, v in agg.items() if v is not None))
         (results / "rejected.json").write_text(json.dumps(rejected, indent=1) + "\n")
+        from .run import note_absent_predictors
+
+        # the reasons come from the project's own training runs, never from a submitter's folder
+        note_absent_predictors(results, [f for f in args.entries
+                                         if Path(f).is_dir() and not _is_submissions_folder(Path(f), args)])
         return 0
     if not (args.predictions and args.metadata):
         raise CliError("evaluate: give PREDICTIONS METADATA, or --entries DIR")
@@ -172,6 +180,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     # strict JSON: a metric that overflowed is null, never Infinity/NaN
     print(json.dumps(_clean({k: v["result"] for k, v in docs.items()}), indent=1, allow_nan=False))
     return 0
+
+
+def _no_predictions(entry: Path) -> bool:
+    """A baseline entry folder whose training produced no prediction (or no file at all)."""
+    import pyarrow.parquet as pq
+
+    path = entry / "predictions.parquet"
+    return not path.is_file() or pq.ParquetFile(path).metadata.num_rows == 0
 
 
 def _is_result_file(p: Path) -> bool:

@@ -303,4 +303,39 @@ def write_status(roots: Mapping[str, Any] | None, results_dir: str | Path, split
     return status
 
 
-__all__ = ["mask", "predict_track", "available", "train_entry", "evaluate_entry", "write_status", "slug"]
+PUBLIC_ENTRIES = "leaderboard/entries/public"
+
+
+def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | Path]) -> dict[str, Any]:
+    """Adds to ``<results>/status.json``, per available track, every registered predictor that
+    has no result there and why (``not_entered``): the reason its training run recorded
+    (``run.json``: failed or skipped), else that it has not been trained on the track. The board
+    shows these, so a predictor missing from a track is never silent."""
+    from .baselines import PREDICTORS
+
+    results = Path(results_dir)
+    status = json.loads((results / "status.json").read_text())
+    recorded: dict[tuple[str, str], str] = {}
+    for folder in entry_dirs:
+        for run_file in sorted(Path(folder).glob("*/run.json")):
+            run = json.loads(run_file.read_text())
+            for kind in ("failed", "skipped"):
+                for track, why in (run.get(kind) or {}).items():
+                    recorded[(run_file.parent.name, track)] = f"{kind}: {why}"
+    for track, st in status.items():
+        if not isinstance(st, dict) or not st.get("available"):
+            continue
+        absent = {}
+        for name in PREDICTORS.names():
+            if (results / track / f"{name}.json").is_file():
+                continue
+            absent[name] = recorded.get((name, track)) or (
+                f"not trained on this track yet: `leaderboard-train predictor={name} track={track} "
+                f"out={PUBLIC_ENTRIES if st.get('data') == 'public' else 'data/leaderboard/entries/host'}`")
+        st["not_entered"] = absent
+    (results / "status.json").write_text(json.dumps(status, indent=1) + "\n")
+    return status
+
+
+__all__ = ["mask", "predict_track", "available", "train_entry", "evaluate_entry", "write_status", "slug",
+           "note_absent_predictors"]
