@@ -53,11 +53,16 @@ def run_job(cfg: DictConfig) -> str:
     names = PREDICTORS.names() if cfg.predictor == "all" else [cfg.predictor]
     if len(names) > 1 and (overrides or cfg.entry):
         raise ValueError("predictor=all takes no params or entry overrides: name one predictor")
-    out = None
+    import time
+
+    from .run import log
+
+    t0, out = time.monotonic(), None
     for name in names:
         entry = cfg.entry or (name + "".join(f"-{k}{v}" for k, v in sorted(overrides.items())))
         out = train_entry(name, predictor_params(name, overrides), tracks, {"public": cfg.public, "host": cfg.host},
                           cfg.out, entry=slug(entry))
+    log(f"trained {len(names)} predictor(s) on {len(tracks)} track(s) in {time.monotonic() - t0:.0f} s")
     return str(out.parent if len(names) > 1 else out)
 
 

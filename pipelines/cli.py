@@ -216,13 +216,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+STAGES = ("generate", "export", "measure", "import-public", "assemble")  # dvc.yaml's stage commands
+
+
 def main(argv: list[str] | None = None) -> int:
+    import time
+
     args = build_parser().parse_args(argv)
+    t0 = time.monotonic()
     try:
         args.func(args)
     except (ConfigError, IRError, UnknownName) as e:
         print(f"latbench: error: {e}", file=sys.stderr)
         return 2
+    if args.command in STAGES:  # `make run` shows what each stage cost
+        print(f"latbench {args.command}: {time.monotonic() - t0:.0f} s")
     return 0
 
 
