@@ -6,7 +6,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 .PHONY: run test setup
 
 run: setup
-	dvc repro
+	dvc repro --all-pipelines   # dvc.yaml and leaderboard/dvc.yaml
 
 test: setup
 	python -m pytest -n 2 -q
