@@ -315,7 +315,9 @@ def table_netops(dataset: Any, scenario_id: str) -> dict[str, NetOps]:
     if hit is None:
         ops = dataset.ops_for(scenario_id)
         types, raw = table_ops(ops)
-        raws = [tuple(int(v) for v in r) for r in raw]
+        # a feature the record lacks (NaN: e.g. a shape torch.profiler did not report) is -1,
+        # a value of its own, never a real size
+        raws = [tuple(int(v) if v == v else -1 for v in r) for r in raw]
         ids = np.fromiter((CONFIGS.intern(t, r) for t, r in zip(types, raws)), dtype=np.int64, count=len(types))
         lat = ops["latency_ms"].to_numpy(dtype="float64", na_value=np.nan) if len(ops) else np.zeros(0)
         fused = ops["fused"].to_numpy(dtype=bool, na_value=False) if len(ops) else np.zeros(0, bool)
