@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"latbench: error: {e}", file=sys.stderr)
         return 2
     if args.command in STAGES:  # `make run` shows what each stage cost
-        print(f"latbench {args.command}: {time.monotonic() - t0:.0f} s")
+        print(f"latbench {args.command}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return 0
 
 
