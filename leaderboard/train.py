@@ -39,8 +39,10 @@ def run_job(cfg: DictConfig) -> str:
     leaderboard's DVC stage runs: the registry is the one place a predictor is added) on
     ``track`` (a name; ``all``: every track with data; ``public`` / ``host``: every track of
     that data root). Returns the entries' folder."""
+    import time
+
     from .baselines import PREDICTORS
-    from .run import slug, train_entry
+    from .run import log, slug, train_entry
     from .tracks import TRACKS
 
     overrides = OmegaConf.to_container(cfg.params, resolve=True) if cfg.params else {}
@@ -53,10 +55,6 @@ def run_job(cfg: DictConfig) -> str:
     names = PREDICTORS.names() if cfg.predictor == "all" else [cfg.predictor]
     if len(names) > 1 and (overrides or cfg.entry):
         raise ValueError("predictor=all takes no params or entry overrides: name one predictor")
-    import time
-
-    from .run import log
-
     t0, out = time.monotonic(), None
     for name in names:
         entry = cfg.entry or (name + "".join(f"-{k}{v}" for k, v in sorted(overrides.items())))

@@ -758,15 +758,14 @@ def run_assemble(cfg: Any = None, *, data_dir: str | Path | None = None, out_dir
     out.mkdir(parents=True, exist_ok=True)
     save_tables(a.tables, out)
     write_failures(out / FAILURES, a.failures)
+    from .dataset.card import FIGURE_FILES, write_card, write_summary
+
+    ds = Dataset(a.tables, path=out, check=False)
     if card:
-        from .dataset.card import write_card
-
-        write_card(Dataset(a.tables, path=out, check=False), out, sections=card_sections(a, out))
-    from .dataset.card import FIGURE_FILES, write_summary
-
+        write_card(ds, out, sections=card_sections(a, out))
     # the stage's DVC metrics and plots (dvc.yaml): files in git beside the cached tables
     metrics = data / "metrics"
-    write_summary(Dataset(a.tables, path=out, check=False), metrics / "dataset.json")
+    write_summary(ds, metrics / "dataset.json")
     for name in FIGURE_FILES:
         (metrics / name).unlink(missing_ok=True)
         if (out / name).is_file():
