@@ -134,6 +134,20 @@ def test_kernel_rows_mode_on_usc_gpu(usc_gpu):
     assert 0.7 < predicted_conv / measured_conv < 1.3
 
 
+def test_kernel_rows_without_configurations(usc_gpu):
+    """Kernel rows that name no op (the host's XNNPACK kernels): auto learns from e2e, as the
+    docstring says; asking for kernels mode explicitly is an error naming the scenario."""
+    t = usc_gpu.dataset.tables()
+    t["ops"] = t["ops"].assign(kernel_index=pd.array([pd.NA] * len(t["ops"]), dtype="Int64"))
+    X = Networks(Dataset(t), usc_gpu.model_ids, usc_gpu.scenario_id)
+    assert set(X.model_ids) <= set(X.dataset.kernels_for(X.scenario_id)["model_id"])  # kernel rows exist
+    p = make_predictor("nnmeter", e2e_rounds=2, **FAST).fit(X[:3], X[:3].y())
+    assert p.mode_ == "e2e"
+    assert np.all(p.predict(X[3:]) > 0)
+    with pytest.raises(ValueError, match=f"{X.scenario_id}: no kernel rows with op configurations"):
+        make_predictor("nnmeter", training="kernels", **FAST).fit(X[:3], X[:3].y())
+
+
 # ---------------------------------------------------------------- adaptive sampling (Algorithm 2)
 def test_fine_grained_sampling_keeps_hw_k_s():
     pts = pd.DataFrame([{"kernel_type": "conv", "hw": 56, "out_hw": 56, "cin": 24, "cout": 64, "k": 3, "s": 1,

@@ -41,7 +41,9 @@ Training data (``training``)
   cells (Xeon 6226) the median training error went 19% (shares by cost only), 11% (3 rounds),
   5% (10), 2.7% (20), 1.9% (40), and held-out MAPE 26%, 14%, 5.5%, 2.9%, 2.2%.
 - ``"auto"``: samples when ``kernel_samples`` is set, else kernels when every training network
-  has kernel rows in the scenario, else e2e.
+  has kernel rows in the scenario and they carry op configurations, else e2e. The host's
+  XNNPACK kernel rows carry none (XNNPACK's profiler names its operators, not the TFLite nodes
+  they came from), so on the host's scenarios auto trains from e2e.
 
 Deviations, stated: the forests learn log latency (as :mod:`.trees` explains: percentage-like
 error, no collapse when times span orders of magnitude) where nn-Meter fits raw ms; a kernel
@@ -270,15 +272,24 @@ class NnMeterPredictor(Predictor):
             rows.append({**desc, "latency_ms": float(r.latency_ms)})
         return pd.DataFrame(rows, columns=[*DESC_COLUMNS, "latency_ms"])
 
-    def _mode(self, X: Networks) -> str:
+    def _mode(self, X: Networks) -> tuple[str, pd.DataFrame | None]:
+        """The training mode and, in kernels mode, the training kernels (see the docstring)."""
         if self.training not in ("auto", "samples", "kernels", "e2e"):
             raise ValueError(f"training: unknown mode {self.training!r} (known: auto, samples, kernels, e2e)")
-        if self.training != "auto":
-            return self.training
-        if self.kernel_samples:
-            return "samples"
-        kern = X.dataset.kernels_for(X.scenario_id)
-        return "kernels" if set(X.model_ids) <= set(kern["model_id"]) else "e2e"
+        if self.training == "e2e":
+            return "e2e", None
+        if self.training == "samples" or (self.training == "auto" and self.kernel_samples):
+            return "samples", None
+        if self.training == "auto" and not set(X.model_ids) <= set(X.dataset.kernels_for(X.scenario_id)["model_id"]):
+            return "e2e", None
+        rows = self._dataset_kernel_rows(X)
+        if rows.empty:
+            if self.training == "kernels":
+                raise ValueError(f"{X.scenario_id}: no kernel rows with op configurations for the training networks")
+            # e.g. the host's XNNPACK kernels: the profiler names no IR node for them, so there is
+            # no configuration to learn from; auto then learns from the networks' e2e latency
+            return "e2e", None
+        return "kernels", rows
 
     # ------------------------------------------------------------ fitting
     def _fit_forests(self, desc: pd.DataFrame, y: np.ndarray) -> None:
@@ -311,17 +322,14 @@ class NnMeterPredictor(Predictor):
         X = self._check_X(X)
         y = self._check_y(X, y)
         self.rules_ = load_rules_for(self.rules)
-        self.mode_ = self._mode(X)
+        self.mode_, rows = self._mode(X)
         if self.mode_ == "samples":
             if not self.kernel_samples:
                 raise ValueError("training='samples' needs kernel_samples (a file of measured kernels)")
             s = read_samples(self.kernel_samples)
             self._fit_forests(s[list(DESC_COLUMNS)], s["latency_ms"].to_numpy(float))
         elif self.mode_ == "kernels":
-            s = self._dataset_kernel_rows(X)
-            if s.empty:
-                raise ValueError(f"{X.scenario_id}: no kernel rows with op configurations for the training networks")
-            self._fit_forests(s[list(DESC_COLUMNS)], s["latency_ms"].to_numpy(float))
+            self._fit_forests(rows[list(DESC_COLUMNS)], rows["latency_ms"].to_numpy(float))
         else:
             self._fit_e2e(X, y)
         return self
