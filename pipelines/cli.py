@@ -113,6 +113,45 @@ def _cmd_assemble(args: argparse.Namespace) -> None:
           + f"; {r['failures']} failed pairs (see {r['out']}/failures.csv), {r['not_offered']} grid points not offered")
 
 
+def _parse_shape(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        shape = [int(v) for v in text.lower().replace(",", "x").split("x") if v.strip()]
+    except ValueError:
+        shape = []
+    if not shape or min(shape) <= 0:
+        raise ConfigError(f"--shape: expected positive sizes such as 1x3x224x224, got {text!r}")
+    return shape
+
+
+def _cmd_profile(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from .devices import DeviceBusy
+    from .native_runner import NativeRunError
+    from .profile import ProfileError, ProfileRequest, run_profile, summary_lines
+
+    cfg = load_params(args.params) if Path(args.params).is_file() else validate(compose([]))
+    req = ProfileRequest(Path(args.model), device=args.device, cores=args.cores, precision=args.precision,
+                         threads=args.threads, shape=_parse_shape(args.shape),
+                         out=Path(args.out) if args.out else None, processes=args.processes,
+                         adb_server=args.adb_server)
+
+    def live(scenario_id: str, k: int, proc: dict) -> None:  # one line per finished e2e process
+        ms = sorted(s / 1e6 for s in proc["samples_ns"])
+        tqdm.write(f"  process {k + 1}: median {ms[len(ms) // 2]:.3f} ms, min {ms[0]:.3f}, max {ms[-1]:.3f} "
+                   f"({len(ms)} runs)")
+
+    try:
+        prof = run_profile(cfg, req, progress=not args.quiet, on_process=None if args.quiet else live)
+    except (ProfileError, DeviceBusy, NativeRunError) as e:
+        raise ConfigError(str(e)) from None
+    print("\n".join(summary_lines(prof, top=args.top)))
+
+
 def _cmd_show(args: argparse.Namespace) -> None:
     g = Graph.load(args.model)
     s = g.summary()
@@ -205,6 +244,30 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--params", default=str(PARAMS), help="composed parameters (default: %(default)s)")
     a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=_cmd_assemble)
+
+    pr = sub.add_parser("profile", help="profile a .tflite or TorchScript file: e2e, top ops and kernels, traces",
+                        description="Run one model file of yours through the measure stage's instrumented runtime "
+                        "(fresh pinned processes, the configured stopping rule, op and kernel processes) on the host "
+                        "CPU, the host GPU or an adb phone, and print the e2e median with its interval, the top ops "
+                        "and kernels with their share, the time outside any op (nnPerf's data preparation) and where "
+                        "the Perfetto traces and the JSON record are. Free dimensions (Keras' batch None) resolve "
+                        "to 1 unless --shape says otherwise.")
+    pr.add_argument("model", help="a .tflite, .pt (TorchScript) or .ptl (lite interpreter) file")
+    pr.add_argument("--device", default="host", help="host (CPU), gpu (the host's GPU via LiteRT's GPU accelerator) "
+                    "or an adb serial (default: %(default)s)")
+    pr.add_argument("--cores", default="1large", help="core-set label as in `latbench scenarios` (default: %(default)s)")
+    pr.add_argument("--threads", type=int, default=None, help="inference threads (default: = cores)")
+    pr.add_argument("--precision", default="auto", help="auto (read from the file) | fp32 | fp16 | int8; on the GPU "
+                    "the compute precision (default: %(default)s)")
+    pr.add_argument("--shape", default=None, help="input shape, e.g. 1x3x224x224 (required for TorchScript)")
+    pr.add_argument("--processes", type=int, default=None, help="e2e processes (default: the measure config's)")
+    pr.add_argument("--adb-server", default="127.0.0.1:5037", help="adb server for an adb serial (default: %(default)s)")
+    pr.add_argument("--out", default=None, help="output folder (default: profiles/<file stem>)")
+    pr.add_argument("--top", type=int, default=8, help="op and kernel types listed (default: %(default)s)")
+    pr.add_argument("--params", default=str(PARAMS), help="composed parameters for the measure protocol "
+                    "(default: %(default)s; the defaults of conf/ if absent)")
+    pr.add_argument("-q", "--quiet", action="store_true", help="no progress bar or live lines")
+    pr.set_defaults(func=_cmd_profile)
 
     s = sub.add_parser("show", help="print a network's summary: costs, operator counts, metadata")
     s.add_argument("model", help="an IR JSON file")

@@ -344,6 +344,7 @@ class Sweep:
         self._log_file = self.out / "measure.log"
         self._log_extra = log
         self.runs_made = 0  # timed e2e runs made by this sweep (benchmarks read it)
+        self.on_process: Callable[[dict], None] | None = None  # called with each finished e2e process
 
     # -- bookkeeping
     def log(self, msg: str) -> None:
@@ -444,6 +445,8 @@ class Sweep:
                 "unix_ns": run.meta.get("start_unix_ns")}
         _write_json(pair.work / f"p{k}.json", proc)
         pair.processes.append(proc)
+        if self.on_process:
+            self.on_process(proc)
 
     def _profiled_process(self, pair: Pair, mode: str) -> None:
         run = self._run(pair, mode, self.cfg.op_runs, mode)

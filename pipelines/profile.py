@@ -1,0 +1,333 @@
+"""``latbench profile MODEL``: one model file of the user's through the measure stage's instrument.
+
+A mobile developer with a ``.tflite`` or TorchScript file wants what TFLite's benchmark_model and
+nnPerf show: how long it takes end to end (with how sure we are), which ops and kernels take
+the time, and how much of the run is not in any op. This module runs the file through exactly
+the code path of the measure stage (:class:`pipelines.measure.Sweep`: fresh pinned processes,
+interleaving, the stopping rule, the op and kernel processes with their overhead check), on the
+host's CPU, the host's GPU or an adb phone, and reads the record it writes.
+
+How the file enters the sweep
+-----------------------------
+The sweep reads artifacts as ``<artifacts>/<model_id>/<format file>``; the file is copied there
+under a model id made of its content hash (the same file always gets the same id, so a
+profile interrupted half way resumes like a sweep). Two preparations, both stated in the
+record's folder:
+
+- TFLite files converted with a free batch dimension (Keras' usual ``None``) carry ``-1`` in
+  their tensors' shape signatures, and LiteRT's compiled model refuses them ("Failed to get
+  num packed bytes"). :func:`static_tflite` resolves them: the Python interpreter resizes the
+  inputs (batch 1, or ``--shape``), propagates the shapes through the graph, and every tensor
+  with a free dimension gets the propagated shape written into a copy of the flatbuffer.
+- TorchScript files carry no input shape: ``--shape`` gives it (written beside the copy as the
+  ``.facts.json`` the export stage writes for its own artifacts).
+
+Precision ``auto`` reads it from the file: a TFLite file whose conv/fc weights are int8 is
+int8, float16 weights fp16, else fp32; a TorchScript file with ``quantized::`` operators is
+int8, else fp32. The scenario id says which precision ran.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+FRAMEWORK_BY_SUFFIX = {".tflite": "tflite", ".pt": "pytorch", ".ptl": "pytorch"}
+PROFILE_SOURCE = "profile"  # the record's generator source: the model came from the user, not a generator
+# TFLite tensor types of weights (schema TensorType) that decide the precision of a file
+_TFLITE_FLOAT16, _TFLITE_INT8, _TFLITE_UINT8 = 1, 9, 3
+_WEIGHTED_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
+
+
+class ProfileError(ValueError):
+    """A model file or option the profile cannot use (one line naming the file or option)."""
+
+
+@dataclass
+class ProfileRequest:
+    """What to profile and where (the options of ``latbench profile``)."""
+
+    model: Path
+    device: str = "host"  # host | gpu (the host's GPU) | an adb serial
+    cores: str = "1large"
+    precision: str = "auto"
+    threads: int | None = None
+    shape: list[int] | None = None  # the input shape (batch 1 and the file's own shape if None)
+    out: Path | None = None  # default: profiles/<file stem>/
+    processes: int | None = None  # e2e processes (default: the measure config's)
+    adb_server: str = "127.0.0.1:5037"  # for an adb serial
+
+
+@dataclass
+class Profile:
+    """The outcome: the measure record, where it and the traces are, and the scenario."""
+
+    record: dict[str, Any]
+    out: Path
+    scenario_id: str
+    notes: list[str] = field(default_factory=list)  # what was done to the file on the way
+
+    def trace(self, mode: str) -> Path | None:
+        m = self.record.get(mode)
+        return self.out / m["trace"] if m and m.get("trace") else None
+
+
+# ---------------------------------------------------------------- the file
+def framework_of(path: Path) -> str:
+    fw = FRAMEWORK_BY_SUFFIX.get(path.suffix.lower())
+    if fw is None:
+        raise ProfileError(f"{path}: unknown model kind {path.suffix or '(no suffix)'!r} (profile takes "
+                           f"{', '.join(FRAMEWORK_BY_SUFFIX)}; bring an ONNX model into the IR and export it first)")
+    return fw
+
+
+def model_id_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _read_tflite(path: Path):
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    try:
+        return flatbuffer_utils.read_model(str(path))
+    except Exception as e:  # noqa: BLE001 - any parse failure of a user's file is one line
+        raise ProfileError(f"{path}: not a TFLite flatbuffer ({type(e).__name__}: {str(e)[:120]})") from None
+
+
+def tflite_precision(path: Path) -> str:
+    """fp32 | fp16 | int8 of a TFLite file, from the type of its conv/fc weight tensors."""
+    from ai_edge_litert import schema_py_generated as s
+
+    model = _read_tflite(path)
+    names = {v: k for k, v in vars(s.BuiltinOperator).items() if not k.startswith("_")}
+    types = set()
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            code = model.operatorCodes[op.opcodeIndex]
+            name = names.get(max(code.builtinCode, code.deprecatedBuiltinCode), "")
+            if name in _WEIGHTED_OPS and len(op.inputs) > 1 and op.inputs[1] >= 0:
+                types.add(sg.tensors[op.inputs[1]].type)
+    if types & {_TFLITE_INT8, _TFLITE_UINT8}:
+        return "int8"
+    return "fp16" if _TFLITE_FLOAT16 in types else "fp32"
+
+
+def torchscript_precision(path: Path) -> str:
+    import torch
+
+    try:
+        m = torch.jit.load(str(path), map_location="cpu")
+    except Exception as e:  # noqa: BLE001
+        raise ProfileError(f"{path}: not a TorchScript file ({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+    return "int8" if "quantized::" in str(m.inlined_graph) else "fp32"
+
+
+def static_tflite(path: Path, out: Path, shape: list[int] | None = None) -> tuple[Path, str | None]:
+    """``path`` itself when every tensor shape is fixed and no ``shape`` is asked; else a copy at
+    ``out`` with the shapes the interpreter propagates from the resolved input shape (free
+    dimensions 1, or ``shape`` for the first input), and a note saying what changed."""
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.tools import flatbuffer_utils
+
+    model = _read_tflite(path)
+    free = [(g, i) for g, sg in enumerate(model.subgraphs) for i, t in enumerate(sg.tensors)
+            if t.shapeSignature is not None and len(t.shapeSignature) and (np.asarray(t.shapeSignature) < 0).any()]
+    if not free and shape is None:
+        return path, None
+    from ai_edge_litert.interpreter import OpResolverType
+
+    # no default delegate: the interpreter only propagates shapes here (and XNNPACK would log)
+    it = Interpreter(model_path=str(path), experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    inputs = it.get_input_details()
+    for k, d in enumerate(inputs):
+        sig = list(d.get("shape_signature", d["shape"]))
+        want = list(shape) if (shape is not None and k == 0) else [1 if v < 0 else int(v) for v in sig]
+        if len(want) != len(sig) or any(s >= 0 and s != w for s, w in zip(sig, want) if shape is None):
+            raise ProfileError(f"{path}: --shape {'x'.join(map(str, want))} does not fit input {d['name']} "
+                               f"of shape {'x'.join(str(int(v)) for v in sig)}")
+        it.resize_tensor_input(d["index"], want)
+    try:
+        it.allocate_tensors()
+    except (RuntimeError, ValueError) as e:
+        raise ProfileError(f"{path}: the interpreter cannot propagate input shape {want}: {str(e).splitlines()[0]}") from None
+    shapes = {t["index"]: [int(v) for v in t["shape"]] for t in it.get_tensor_details()}
+    main = model.subgraphs[0]
+    for i, t in enumerate(main.tensors):  # the main subgraph: tensor index = interpreter index
+        if i in shapes and (shape is not None or any(g == 0 and j == i for g, j in free)):
+            t.shape = np.asarray(shapes[i], dtype=np.int32)
+            t.shapeSignature = None
+    left = [(g, i) for g, i in free if g != 0]
+    if left:
+        raise ProfileError(f"{path}: subgraph {left[0][0]} has free dimensions the profile cannot resolve")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    flatbuffer_utils.write_model(model, str(out))
+    first = inputs[0]
+    note = (f"input {first['name']}: {'x'.join(str(int(v)) for v in first.get('shape_signature', first['shape']))} -> "
+            f"{'x'.join(map(str, shapes[first['index']]))}; {len(free)} tensors with free dimensions fixed")
+    return out, note
+
+
+# ---------------------------------------------------------------- the device and the scenario
+def device_config(spec: str, adb_server: str = "127.0.0.1:5037") -> tuple[Any, str]:
+    """(device config section, accelerator) for ``--device``: host, gpu (the host's GPU through
+    LiteRT's GPU accelerator) or an adb serial."""
+    from .config import DeviceConfig
+
+    if spec in ("host", "cpu"):
+        return DeviceConfig(name="host", kind="host", gpu=None), "cpu"
+    if spec == "gpu":
+        return DeviceConfig(name="host", kind="host", gpu="auto"), "gpu"
+    if not re.fullmatch(r"[A-Za-z0-9._:-]+", spec):
+        raise ProfileError(f"--device: expected host, gpu or an adb serial, got {spec!r}")
+    name = re.sub(r"[^a-z0-9_]", "_", spec.lower())
+    return DeviceConfig(name=name, kind="adb", gpu=None, serial=spec, adb_server=adb_server), "cpu"
+
+
+def run_profile(cfg: Any, req: ProfileRequest, *, device: Any = None, progress: bool = True,
+                on_process: Callable[[str, int, dict], None] | None = None) -> Profile:
+    """Measure ``req.model`` as the measure stage measures a generated network (see the module
+    docstring); ``cfg`` is the composed configuration (its ``measure`` protocol is used)."""
+    import copy
+
+    from .devices import make_device
+    from .measure import RUNNERS, Sweep, artifact_path, stage_scenario
+    from generators.export.formats import FORMATS
+
+    path = Path(req.model)
+    if not path.is_file():
+        raise ProfileError(f"{path}: no such model file")
+    framework = framework_of(path)
+    dev_cfg, accelerator = device_config(req.device, req.adb_server)
+    if accelerator == "gpu" and framework != "tflite":
+        raise ProfileError(f"{path}: --device gpu runs TFLite files only (the suite's GPU runner is LiteRT's)")
+    if framework == "pytorch" and req.shape is None:
+        raise ProfileError(f"{path}: a TorchScript file does not say its input shape: pass --shape, e.g. 1x3x224x224")
+    precision = req.precision
+    if precision == "auto":
+        precision = tflite_precision(path) if framework == "tflite" else torchscript_precision(path)
+    if accelerator == "gpu" and req.precision == "auto":
+        precision = "fp32"  # the GPU runs the float file; fp32 compute unless asked for fp16
+    device = device or make_device(dev_cfg)
+    st = stage_scenario(device, framework, precision, req.cores, req.threads, accelerator)
+    if st.scenario is None:
+        raise ProfileError(f"{path}: {st.reason}")
+    scenario = st.scenario
+    mid = model_id_of(path)
+    out = Path(req.out or Path("profiles") / path.stem)
+    fmt = RUNNERS[(framework, accelerator)].formats[precision]
+    art = artifact_path(out / "artifacts", mid, fmt)
+    art.parent.mkdir(parents=True, exist_ok=True)
+    notes = []
+    if framework == "tflite":
+        src, note = static_tflite(path, art.parent / "static.tflite", req.shape)
+        if note:
+            notes.append(note)
+        shutil.copyfile(src, art)
+    else:
+        shutil.copyfile(path, art)
+        facts = art.parent / f"{art.stem}.facts.json"
+        facts.write_text(json.dumps({"inputs": [{"shape": list(req.shape)}], "source_file": str(path)}))
+    m = copy.deepcopy(cfg.measure)
+    if req.processes:
+        m.processes = req.processes
+        m.stopping.max_processes = max(m.stopping.max_processes, req.processes)
+    rec_dir = out / scenario.scenario_id
+    sweep = Sweep(device, scenario, m, rec_dir, out / "artifacts", progress=progress)
+    sweep.on_process = (lambda proc: on_process(scenario.scenario_id, proc["process"], proc)) if on_process else None
+    with device.lock(out / ".lock"):
+        sweep.run([(PROFILE_SOURCE, mid)])
+    rec_path = sweep.record_path(mid)
+    if not rec_path.is_file():
+        err = json.loads(sweep.error_path(mid).read_text()) if sweep.error_path(mid).is_file() else {}
+        raise ProfileError(f"{path}: {err.get('kind', 'failed')}: {err.get('error', 'no record written')}")
+    record = json.loads(rec_path.read_text())
+    (rec_dir / "source.json").write_text(json.dumps({"model_file": str(path.resolve()), "model_id": mid,
+                                                     "format": FORMATS.get(fmt).name, "notes": notes}, indent=1))
+    return Profile(record, rec_dir, scenario.scenario_id, notes)
+
+
+# ---------------------------------------------------------------- what the developer reads
+def _share_rows(entries: list[dict], total: float, top: int, label: Callable[[dict], str]) -> list[str]:
+    by_name: dict[str, list[float]] = {}
+    for e in entries:
+        by_name.setdefault(label(e), []).append(float(e.get("median_ms") or 0.0))
+    rows = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))
+    out = []
+    for name, times in rows[:top]:
+        t = sum(times)
+        out.append(f"  {name[:44]:<44} x{len(times):<3} {t:9.3f} ms {100 * t / total if total else 0:6.1f}%")
+    if len(rows) > top:
+        rest = sum(sum(t) for _, t in rows[top:])
+        out.append(f"  {'(' + str(len(rows) - top) + ' more types)':<44} {'':4} {rest:9.3f} ms "
+                   f"{100 * rest / total if total else 0:6.1f}%")
+    return out
+
+
+def _kernel_label(k: dict) -> str:
+    fused = k.get("fused")
+    return "+".join([str(k.get("kernel_kind") or k["name"]), *map(str, fused)]) if fused else str(k["name"])
+
+
+def summary_lines(p: Profile, top: int = 8) -> list[str]:
+    """The report ``latbench profile`` prints (e2e, top ops and kernels, gaps, where the files are)."""
+    r = p.record
+    e = r["e2e"]
+    sc = r["scenario"]
+    where = f"cpus {','.join(map(str, sc.get('cpus') or [])) or '-'}, {sc.get('threads')} thread(s)" \
+        if sc.get("accelerator") == "cpu" else f"gpu {r.get('runtime', {}).get('gpu') or ''}".strip()
+    lines = [f"{p.scenario_id}  ({where})"]
+    ci = ""
+    if e.get("medians_ci_low_ms") == e.get("medians_ci_low_ms"):  # not NaN: enough processes for a CI
+        ci = f", CI {e['medians_ci_low_ms']:.3f}-{e['medians_ci_high_ms']:.3f} ms"
+    pooled = e.get("pooled", {})
+    lines.append(f"e2e  median {e['latency_ms']:.3f} ms{ci} ({e['processes']} processes, {e['n']} runs; "
+                 f"between-process spread {100 * e.get('between_rel_range', 0):.1f}%, within-process CV "
+                 f"{100 * e.get('within_cv', 0):.1f}%; pooled p10-p90 {pooled.get('p10_ms', 0):.3f}-"
+                 f"{pooled.get('p90_ms', 0):.3f} ms)")
+    for mode, what, entries, label in (("op", "ops", "ops", lambda o: str(o["name"])),
+                                       ("kernel", "kernels", "kernels", _kernel_label)):
+        m = r.get(mode)
+        if not m or not m.get(entries):
+            why = r["protocol"].get("granularities_not_offered", {}).get(mode)
+            if why:
+                lines.append(f"{what}: not offered here: {why}")
+            continue
+        run_ms = float(m["summary"]["median_ms"])
+        total = sum(float(x.get("median_ms") or 0.0) for x in m[entries])
+        kind = {"op": "builtin kernels, XNNPACK off" if sc.get("framework") == "tflite" else "torch.profiler",
+                "kernel": "as the runtime executed them"}[mode]
+        lines.append(f"top {what} ({len(m[entries])} in the {mode} process, {kind}; share of their sum):")
+        lines += _share_rows(m[entries], total, top, label)
+        gap = run_ms - total
+        lines.append(f"  {mode} process run median {run_ms:.3f} ms, sum of {what} {total:.3f} ms: "
+                     f"{gap:.3f} ms ({100 * gap / run_ms if run_ms else 0:.1f}%) outside any {what[:-1]} "
+                     f"(nnPerf's data preparation: inputs, outputs, runtime overhead)")
+        ov = m.get("overhead") or {}
+        if ov.get("ratio"):
+            lines.append(f"  profiler overhead: profiled/unprofiled run ratio {ov['ratio']:.3f}")
+        if mode == "kernel":
+            parts = sorted({k.get("partition") for k in m[entries] if k.get("partition") is not None})
+            fused = [k for k in m[entries] if k.get("fused")]
+            if fused:
+                lines.append(f"  fused kernels: {len(fused)} of {len(m[entries])} run several ops, e.g. "
+                             + ", ".join(sorted({_kernel_label(k) for k in fused})[:4]))
+            elif parts:
+                lines.append(f"  {len(m[entries])} kernels in {len(parts)} delegate partition(s); XNNPACK fuses "
+                             "activations and batch norm into the conv/fc kernel it names")
+    for mode in ("op", "kernel"):
+        t = p.trace(mode)
+        if t is not None and t.is_file():
+            lines.append(f"trace ({mode}): {t}  (open in https://ui.perfetto.dev or chrome://tracing)")
+    lines.append(f"record: {p.out / (r['model_id'] + '.json')}")
+    for n in p.notes:
+        lines.append(f"note: {n}")
+    return lines
+
+
+__all__ = ["FRAMEWORK_BY_SUFFIX", "Profile", "ProfileError", "ProfileRequest", "device_config", "framework_of",
+           "run_profile", "static_tflite", "summary_lines", "tflite_precision", "torchscript_precision"]
