@@ -24,6 +24,12 @@ What it produces
   rows are keyed ``nasbench201:nb201-<index:05d>`` and the cost columns are empty. The IR is
   not stored by default (``store_ir``): the cell string rebuilds it exactly.
 - ``scenarios``: one per device, ``help-<device>-[<framework>-]<accelerator>[-b<batch>]``.
+  Devices are described by the device catalog (``pipelines/devices/catalog.yaml``): its
+  ``sources.help`` section of an entry holds what HELP says (accelerator, framework, remark) and
+  the names HELP uses, e.g. ``1080ti_{batch}`` for the 1080ti at each batch size
+  (``1080ti_32`` -> ``help-1080ti-gpu-b32``; the scenarios' ``device`` is the catalog's name). A
+  device the catalog does not have is imported all the same, accelerator ``unknown``, with a
+  blank description and a problem line naming it and the catalog file to add it to.
 - ``e2e``: latency_ms = the published value (latency_stat ``reported``: the source gives one
   number per architecture and device, not its statistic).
 """
@@ -31,7 +37,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,8 +51,10 @@ from .importers import (
     make_scenario_id,
     parse_number,
 )
+from .importers import blank_device, device_from_entry, not_in_catalog, select_devices, slug
 from .schema import TableBuilder
 from generators.configs import coerce
+from pipelines.devices.catalog import Catalog, as_catalog
 
 DATASET = "help-nasbench201"
 PREFIX = "help"
@@ -65,45 +72,24 @@ class HelpDevice:
     batch: int = 1
 
 
-def _dev(name: str, model: str, accelerator: str, framework: str | None = None, note: str = "",
-         batch: int = 1, short: str | None = None) -> tuple[str, HelpDevice]:
-    return name, HelpDevice(Device(short or name, model, note=note), accelerator, framework, batch)
+def help_device(name: str, catalog: Catalog | str | Path | None = None) -> HelpDevice | None:
+    """What a HELP device name means (``titanxp_32`` = the Titan Xp at batch 32), from the device
+    catalog's entries; None when the catalog does not know the name (or its batch is no batch
+    size: ``titanxp_0``)."""
+    try:
+        return _describe(name, as_catalog(catalog))
+    except ValueError:
+        return None
 
 
-# Devices of HELP's NAS-Bench-201 folder. Described as ../shared/external/help-nasbench201/SOURCE.md
-# does; devices it does not describe get only their name, and "unknown" where the accelerator is
-# not evident from the name.
-DEVICES: dict[str, HelpDevice] = dict(
-    [
-        _dev("pixel2", "Google Pixel 2", "cpu", note="phone CPU, values in whole milliseconds"),
-        _dev("pixel3", "Google Pixel 3", "cpu", "tflite", note="phone CPU"),
-        _dev("raspi4", "Raspberry Pi 4", "cpu"),
-        _dev("eyeriss", "Eyeriss", "asic", note="ASIC, simulated"),
-        _dev("fpga", "FPGA", "fpga"),
-        _dev("gold_6226", "Intel Xeon Gold 6226", "cpu"),
-        _dev("gold_6240", "Intel Xeon Gold 6240", "cpu"),
-        _dev("silver_4114", "Intel Xeon Silver 4114", "cpu"),
-        _dev("silver_4210r", "Intel Xeon Silver 4210R", "cpu"),
-        _dev("samsung_a50", "Samsung Galaxy A50", "unknown", note="phone, processor not stated"),
-        _dev("samsung_s7", "Samsung Galaxy S7", "unknown", note="phone, processor not stated"),
-        _dev("essential_ph_1", "Essential PH-1", "unknown", note="phone, processor not stated"),
-    ]
-)
-_GPUS = {"1080ti": "NVIDIA GeForce GTX 1080 Ti", "2080ti": "NVIDIA GeForce RTX 2080 Ti",
-         "titan_rtx": "NVIDIA Titan RTX", "titanxp": "NVIDIA Titan Xp", "titanx": "NVIDIA Titan X"}
-_GPU_NAME = re.compile(r"(1080ti|2080ti|titan_rtx|titanxp|titanx)_(\d+)")
-MAX_BATCH = 65_536  # HELP's GPU devices run batch 1..256; anything past this is not a device name
-
-
-def help_device(name: str) -> HelpDevice | None:
-    """The description of a HELP device name (``titanxp_32`` = Titan Xp at batch 32), or None."""
-    if name in DEVICES:
-        return DEVICES[name]
-    m = _GPU_NAME.fullmatch(name)
-    if m and len(m.group(2)) <= 6 and 1 <= int(m.group(2)) <= MAX_BATCH:  # a batch past int64 is no device
-        gpu, batch = m.group(1), int(m.group(2))
-        return HelpDevice(Device(gpu, _GPUS[gpu], gpu=_GPUS[gpu]), "gpu", None, batch)
-    return None
+def _describe(name: str, catalog: Catalog) -> HelpDevice | None:
+    """As :func:`help_device`; ValueError when the name has a ``{batch}`` form with a bad batch."""
+    match = catalog.resolve("help", name)
+    if match is None:
+        return None
+    src = match.entry.source("help")
+    d = device_from_entry(match.entry, note=src.note if src else "")
+    return HelpDevice(d, (src.accelerator if src else None) or "unknown", src.framework if src else None, match.batch)
 
 
 # ---------------------------------------------------------------- config
@@ -112,7 +98,7 @@ class HelpConfig:
     path: str = "external/help-nasbench201"  # folder with latency.csv, or HELP's latency/<device>.pt
     rebuild_ir: bool = True  # build each network (about 6 ms each): model ids are IR hashes
     store_ir: bool = False  # keep the IR JSON in models.ir (43 kB per network; the cell string rebuilds it)
-    devices: list[str] = field(default_factory=list)  # only these devices (empty: all in the files)
+    devices: list[str] = field(default_factory=list)  # only these devices (HELP's or the catalog's names; empty: all)
     indices: list[int] = field(default_factory=list)  # only these NAS-Bench-201 indices (empty: all)
     workers: int = 1  # processes that rebuild IRs (0: one per CPU)
     strict: bool = False  # any problem in the input is an error
@@ -130,9 +116,7 @@ def validate_config(cfg: Any) -> HelpConfig:
         raise ValueError(f"workers: expected an int >= 0, got {cfg.workers!r}")
     if isinstance(cfg.devices, (str, bytes)) or not all(isinstance(d, str) for d in cfg.devices):
         raise ValueError(f"devices: expected a list of device names, got {cfg.devices!r}")
-    for d in cfg.devices:
-        if help_device(d) is None:
-            raise ValueError(f"devices: unknown device {d!r} (known: {', '.join(DEVICES)}, <gpu>_<batch>)")
+    # device names are checked against the files and the device catalog by import_help
     if isinstance(cfg.indices, (str, bytes)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in cfg.indices):
         raise ValueError(f"indices: expected a list of ints, got {cfg.indices!r}")
     from generators.nasbench201 import NUM_ARCHS
@@ -158,7 +142,48 @@ class _Column:
 _Seen = dict[int, tuple[str, int]]  # index -> (file, line; -1 for .pt files)
 
 
-def _read_csv(path: Path, root: Path, cfg: HelpConfig, problems: list[ImportProblem]) -> tuple[list[_Column], _Seen]:
+class _Devices:
+    """The devices of the files: HELP name -> HelpDevice (from the catalog, or blank), checked."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self.found: dict[str, HelpDevice] = {}
+        self.where: dict[str, list[tuple[str, int | None, str | None]]] = {}  # name -> (file, row, column)
+        self._ids: dict[tuple, str] = {}
+
+    def add(self, name: str, file: str, row: int | None, column: str | None) -> str | None:
+        """Records a device of the files; returns why it cannot be imported (else None)."""
+        try:
+            hd = _describe(name, self.catalog)
+        except ValueError as e:
+            return f"unknown device {name!r}: {e}"
+        if hd is None:
+            hd = HelpDevice(blank_device(name), "unknown", None, 1)
+        key = (slug(hd.device.name), hd.framework, hd.accelerator, hd.batch)
+        if not key[0]:
+            return f"device {name!r} has no letter or digit to name scenarios with"
+        other = self._ids.setdefault(key, name)
+        if other != name:
+            return f"device {name!r} would have the scenarios of device {other!r}"
+        self.found[name] = hd
+        self.where.setdefault(name, []).append((file, row, column))
+        return None
+
+    def select(self, wanted: list[str], problems: list[ImportProblem]) -> set[str]:
+        """The names the config's filter selects; a problem for each selected device outside the
+        catalog (see importers.select_devices for the filter's errors)."""
+        present = {n: (self.catalog.lookup(hd.device.name) if hd.device.in_catalog else None)
+                   for n, hd in self.found.items()}
+        selected = select_devices(wanted, present, self.catalog, problems)
+        for n in self.found:
+            if n in selected and not self.found[n].device.in_catalog:
+                for file, row, column in self.where[n]:
+                    problems.append(ImportProblem(file, row, column, not_in_catalog(n, self.catalog)))
+        return selected
+
+
+def _read_csv(path: Path, root: Path, cfg: HelpConfig, problems: list[ImportProblem],
+              devices: _Devices) -> tuple[list[_Column], _Seen]:
     from generators.nasbench201 import NUM_ARCHS, arch_str
 
     t = CsvTable(path, path.relative_to(root).as_posix(), problems)
@@ -172,12 +197,13 @@ def _read_csv(path: Path, root: Path, cfg: HelpConfig, problems: list[ImportProb
             t.problem(1, c, "not a latency column <device>_ms (milliseconds); column skipped")
             continue
         dev = c[: -len("_ms")]
-        if help_device(dev) is None:
-            t.problem(1, c, f"unknown device {dev!r} (known: {', '.join(DEVICES)}, <gpu>_<batch>); column skipped")
-            continue
-        if cfg.devices and dev not in cfg.devices:
+        why = devices.add(dev, t.name, 1, c)
+        if why:
+            t.problem(1, c, f"{why}; column skipped")
             continue
         cols.append(_Column(dev, {}, t.name, c, {}))
+    selected = devices.select(cfg.devices, problems)
+    cols = [c for c in cols if c.device in selected]
     wanted = set(cfg.indices)
     seen: _Seen = {}
     for line, row in t.rows:
@@ -207,7 +233,8 @@ def _read_csv(path: Path, root: Path, cfg: HelpConfig, problems: list[ImportProb
     return cols, seen
 
 
-def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[ImportProblem]) -> tuple[list[_Column], _Seen]:
+def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[ImportProblem],
+             devices: _Devices) -> tuple[list[_Column], _Seen]:
     import math
 
     import torch
@@ -228,14 +255,19 @@ def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[Impo
                                               f"NAS-Bench-201's (first {bad[0]!r}): the .pt files may use another order"))
         except Exception as e:  # noqa: BLE001 - an unreadable side file is reported, the latencies still import
             problems.append(ImportProblem(name, None, None, f"unreadable ({type(e).__name__}: {e}); not cross-checked"))
+    kept = []
     for path in files:
+        fname = path.relative_to(root).as_posix()
+        why = devices.add(path.stem, fname, None, None)
+        if why:
+            problems.append(ImportProblem(fname, None, None, f"{why}; file skipped"))
+        else:
+            kept.append(path)
+    selected = devices.select(cfg.devices, problems)
+    for path in kept:
         dev = path.stem
         fname = path.relative_to(root).as_posix()
-        if help_device(dev) is None:
-            problems.append(ImportProblem(fname, None, None, f"unknown device {dev!r} (known: {', '.join(DEVICES)}, "
-                                          "<gpu>_<batch>); file skipped"))
-            continue
-        if cfg.devices and dev not in cfg.devices:
+        if dev not in selected:
             continue
         try:
             data = torch.load(path, map_location="cpu", weights_only=True)
@@ -266,12 +298,15 @@ def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[Impo
     return cols, dict(sorted(seen.items()))
 
 
-def find_layout(root: Path) -> tuple[str, Any]:
+def find_layout(root: Path, catalog: Catalog | None = None) -> tuple[str, Any]:
+    """("csv", latency.csv), ("pt", [<device>.pt ...]) or ("none", None). In ``latency/`` every
+    .pt file is a device's; directly in the folder only those the catalog names."""
     if (root / "latency.csv").is_file():
         return "csv", root / "latency.csv"
     for folder in (root / "latency", root):
         pts = sorted(folder.glob("*.pt"))
-        pts = [p for p in pts if p.name != "str_arch2idx.pt" and (help_device(p.stem) is not None or folder.name == "latency")]
+        pts = [p for p in pts if p.name != "str_arch2idx.pt"
+               and (folder.name == "latency" or help_device(p.stem, catalog) is not None)]
         if pts:
             return "pt", pts
     return "none", None
@@ -317,27 +352,30 @@ def _rebuild_all(indices: list[int], store: bool, workers: int, progress: bool) 
 
 
 # ---------------------------------------------------------------- the importer
-def import_help(cfg: Any = None, progress: bool = False) -> ImportResult:
-    """Read HELP's NAS-Bench-201 latencies from ``cfg.path``; return the five tables."""
+def import_help(cfg: Any = None, progress: bool = False, catalog: Catalog | str | Path | None = None) -> ImportResult:
+    """Read HELP's NAS-Bench-201 latencies from ``cfg.path``; return the five tables.
+
+    ``catalog``: the device catalog (a Catalog or a path; default pipelines/devices/catalog.yaml).
+    PublicDataError when ``cfg.devices`` names a device in neither the files nor the catalog, or
+    selects no device of the files."""
     from generators.nasbench201 import arch_str
 
     cfg = validate_config(cfg)
+    catalog = as_catalog(catalog)
+    devices = _Devices(catalog)
     root = Path(cfg.path)
     if not root.is_dir():
         raise PublicDataError(f"{root}: folder not found (help.path); pull the files with `dvc import` "
                               "(see docs/dataset.md)")
     problems: list[ImportProblem] = []
     notes: list[str] = []
-    kind, found = find_layout(root)
+    kind, found = find_layout(root, catalog)
     if kind == "csv":
-        cols, seen = _read_csv(found, root, cfg, problems)
+        cols, seen = _read_csv(found, root, cfg, problems, devices)
     elif kind == "pt":
-        cols, seen = _read_pt(found, root, cfg, problems)
+        cols, seen = _read_pt(found, root, cfg, problems, devices)
     else:
         raise PublicDataError(f"{root}: neither latency.csv nor latency/<device>.pt found")
-    for d in cfg.devices:
-        if not any(c.device == d for c in cols):
-            problems.append(ImportProblem("(config)", None, "devices", f"device {d!r} is not in the files"))
 
     indices = sorted(seen)
     built = _rebuild_all(indices, cfg.store_ir, cfg.workers, progress) if cfg.rebuild_ir else {}
@@ -361,15 +399,16 @@ def import_help(cfg: Any = None, progress: bool = False) -> ImportResult:
     scenarios = TableBuilder("scenarios")
     e2e = TableBuilder("e2e")
     for col in cols:
-        hd = help_device(col.device)
+        hd = devices.found[col.device]
         sid = make_scenario_id(hd.device.name, hd.accelerator, framework=hd.framework, batch=hd.batch, prefix=PREFIX)
         d = hd.device
         what = d.note or {"cpu": "CPU", "gpu": "GPU", "asic": "ASIC", "fpga": "FPGA"}.get(hd.accelerator,
                                                                                    "processor not stated")
         fw = {"tflite": "TFLite"}.get(hd.framework or "", hd.framework)
-        desc = (f"{d.model} ({what})" + (f", {fw}" if fw else "")
+        head = f"{d.model} ({what})" if d.in_catalog else d.label
+        desc = (head + (f", {fw}" if fw else "")
                 + f", batch {hd.batch}, NAS-Bench-201 CIFAR network (32x32 input), latency as published by HELP")
-        scenarios.add(scenario_id=sid, device=d.name, device_model=d.model, soc=None, cpu=None, gpu=d.gpu,
+        scenarios.add(scenario_id=sid, device=d.name, device_model=d.model, soc=d.soc, cpu=d.cpu, gpu=d.gpu,
                       framework=hd.framework, accelerator=hd.accelerator, precision=None, batch=hd.batch,
                       description=desc, dataset=DATASET, source_file=col.file, source_row=1 if col.rows else None,
                       source_column=col.column, source_commit=COMMIT)

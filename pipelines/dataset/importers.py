@@ -219,14 +219,18 @@ def make_scenario_id(device: str, accelerator: str, *, framework: str | None = N
 # ---------------------------------------------------------------- devices
 @dataclass(frozen=True)
 class Device:
-    """A device as a public dataset describes it: CPU clusters (name, cores, GHz), GPU."""
+    """A device as an importer describes it: CPU clusters (tag, cores, GHz), GPU. Built from its
+    entry in the device catalog (:func:`device_from_entry`, ``pipelines/devices/catalog.yaml``),
+    or blank for a device the catalog does not have (:func:`blank_device`)."""
 
-    name: str  # short name, as in the source's column names
-    model: str
+    name: str  # the catalog's name: the device part of scenario ids
+    model: str | None
     soc: str | None = None
     clusters: tuple[tuple[str, int, float | None], ...] = ()
     gpu: str | None = None
     note: str = ""
+    os: str | None = None
+    in_catalog: bool = True
 
     @property
     def cpu(self) -> str | None:
@@ -234,21 +238,84 @@ class Device:
             return None
         return " + ".join(f"{n}x {c}" + (f" {ghz:.2f} GHz" if ghz else "") for c, n, ghz in self.clusters)
 
+    @property
+    def label(self) -> str:
+        """``Google Pixel 4 (Snapdragon 855)``; a device outside the catalog: its name and that."""
+        if not self.in_catalog:
+            return f"{self.name} (not in the device catalog)"
+        model = self.model or self.name
+        return f"{model} ({self.soc})" if self.soc else model
+
     def cluster(self, name: str) -> tuple[str, int, float | None] | None:
         return next((c for c in self.clusters if c[0] == name), None)
+
+
+def device_from_entry(entry: Any, note: str | None = None) -> Device:
+    """The Device of a catalog entry (``pipelines.devices.catalog.CatalogEntry``); ``note``
+    replaces the entry's own (HELP's remark on a device)."""
+    return Device(entry.name, entry.model, entry.soc, tuple((c.tag, c.cores, c.ghz) for c in entry.clusters),
+                  entry.gpu, entry.note if note is None else note, entry.os)
+
+
+def blank_device(name: str) -> Device:
+    """A device the catalog does not describe: only its name."""
+    return Device(name, None, in_catalog=False)
+
+
+def not_in_catalog(name: str, catalog: Any) -> str:
+    """The warning an importer records for a device missing from the catalog."""
+    return (f"device {name!r} is not in the device catalog ({catalog.where}): imported with a blank device "
+            f"description; add an entry for {name!r} to {catalog.where} to describe it")
+
+
+def select_devices(wanted: list[str], present: dict[str, Any], catalog: Any,
+                   problems: list[ImportProblem]) -> set[str]:
+    """The names of ``present`` (a dataset's device names -> catalog entry or None) that the
+    config filter ``wanted`` selects (all when it is empty). A filter item selects a device by
+    the dataset's name, the catalog's name or the catalog name's spelling in scenario ids
+    (``pipelines.devices.catalog.matches_filter``).
+
+    Raises PublicDataError (``devices: ...``) for an item in neither the data nor the catalog,
+    and when the filter selects nothing; an item the catalog knows but the data lacks is a
+    problem."""
+    from pipelines.devices.catalog import matches_filter
+
+    if not wanted:
+        return set(present)
+    in_data = ", ".join(sorted(present)) or "none"
+    selected: set[str] = set()
+    for item in wanted:
+        hits = {s for s, e in present.items() if matches_filter(item, s, e)}
+        if not hits:
+            if not catalog.knows(item):
+                raise PublicDataError(f"devices: unknown device {item!r}: in neither the data (devices in the "
+                                      f"files: {in_data}) nor the device catalog ({catalog.where})")
+            problems.append(ImportProblem("(config)", None, "devices",
+                                          f"device {item!r} is not in the files (devices in the files: {in_data})"))
+        selected |= hits
+    if not selected:
+        raise PublicDataError(f"devices: the filter {list(wanted)} matches no device in the data "
+                              f"(devices in the files: {in_data})")
+    return selected
 
 
 _CORES = re.compile(r"(\d+)([a-z]+)")
 
 
 def parse_cores(text: str, device: Device) -> list[tuple[int, str]]:
-    """``1large2med`` -> ``[(1, 'large'), (2, 'med')]``, checked against the device's clusters;
-    raises ValueError with a one-line reason."""
+    """``1large2med`` -> ``[(1, 'large'), (2, 'med')]``, checked against the device's clusters
+    (only the syntax when the device has none: a device outside the catalog); raises
+    ValueError with a one-line reason."""
     parts = _CORES.findall(text)
     if not parts or "".join(f"{n}{c}" for n, c in parts) != text:
         raise ValueError(f"core combination {text!r} is not <count><cluster>... (e.g. 1large2med)")
     out = []
     for n, c in parts:
+        if not device.clusters:
+            if int(n) < 1:
+                raise ValueError(f"core combination {text!r} uses {n} {c} cores")
+            out.append((int(n), c))
+            continue
         cl = device.cluster(c)
         if cl is None:
             raise ValueError(f"{device.name} has no {c!r} cluster (clusters: {', '.join(x[0] for x in device.clusters)})")

@@ -29,6 +29,11 @@ What it produces
   and the cost columns are empty; names are still checked against pytorchcv's model table.
 - ``scenarios``: one per (device, framework, cores, precision) column group, id
   ``usc-<device>-<tflite|pytorch>-cpu-<cores>-<fp32|int8>`` or ``usc-<device>-<fw>-gpu-fp16``.
+  Devices are described by the device catalog (``pipelines/devices/catalog.yaml``: model, SoC,
+  clusters and clocks, GPU; ``sources.usc.names`` maps a column's device name to the catalog's).
+  A device the catalog does not have is imported all the same, with a blank description (no
+  model, SoC, clusters or GPU; its core sets are checked for syntax only) and a problem line
+  naming it and the catalog file to add it to.
 - ``e2e``: latency_ms = the source's mean (latency_stat ``mean``), std_ms, and provenance
   (file, line, columns, commit).
 - ``ops`` / ``kernels`` (GPU scenarios): one op row per source row and device; one kernel row
@@ -62,8 +67,10 @@ from .importers import (
     parse_cores,
     parse_number,
 )
+from .importers import blank_device, device_from_entry, not_in_catalog, select_devices, slug
 from .schema import TableBuilder
 from generators.configs import coerce
+from pipelines.devices.catalog import Catalog, as_catalog
 
 DATASET = "usc-mobile-ml-benchmark"
 PREFIX = "usc"
@@ -73,22 +80,9 @@ SOURCE = "pytorch"  # the generator source of the rebuilt IR (generators.importe
 INPUT_SHAPE = "1x3x224x224"
 US_PER_MS = 1000.0
 
-# Devices: clusters and clocks from the USC paper's Table 1, except Pixel 4's medium and small
-# clocks, taken from ../shared/external/usc-mobile-ml-benchmark/SOURCE.md (2.42 / 1.78 GHz, the
-# Snapdragon 855's specification; the paper's table says 2.32 / 1.80 GHz).
-DEVICES: dict[str, Device] = {
-    d.name: d
-    for d in (
-        Device("pixel4", "Google Pixel 4", "Snapdragon 855", (("large", 1, 2.84), ("med", 3, 2.42), ("small", 4, 1.78)), "Adreno 640"),
-        Device("s10", "Samsung Galaxy S10", "Exynos 9820", (("large", 2, 2.73), ("med", 2, 2.31), ("small", 4, 1.95)), "Mali G76"),
-        Device("a03s", "Samsung Galaxy A03s", "Helio P35", (("large", 4, 2.30), ("small", 4, 1.80)), "PowerVR GE8320"),
-        Device("iphonexs", "Apple iPhone XS", "A12 Bionic", (("large", 2, 2.49), ("small", 4, 1.52)), "Apple G11P",
-               note="iOS: threads are placed on performance/efficiency cores by QoS class, not pinned"),
-        Device("mi8se", "Xiaomi Mi 8 SE", "Snapdragon 710", (("large", 2, 2.20), ("small", 6, 1.70)), "Adreno 616"),
-        Device("iphone7", "Apple iPhone 7", "A10 Fusion", (("large", 2, 2.34), ("small", 2, 1.05)), "PowerVR GT7600 Plus",
-               note="iOS: threads are placed on performance/efficiency cores by QoS class, not pinned"),
-    )
-}
+# Devices: the device catalog (pipelines/devices/catalog.yaml) describes them; the values the
+# code held before (the USC paper's Table 1, Pixel 4's medium and small clocks from the
+# SOURCE.md of the public copy) are there with their origin.
 CLUSTER_WORDS = {"large": "large", "med": "medium", "small": "small"}
 
 FRAMEWORKS = {"tflite": "TFLite", "pytorch": "PyTorch Mobile"}
@@ -120,7 +114,7 @@ class UscConfig:
     rebuild_ir: bool = True  # rebuild each network from pytorchcv (about 0.3 s each): model ids are IR hashes
     store_ir: bool = True  # keep the IR JSON in models.ir (only with rebuild_ir)
     models: list[str] = field(default_factory=list)  # only these pytorchcv names (empty: all)
-    devices: list[str] = field(default_factory=list)  # only these devices (empty: all)
+    devices: list[str] = field(default_factory=list)  # only these devices (the files' or the catalog's names; empty: all)
     strict: bool = False  # any problem in the input is an error
 
 
@@ -136,9 +130,8 @@ def validate_config(cfg: Any) -> UscConfig:
         v = getattr(cfg, name)
         if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__") or not all(isinstance(x, str) for x in v):
             raise ValueError(f"{name}: expected a list of names, got {v!r}")
-    bad = [d for d in cfg.devices if d not in DEVICES]
-    if bad:
-        raise ValueError(f"devices: unknown device {bad[0]!r} (known: {', '.join(DEVICES)})")
+    # device names are checked against the files and the device catalog by import_usc (a device
+    # the files have is welcome even when the catalog does not describe it)
     return UscConfig(path=str(cfg.path), rebuild_ir=cfg.rebuild_ir, store_ir=cfg.store_ir,
                      models=list(cfg.models), devices=list(cfg.devices), strict=cfg.strict)
 
@@ -174,10 +167,6 @@ def find_files(root: Path) -> dict[tuple[str, str], Path | None]:
     return out
 
 
-def _device_label(d: Device) -> str:
-    return f"{d.model} ({d.soc})" if d.soc else d.model
-
-
 # ---------------------------------------------------------------- scenarios
 @dataclass
 class _Scenarios:
@@ -192,11 +181,12 @@ class _Scenarios:
         if sid in self.rows:
             return sid
         fw = FRAMEWORKS[framework]
-        ios = device.name.startswith("iphone")
+        ios = device.os == "ios" if device.os else device.name.startswith("iphone")
         if gpu:
             backend = ("GPU delegate (Metal)" if ios else "GPU delegate (OpenCL)") if framework == "tflite" else \
                 ("Metal backend" if ios else "Vulkan backend")
-            desc = f"{_device_label(device)}, {fw} {backend} on the {device.gpu} GPU, {precision}, batch 1, 224x224 input"
+            on = f"the {device.gpu} GPU" if device.gpu else "the GPU"
+            desc = f"{device.label}, {fw} {backend} on {on}, {precision}, batch 1, 224x224 input"
             count = threads = None
             hetero = None
         else:
@@ -208,7 +198,7 @@ class _Scenarios:
             count = sum(n for n, _ in parts or [])
             threads = count
             hetero = len(parts or []) > 1
-            desc = (f"{_device_label(device)}, {fw} on the CPU: {' + '.join(words)}, {threads} "
+            desc = (f"{device.label}, {fw} on the CPU: {' + '.join(words)}, {threads} "
                     f"thread{'s' if threads > 1 else ''}, {precision}, batch 1, 224x224 input")
         if device.note:
             desc += f" ({device.note})"
@@ -236,12 +226,13 @@ class _E2eFile:
     flops_col: str | None
 
 
-def _parse_e2e_header(t: CsvTable, framework: str, devices: list[str]) -> _E2eFile | None:
+def _parse_e2e_header(t: CsvTable, framework: str, devices: dict[str, Device]) -> _E2eFile | None:
+    """The column groups of an e2e file, for the devices of ``devices`` (the others were
+    reported, or left out by the config's filter, by :func:`_devices`)."""
     if not t.require("model"):
         return None
     groups: dict[tuple[str, str, str], dict[str, str]] = {}
     parts: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    bad_devices: set[str] = set()
     flops_col = next((c for c in t.header if c.lower() == "flops"), None)
     for col in t.header:
         if col == "model" or col.lower() in ("flops", "size"):
@@ -251,12 +242,7 @@ def _parse_e2e_header(t: CsvTable, framework: str, devices: list[str]) -> _E2eFi
             t.problem(1, col, "not a measurement column <device>|<cores>|<float|quant>|<mean|std>; column skipped")
             continue
         dev, cores, prec, stat = m.groups()
-        if dev not in DEVICES:
-            if dev not in bad_devices:
-                t.problem(1, col, f"unknown device {dev!r} (known: {', '.join(DEVICES)}); its columns are skipped")
-                bad_devices.add(dev)
-            continue
-        if devices and dev not in devices:
+        if dev not in devices:
             continue
         if prec not in ("float", "quant"):
             t.problem(1, col, f"precision {prec!r} is neither 'float' nor 'quant'; column skipped")
@@ -266,7 +252,7 @@ def _parse_e2e_header(t: CsvTable, framework: str, devices: list[str]) -> _E2eFi
             continue
         if cores != "gpu" and (dev, cores) not in parts:
             try:
-                parts[(dev, cores)] = parse_cores(cores, DEVICES[dev])
+                parts[(dev, cores)] = parse_cores(cores, devices[dev])
             except ValueError as e:
                 t.problem(1, col, f"{e}; column skipped")
                 continue
@@ -285,11 +271,10 @@ class _OpsFile:
     devices: dict[str, dict[str, str]]  # device -> {"float": col, "kernel": col}
 
 
-def _parse_ops_header(t: CsvTable, framework: str, devices: list[str]) -> _OpsFile | None:
+def _parse_ops_header(t: CsvTable, framework: str, devices: dict[str, Device]) -> _OpsFile | None:
     if not t.require("model", "operation", "feature"):
         return None
     devs: dict[str, dict[str, str]] = {}
-    bad: set[str] = set()
     for col in t.header:
         if col in ("model", "operation", "feature"):
             continue
@@ -298,12 +283,7 @@ def _parse_ops_header(t: CsvTable, framework: str, devices: list[str]) -> _OpsFi
             t.problem(1, col, "not a GPU op column <device>|gpu|float or <device>|gpu|kernel; column skipped")
             continue
         dev, what = m.groups()
-        if dev not in DEVICES:
-            if dev not in bad:
-                t.problem(1, col, f"unknown device {dev!r} (known: {', '.join(DEVICES)}); its columns are skipped")
-                bad.add(dev)
-            continue
-        if devices and dev not in devices:
+        if dev not in devices:
             continue
         devs.setdefault(dev, {})[what] = col
     for dev, cols in list(devs.items()):
@@ -311,6 +291,63 @@ def _parse_ops_header(t: CsvTable, framework: str, devices: list[str]) -> _OpsFi
             t.problem(1, cols["kernel"], "kernel names without a latency column; skipped")
             del devs[dev]
     return _OpsFile(framework, t, devs)
+
+
+def _header_devices(t: CsvTable, kind: str) -> dict[str, str]:
+    """Device name -> its first column, for the measurement columns of a file's header."""
+    out: dict[str, str] = {}
+    if kind == "e2e":
+        skip = ("model",)
+        pattern = _E2E_COL
+    else:
+        skip = ("model", "operation", "feature")
+        pattern = _OPS_COL
+    for col in t.header:
+        if col in skip or (kind == "e2e" and col.lower() in ("flops", "size")):
+            continue
+        m = pattern.fullmatch(col)
+        if m:
+            out.setdefault(m.group(1), col)
+    return out
+
+
+def _devices(tables: list[tuple[str, CsvTable]], wanted: list[str], catalog: Catalog,
+             problems: list[ImportProblem]) -> dict[str, Device]:
+    """The devices to import: file device name -> Device (from the catalog, else blank with a
+    problem naming the catalog), those the config's filter selects. A name no scenario id can
+    spell (no letter or digit), or spelled as another device's, is reported and skipped."""
+    found: dict[str, Device] = {}
+    first: dict[str, list[tuple[CsvTable, str]]] = {}
+    bad: set[str] = set()
+    id_names: dict[str, str] = {}
+    for kind, t in tables:
+        for dev, col in _header_devices(t, kind).items():
+            if dev in bad:
+                continue
+            if dev not in found:
+                try:
+                    match = catalog.resolve("usc", dev)
+                except ValueError as e:
+                    t.problem(1, col, f"unknown device {dev!r}: {e}; its columns are skipped")
+                    bad.add(dev)
+                    continue
+                d = device_from_entry(match.entry) if match else blank_device(dev)
+                key = slug(d.name)
+                if not key or id_names.setdefault(key, d.name) != d.name:
+                    why = ("has no letter or digit to name scenarios with" if not key else
+                           f"would name scenarios as device {id_names[key]!r} does ({PREFIX}-{key}-...)")
+                    t.problem(1, col, f"device {dev!r} {why}; its columns are skipped")
+                    bad.add(dev)
+                    continue
+                found[dev] = d
+            first.setdefault(dev, []).append((t, col))
+    present = {dev: (catalog.lookup(d.name) if d.in_catalog else None) for dev, d in found.items()}
+    selected = select_devices(wanted, present, catalog, problems)
+    for dev in found:
+        if dev in selected and not found[dev].in_catalog:
+            for t, col in first[dev]:
+                t.problem(1, col, not_in_catalog(dev, catalog))
+    return {dev: d for dev, d in found.items() if dev in selected}
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -413,9 +450,14 @@ def _known_pytorchcv() -> set[str]:
 
 
 # ---------------------------------------------------------------- the importer
-def import_usc(cfg: Any = None, progress: bool = False) -> ImportResult:
-    """Read the USC CSVs from ``cfg.path``; return the five tables (see the module doc)."""
+def import_usc(cfg: Any = None, progress: bool = False, catalog: Catalog | str | Path | None = None) -> ImportResult:
+    """Read the USC CSVs from ``cfg.path``; return the five tables (see the module doc).
+
+    ``catalog``: the device catalog (a Catalog or a path; default pipelines/devices/catalog.yaml).
+    PublicDataError when ``cfg.devices`` names a device in neither the files nor the catalog, or
+    selects no device of the files."""
     cfg = validate_config(cfg)
+    catalog = as_catalog(catalog)
     root = Path(cfg.path)
     if not root.is_dir():
         raise PublicDataError(f"{root}: folder not found (usc.path); pull the files with `dvc import` "
@@ -434,11 +476,11 @@ def import_usc(cfg: Any = None, progress: bool = False) -> ImportResult:
 
     e2e_files: list[_E2eFile] = []
     ops_files: list[_OpsFile] = []
-    for (kind, fw), p in files.items():
-        if p is None:
-            continue
-        t = CsvTable(p, p.relative_to(root).as_posix(), problems)
-        parsed = _parse_e2e_header(t, fw, cfg.devices) if kind == "e2e" else _parse_ops_header(t, fw, cfg.devices)
+    read = [(kind, fw, CsvTable(p, p.relative_to(root).as_posix(), problems)) for (kind, fw), p in files.items()
+            if p is not None]
+    devices = _devices([(kind, t) for kind, _, t in read], cfg.devices, catalog, problems)
+    for kind, fw, t in read:
+        parsed = _parse_e2e_header(t, fw, devices) if kind == "e2e" else _parse_ops_header(t, fw, devices)
         if parsed is not None:
             (e2e_files if kind == "e2e" else ops_files).append(parsed)
 
@@ -482,7 +524,7 @@ def import_usc(cfg: Any = None, progress: bool = False) -> ImportResult:
                 if std is not None and std < 0:
                     t.problem(line, cols["std"], f"negative standard deviation {std}; std left empty")
                     std = None
-                sid = scen.get(DEVICES[dev], f.framework, cores, prec, t.name,
+                sid = scen.get(devices[dev], f.framework, cores, prec, t.name,
                                f"{dev}|{cores}|{prec}", f.parts.get((dev, cores)))
                 e2e.add(model_id=ids[name], scenario_id=sid, latency_ms=mean / US_PER_MS, latency_stat="mean",
                         mean_ms=mean / US_PER_MS, std_ms=None if std is None else std / US_PER_MS,
@@ -495,7 +537,7 @@ def import_usc(cfg: Any = None, progress: bool = False) -> ImportResult:
     ops = TableBuilder("ops")
     kernels = TableBuilder("kernels")
     for f in ops_files:
-        _import_ops(f, ok, ids, scen, ops, kernels, notes)
+        _import_ops(f, ok, ids, scen, ops, kernels, notes, devices)
 
     models = TableBuilder("models")
     for name in wanted:
@@ -561,7 +603,7 @@ def _models(wanted: list[str], first_seen: dict[str, tuple[str, int]], e2e_files
 
 
 def _import_ops(f: _OpsFile, ok: set[str], ids: dict[str, str], scen: _Scenarios, ops: TableBuilder,
-                kernels: TableBuilder, notes: list[str]) -> None:
+                kernels: TableBuilder, notes: list[str], devices: dict[str, Device]) -> None:
     t = f.table
     unique_names = KERNEL_NAMES_UNIQUE[f.framework]
     op_counter: dict[str, int] = {}
@@ -590,7 +632,7 @@ def _import_ops(f: _OpsFile, ok: set[str], ids: dict[str, str], scen: _Scenarios
         parsed.append((line, name, k, {"row": row, "features": features, "config": config}))
     not_measured: dict[str, int] = {}
     for dev, cols in f.devices.items():
-        sid = scen.get(DEVICES[dev], f.framework, "gpu", "float", t.name, f"{dev}|gpu|float", None)
+        sid = scen.get(devices[dev], f.framework, "gpu", "float", t.name, f"{dev}|gpu|float", None)
         kernel_of: dict[tuple[str, str], int] = {}  # (model, kernel name) -> kernel_index
         kernel_lat: dict[tuple[str, int], float] = {}
         next_kernel: dict[str, int] = {}
