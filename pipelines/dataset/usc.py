@@ -319,7 +319,7 @@ def _devices(tables: list[tuple[str, CsvTable]], wanted: list[str], catalog: Cat
     found: dict[str, Device] = {}
     first: dict[str, list[tuple[CsvTable, str]]] = {}
     bad: set[str] = set()
-    id_names: dict[str, str] = {}
+    id_names: dict[str, str] = {}  # scenario-id spelling -> the file's device name that has it
     for kind, t in tables:
         for dev, col in _header_devices(t, kind).items():
             if dev in bad:
@@ -333,7 +333,7 @@ def _devices(tables: list[tuple[str, CsvTable]], wanted: list[str], catalog: Cat
                     continue
                 d = device_from_entry(match.entry) if match else blank_device(dev)
                 key = slug(d.name)
-                if not key or id_names.setdefault(key, d.name) != d.name:
+                if not key or id_names.setdefault(key, dev) != dev:
                     why = ("has no letter or digit to name scenarios with" if not key else
                            f"would name scenarios as device {id_names[key]!r} does ({PREFIX}-{key}-...)")
                     t.problem(1, col, f"device {dev!r} {why}; its columns are skipped")

@@ -15,6 +15,10 @@ The adb device (``adb.py``) is built from these pieces:
   :func:`sysfs_tree` expands into a local folder so ``topology.read_clusters`` reads a phone's
   clusters exactly as it reads this machine's.
 
+The device catalog (``catalog.yaml``): :func:`describe_phone` describes a phone by its catalog
+entry, else by what the phone says (:func:`entry_from_phone`: getprop and the sysfs clusters);
+:func:`add_phone` reads a phone over adb and writes its entry into the catalog.
+
 Errors: a lost or refused connection raises :class:`AdbFault` (the caller decides whether to
 retry); configuration mistakes (an unknown serial, an unauthorized phone) raise
 :class:`PhoneError`, one line each, naming the serial and the server.
@@ -266,3 +270,75 @@ def parse_cpu_state(text: str) -> tuple[dict[str, str | None], dict[str, int | N
         gov[c] = None if m.group(2) == "-" else m.group(2)
         freq[c] = int(m.group(3)) if m.group(3).isdigit() else None
     return gov, freq
+
+
+# ---------------------------------------------------------------- the phone in the device catalog
+def entry_from_phone(name: str, props: dict[str, str], clusters, *, gpu: str | None = None):
+    """A device catalog entry (``catalog.CatalogEntry``) from what a phone says about itself:
+    ``getprop`` (maker, model, SoC) and its clusters as ``topology.read_clusters`` reads them from
+    the phone's sysfs (core count, CPU ids, maximum clock). ``gpu`` as the device config names it
+    (Android has no property for it)."""
+    from .catalog import CatalogEntry, CpuCluster
+
+    maker = (props.get("ro.product.manufacturer") or "").strip() or None
+    if maker and maker.islower():
+        maker = maker.capitalize()  # "samsung" -> "Samsung"
+    model = (props.get("ro.product.model") or "").strip() or name
+    if maker and not model.lower().startswith(maker.lower()):
+        model = f"{maker} {model}"
+    soc = (props.get("ro.soc.model") or props.get("ro.board.platform") or props.get("ro.hardware") or "").strip()
+    soc_maker = (props.get("ro.soc.manufacturer") or "").strip()
+    if soc and props.get("ro.soc.model") and soc_maker and not soc.lower().startswith(soc_maker.lower()):
+        soc = f"{soc_maker} {soc}"
+    cl = tuple(CpuCluster(tag=c.tag, cores=c.size, ghz=round(c.max_freq_khz / 1e6, 2) if c.max_freq_khz else None,
+                          cpus=tuple(c.cpus), max_freq_khz=c.max_freq_khz) for c in clusters)
+    return CatalogEntry(name=name, model=model, maker=maker, soc=soc or None, clusters=cl, gpu=gpu, os="android",
+                        origin="the phone over adb: getprop (ro.product.*, ro.soc.*) and "
+                               "/sys/devices/system/cpu (cpufreq related_cpus, cpuinfo_max_freq)")
+
+
+def describe_phone(name: str, props: dict[str, str], clusters, *, gpu: str | None = None, catalog=None) -> dict:
+    """How records describe a phone: its device catalog entry when the catalog has ``name``,
+    else what the phone says (:func:`entry_from_phone`). ``catalog``: a Catalog, a path, or None
+    (the suite's catalog.yaml).
+
+    Returns ``described_by`` ("catalog" or "phone"), ``catalog`` (the file), ``device_model``,
+    ``maker``, ``soc``, ``cpu`` (``1x large 2.84 GHz + ...``), ``gpu`` and, when the catalog's
+    clusters (tag and core count) differ from the phone's, ``catalog_mismatch`` saying how: the
+    clusters a scenario pins to are always the phone's own."""
+    from .catalog import as_catalog
+
+    cat = as_catalog(catalog)
+    phone = entry_from_phone(name, props, clusters, gpu=gpu)
+    entry = cat.lookup(name)
+    chosen = entry or phone
+    out = {"described_by": "catalog" if entry else "phone", "catalog": cat.where, "device_model": chosen.model,
+           "maker": chosen.maker, "soc": chosen.soc, "cpu": chosen.cpu, "gpu": chosen.gpu or gpu}
+    if entry is not None and entry.clusters:
+        ours = [(c.tag, c.cores) for c in entry.clusters]
+        theirs = [(c.tag, c.cores) for c in phone.clusters]
+        if ours != theirs:
+            out["catalog_mismatch"] = (f"{cat.where}: devices.{name} has clusters "
+                                       f"{' + '.join(f'{n}x {t}' for t, n in ours)}, the phone "
+                                       f"{' + '.join(f'{n}x {t}' for t, n in theirs)}")
+    return out
+
+
+def phone_entry(device, name: str | None = None):
+    """The catalog entry of an adb device (``adb.AdbDevice``) as the phone describes itself,
+    read over adb as the device reads it for a sweep (``props()``, ``clusters()``)."""
+    return entry_from_phone(name or device.name, device.props(), device.clusters(), gpu=device.gpu)
+
+
+def add_phone(serial: str, name: str, *, adb_server: str = "127.0.0.1:5037", gpu: str | None = None,
+              path=None, overwrite: bool = False):
+    """Reads the phone ``serial`` over adb and writes its entry ``name`` into the device catalog
+    (``path``; default the suite's catalog.yaml): ``catalog.add_device`` refuses to replace a
+    different entry of that name unless ``overwrite``. Returns the entry written."""
+    from .adb import AdbDevice
+    from .catalog import add_device
+
+    dev = AdbDevice.from_config({"kind": "adb", "name": name, "serial": serial, "adb_server": adb_server, "gpu": gpu})
+    entry = phone_entry(dev)
+    add_device(entry, path, overwrite=overwrite)
+    return entry

@@ -459,10 +459,29 @@ HEADER = ("# The device catalog (see pipelines/devices/catalog.yaml for the layo
           f"version: {VERSION}\ndevices:\n")
 
 
+class _Flow(dict):
+    """A mapping written on one line (``{tag: large, cores: 1, ghz: 2.84}``)."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Flow, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True))
+_Dumper.add_representer(list, lambda d, data: d.represent_sequence(
+    "tag:yaml.org,2002:seq", data, flow_style=all(not isinstance(x, dict) for x in data)))
+
+
 def entry_yaml(entry: CatalogEntry, indent: str = "  ") -> str:
-    """The entry as a YAML block under ``devices:`` (short mappings and lists on one line)."""
-    text = yaml.safe_dump({entry.name: entry.to_dict()}, sort_keys=False, default_flow_style=None, width=10_000,
-                          allow_unicode=True)
+    """The entry as a YAML block under ``devices:``, laid out as the hand-written entries are
+    (a cluster or a dataset's section on one line)."""
+    body = entry.to_dict()
+    if "clusters" in body:
+        body["clusters"] = [_Flow(c) for c in body["clusters"]]
+    if "sources" in body:
+        body["sources"] = {k: _Flow(v) for k, v in body["sources"].items()}
+    text = yaml.dump({entry.name: body}, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=10_000,
+                     allow_unicode=True)
     return "".join(indent + ln + "\n" for ln in text.splitlines())
 
 
