@@ -152,6 +152,46 @@ def _cmd_profile(args: argparse.Namespace) -> None:
     print("\n".join(summary_lines(prof, top=args.top)))
 
 
+def _cmd_predict(args: argparse.Namespace) -> None:
+    from leaderboard.zoo import Zoo, ZooError
+
+    from .predict import load_model, report_lines
+
+    try:
+        zoo = Zoo(args.zoo) if args.zoo else Zoo()
+        if args.list:
+            for sid in zoo.scenarios():
+                e = zoo.entry(sid)
+                print(f"{sid:<42} {e['predictor']:<10} MAPE {e['accuracy']['mape']:6.2f}%  "
+                      f"{e['training']['networks']:>5} training networks ({e['training']['track']})")
+            return
+        if not args.model or not args.scenario:
+            raise ConfigError("predict: give a model file and at least one --scenario (or --list)")
+        graph = load_model(args.model, _parse_shape(args.shape))
+        lines, errors = report_lines(zoo, graph, args.scenario, top=args.top)
+    except (ZooError, ValueError) as e:
+        raise ConfigError(str(e).splitlines()[0]) from None
+    if len(errors) < len(args.scenario):
+        print("\n".join(lines))
+    for err in errors:
+        print(f"latbench: error: {err}", file=sys.stderr)
+    if errors:
+        raise SystemExit(2)
+
+
+def _cmd_zoo_build(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from leaderboard.zoo import ZOO_DIR, ZooError, build
+
+    try:
+        index = build(out=Path(args.out) if args.out else ZOO_DIR, scenarios=args.scenario or None,
+                      progress=None if args.quiet else print)
+    except ZooError as e:
+        raise ConfigError(str(e)) from None
+    print(f"zoo: {len(index['scenarios'])} scenarios in {args.out or ZOO_DIR}")
+
+
 def _cmd_show(args: argparse.Namespace) -> None:
     g = Graph.load(args.model)
     s = g.summary()
@@ -268,6 +308,32 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: %(default)s; the defaults of conf/ if absent)")
     pr.add_argument("-q", "--quiet", action="store_true", help="no progress bar or live lines")
     pr.set_defaults(func=_cmd_profile)
+
+    pd_ = sub.add_parser("predict", help="predict a model's latency in known scenarios (the predictor zoo)",
+                         description="Predict the latency of a model file (IR JSON, ONNX or TFLite) in one or more "
+                         "scenarios from the predictor zoo (zoo/: one fitted predictor per scenario of the USC phones, "
+                         "the HELP devices and the host), with the accuracy that predictor reached on held-out "
+                         "networks on the board and the per-op breakdown. Python API for NAS loops: "
+                         "leaderboard.zoo.Zoo().predict(graphs, scenario_id).")
+    pd_.add_argument("model", nargs="?", help="an IR JSON, .onnx or .tflite file")
+    pd_.add_argument("--scenario", action="append", default=[], help="scenario id, e.g. usc-pixel4-tflite-cpu-1large-fp32 "
+                     "(repeat for several; --list shows them)")
+    pd_.add_argument("--list", action="store_true", help="list the zoo's scenarios with their held-out MAPE")
+    pd_.add_argument("--shape", default=None, help="input shape for ONNX/TFLite files with free dimensions, e.g. 1x3x224x224")
+    pd_.add_argument("--top", type=int, default=8, help="op types in the breakdown (0: none; default: %(default)s)")
+    pd_.add_argument("--zoo", default=None, help="another zoo folder (default: the project's zoo/)")
+    pd_.set_defaults(func=_cmd_predict)
+
+    z = sub.add_parser("zoo", help="rebuild the predictor zoo from the board and the data",
+                       description="For every scenario on the board's zoo tracks (usc-real-kfold, help-nb201-n900, "
+                       "host-per-scenario), take the op-wise predictor with the lowest held-out MAPE there, refit it on "
+                       "the track's training networks in that scenario and write zoo/<scenario>/ and zoo/INDEX.json.")
+    zsub = z.add_subparsers(dest="zoo_command", required=True, metavar="ACTION")
+    zb = zsub.add_parser("build", help="fit and write the zoo's predictors")
+    zb.add_argument("--scenario", action="append", default=[], help="only these scenario ids (repeatable)")
+    zb.add_argument("--out", default=None, help="zoo folder (default: the project's zoo/)")
+    zb.add_argument("-q", "--quiet", action="store_true", help="no line per scenario")
+    zb.set_defaults(func=_cmd_zoo_build)
 
     s = sub.add_parser("show", help="print a network's summary: costs, operator counts, metadata")
     s.add_argument("model", help="an IR JSON file")

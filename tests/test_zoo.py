@@ -1,245 +1,134 @@
-"""The model-zoo families: exact reference networks, valid and bounded variants, determinism."""
-import hashlib
-import os
-import subprocess
-import sys
+"""The predictor zoo (leaderboard/zoo.py) and `latbench predict` (pipelines/predict.py): building
+from the board's results on public data, the stated held-out accuracy reproduced from the
+saved predictors, batch prediction and the per-op breakdown, and one-line errors.
 
+Data: the public subset of the tests (USC Pixel 4, HELP cells; conftest's ``public``)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
 import pytest
 
-from generators.ir import Graph
-from generators.sources import SOURCES
-from generators.zoo import FAMILIES, NNMETER_FAMILIES, ZooConfig, reference, validate_config, variant
+from leaderboard.baselines import Networks, load_predictor
+from leaderboard.metrics import compute
+from leaderboard.zoo import HELD_OUT, ZOO_DIR, Zoo, ZooError, build, choose
 
-# Parameter counts of the reference networks as their reference implementations count them
-# (batch-norm running statistics are buffers, not parameters).
-KNOWN_PARAMS = {
-    "alexnet": 61_100_840,  # torchvision alexnet
-    "vgg": 138_357_544,  # torchvision vgg16 (no batch norm)
-    "densenet": 7_978_856,  # torchvision densenet121
-    "resnet": 25_557_032,  # torchvision resnet50
-    "squeezenet": 1_248_424,  # torchvision squeezenet1_0
-    "googlenet": 6_624_904,  # torchvision googlenet(aux_logits=False)
-    "mobilenetv1": 4_231_976,  # MobileNetV1 1.0-224 (TF-slim; pytorchcv mobilenet_w1)
-    "mobilenetv2": 3_504_872,  # torchvision mobilenet_v2
-    "mobilenetv3": 5_483_032,  # torchvision mobilenet_v3_large
-    "shufflenetv2": 2_278_604,  # torchvision shufflenet_v2_x1_0
-    "mnasnet": 4_383_312,  # torchvision mnasnet1_0 (MnasNet-B1)
-    "proxylessnas": 4_080_512,  # ProxylessNAS-Mobile as released (pytorchcv proxylessnas_mobile)
-}
-# Multiply-accumulates of conv and FC layers. Each equals torch.utils.flop_counter's count / 2
-# on the same network built by pytorchcv (checked once by hand; pytorchcv's resnet50 is the
-# v1 layout and its mobilenetv2 differs, so those two match torchvision's documented 4.09 and
-# 0.30 GFLOPS instead). Regression values.
-KNOWN_MACS = {
-    "alexnet": 714_188_480,
-    "vgg": 15_470_264_320,
-    "densenet": 2_834_161_664,
-    "resnet": 4_089_184_256,
-    "squeezenet": 818_924_576,
-    "googlenet": 1_498_376_192,
-    "mobilenetv1": 568_740_352,
-    "mobilenetv2": 300_774_272,
-    "mobilenetv3": 216_589_760,
-    "shufflenetv2": 144_907_992,
-    "mnasnet": 314_415_872,
-    "proxylessnas": 320_427_584,
-}
-SEEDS = range(20)
-CFG = ZooConfig()
-LO, HI = CFG.channel_scale
+USC = "usc-pixel4-tflite-cpu-1large-fp32"
+HELP = "help-gold6226-cpu"
 
 
 @pytest.fixture(scope="module")
-def references():
-    return {f: reference(f) for f in NNMETER_FAMILIES}
+def built(public, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("zoo")
+    build(out=out, scenarios=[USC, HELP], roots=public)
+    return out
 
 
 @pytest.fixture(scope="module")
-def variants():
-    return {f: [variant(f, seed, 0) for seed in SEEDS] for f in NNMETER_FAMILIES}
+def mobilenet(tmp_path_factory):
+    from generators.importers.pytorch import import_pytorchcv
+
+    g = import_pytorchcv("mobilenetv2_w1")
+    path = g.save(tmp_path_factory.mktemp("ir") / "mobilenetv2_w1.json")
+    return g, path
 
 
-def test_the_twelve_nnmeter_families_are_registered_one_file_each():
-    assert len(NNMETER_FAMILIES) == 12 == len(set(NNMETER_FAMILIES))
-    assert set(NNMETER_FAMILIES) <= set(FAMILIES.names())
-    for name in FAMILIES.names():
-        assert FAMILIES.get(name).build.__module__ == f"generators.zoo.{name}"
-    assert ZooConfig().families == NNMETER_FAMILIES
-    assert SOURCES.get("zoo").Config is ZooConfig
+def _subset_networks(public, sid: str, names: list[str]) -> Networks:
+    from leaderboard.tracks import open_dataset
+
+    ds = open_dataset(public["public"])
+    e = ds.e2e_for(sid).merge(ds.models[["model_id", "name"]], on="model_id")
+    by_name = dict(zip(e["name"], e["model_id"]))
+    assert set(names) <= set(by_name), f"{sid}: held-out networks missing from the subset"
+    return Networks(ds, tuple(by_name[n] for n in names), sid)
 
 
-@pytest.mark.parametrize("family", NNMETER_FAMILIES)
-def test_reference_is_the_published_network(references, family):
-    g = references[family].validate()
-    assert [n.shape for n in g.input_nodes] == [[1, 3, 224, 224]]
-    assert g.tensor_shape(g.outputs[0]) == [1, 1000]
-    assert g.params == KNOWN_PARAMS[family] == FAMILIES.get(family).params
-    assert g.flops == KNOWN_MACS[family]
-    assert g.name == f"zoo-{family}-ref" and g.source == "zoo"
-    assert g.meta == {"family": family, "seed": None, "index": None, "reference": True}
+def test_choice_follows_the_board():
+    c = choose()
+    for sid, pick in list(c.items())[:20]:
+        r = json.loads((Path("leaderboard/results") / pick["track"] / f"{pick['predictor']}.json").read_text())
+        assert r["result"]["per_scenario"][sid]["mape"] == pytest.approx(pick["accuracy"]["mape"])
+    assert {USC, HELP} <= set(c)
 
 
-def _conv_in(g: Graph, node) -> int:
-    return g.tensor_shape(node.inputs[0])[1]
+def test_build_states_what_the_saved_predictor_reaches(built, public):
+    zoo = Zoo(built)
+    assert zoo.scenarios() == sorted([USC, HELP])
+    for sid in (USC, HELP):
+        e = zoo.entry(sid)
+        held = json.loads((built / e["folder"] / HELD_OUT).read_text())
+        X = _subset_networks(public, sid, held["names"])
+        pred = load_predictor(built / e["folder"]).predict(X)
+        np.testing.assert_allclose(pred, held["predicted_ms"], rtol=1e-9)
+        m = compute(X.y(), pred, ("mape", "acc10", "spearman"))
+        assert m["mape"] == pytest.approx(e["accuracy"]["mape"]) and e["accuracy"]["held_out_networks"] == len(pred)
+        assert e["training"]["networks"] > 0 and e["board"]["mape"] > 0
+    assert zoo.entry(HELP)["accuracy"]["held_out_networks"] == 800  # HELP's test set
 
 
-@pytest.mark.parametrize("family", NNMETER_FAMILIES)
-def test_variants_keep_the_topology_and_redraw_within_bounds(references, variants, family):
-    ref = references[family]
-    for seed, g in zip(SEEDS, variants[family]):
-        g.validate()
-        where = f"{family} seed {seed}"
-        assert g.tensor_shape(g.outputs[0]) == [1, 1000], where
-        assert g.model_id != ref.model_id, where
-        assert list(g.nodes) == list(ref.nodes), where
-        for name, rn in ref.nodes.items():
-            vn = g.nodes[name]
-            assert (vn.op, vn.inputs) == (rn.op, rn.inputs), f"{where}: {name}"
-            assert all(d >= 1 for s in vn.shapes for d in s), f"{where}: {name}"
-            if vn.op == "add":  # residual adds tie widths exactly (no broadcasting)
-                assert len({tuple(g.tensor_shape(r)) for r in vn.inputs}) == 1, f"{where}: {name}"
-            if vn.op == "conv2d":
-                ra, va = rn.attrs, vn.attrs
-                assert va["stride"] == ra["stride"] and va["bias"] == ra["bias"], f"{where}: {name}"
-                k = va["kernel"][0]
-                if ra["kernel"] == [1, 1]:
-                    assert va["kernel"] == [1, 1] and va["padding"] == [0, 0], f"{where}: {name}"
-                else:
-                    assert k in CFG.kernel_choices and va["kernel"] == [k, k], f"{where}: {name}"
-                    assert va["padding"] == [(k - 1) // 2] * 2, f"{where}: {name}"
-                if ra["groups"] > 1:  # depthwise stays depthwise
-                    assert ra["groups"] == _conv_in(ref, rn) == ra["out_channels"]
-                    assert va["groups"] == _conv_in(g, vn) == va["out_channels"], f"{where}: {name}"
-                else:
-                    assert va["groups"] == 1
-                r, v = ra["out_channels"], va["out_channels"]
-                assert LO * r - 1e-9 <= v <= HI * r + 1e-9, f"{where}: {name}: {v} channels for {r}"
-            if vn.op == "fc":
-                r, v = rn.attrs["out_features"], vn.attrs["out_features"]
-                assert LO * r - 1e-9 <= v <= HI * r + 1e-9, f"{where}: {name}"
-            if vn.op == "channel_shuffle":
-                assert g.tensor_shape(vn.inputs[0])[1] % 2 == 0
-            if vn.op in ("maxpool", "avgpool"):
-                assert vn.attrs == rn.attrs, f"{where}: {name}"
+def test_the_committed_zoo_loads_and_reproduces_its_accuracy(public):
+    """Every committed predictor loads; those whose data the public subset has (the Pixel 4's
+    USC scenarios and the HELP devices) give back their stored held-out predictions and accuracy."""
+    zoo = Zoo(ZOO_DIR)
+    assert len(zoo.scenarios()) >= 139  # 135 USC scenarios and 4 HELP devices at least
+    checked = 0
+    for sid in zoo.scenarios():
+        e = zoo.entry(sid)
+        est = zoo.predictor(sid)
+        assert est.name == e["predictor"]
+        if not (sid.startswith("usc-pixel4-") or sid.startswith("help-")):
+            continue
+        held = json.loads((ZOO_DIR / e["folder"] / HELD_OUT).read_text())
+        X = _subset_networks(public, sid, held["names"])
+        pred = est.predict(X)
+        np.testing.assert_allclose(pred, held["predicted_ms"], rtol=1e-9, err_msg=sid)
+        np.testing.assert_allclose(X.y(), held["measured_ms"], rtol=1e-12, err_msg=sid)
+        assert compute(X.y(), pred, ("mape",))["mape"] == pytest.approx(e["accuracy"]["mape"]), sid
+        checked += 1
+    assert checked >= 20
 
 
-@pytest.mark.parametrize("family", NNMETER_FAMILIES)
-def test_variants_actually_vary(references, variants, family):
-    ref = references[family]
-    spatial = [n for n, node in ref.nodes.items() if node.op == "conv2d" and node.attrs["kernel"] != [1, 1]]
-    kernels = {g.nodes[n].attrs["kernel"][0] for g in variants[family] for n in spatial}
-    assert kernels == set(CFG.kernel_choices)
-    widths = {name for name, node in ref.nodes.items() if node.op == "conv2d"}
-    for g in variants[family][:3]:
-        changed = sum(g.nodes[n].attrs["out_channels"] != ref.nodes[n].attrs["out_channels"] for n in widths)
-        assert changed > len(widths) // 2
-    assert len({g.model_id for g in variants[family]}) == len(SEEDS)
+def test_batch_prediction_and_breakdown(built, mobilenet):
+    from generators.importers.pytorch import import_pytorchcv
+
+    g, _ = mobilenet
+    zoo = Zoo(built)
+    others = [import_pytorchcv(n) for n in ("squeezenet_v1_1", "resnet10")]
+    batch = zoo.predict([g, *others], USC)
+    assert batch.shape == (3,) and np.all(batch > 0)
+    assert [float(zoo.predict([x], USC)[0]) for x in (g, *others)] == pytest.approx(batch.tolist())
+    b = zoo.breakdown(g, USC)
+    assert b["predicted_ms"].sum() == pytest.approx(batch[0])
+    assert len(b) == len(g.nodes) - 1 + 1  # every op and the overhead row
+    assert b.groupby("op_type")["predicted_ms"].sum().idxmax() == "conv2d"
 
 
-def test_ids_are_unique_across_families_and_seeds(references, variants):
-    ids = [g.model_id for g in references.values()] + [g.model_id for gs in variants.values() for g in gs]
-    assert len(ids) == len(set(ids))
-    names = [g.name for g in references.values()] + [g.name for gs in variants.values() for g in gs]
-    assert len(names) == len(set(names))
+def test_an_op_the_predictor_never_saw_is_named(built, mobilenet):
+    g, _ = mobilenet
+    with pytest.raises(ZooError, match=rf"{HELP}: op type 'dwconv2d' was never seen by this scenario's predictor"):
+        Zoo(built).predict([g], HELP)
+    with pytest.raises(ZooError, match=r"scenario 'usc-nophone-tflite-cpu-1large-fp32': not in the zoo"):
+        Zoo(built).predict([g], "usc-nophone-tflite-cpu-1large-fp32")
+    with pytest.raises(ZooError, match=r"no predictor zoo here"):
+        Zoo(built / "nothing")
 
 
-def test_variant_name_and_meta():
-    g = variant("resnet", 7, 3)
-    assert g.name == "zoo-resnet-7-00003" and g.source == "zoo"
-    assert g.meta == {"family": "resnet", "seed": 7, "index": 3, "reference": False}
+def test_latbench_predict_command(built, mobilenet, capsys):
+    from pipelines.cli import main
 
-
-@pytest.mark.parametrize("family", NNMETER_FAMILIES)
-def test_variants_are_deterministic(variants, family):
-    for seed in (0, 5):
-        assert variant(family, seed, 0).to_json() == variants[family][seed].to_json()
-
-
-def test_variants_do_not_depend_on_the_interpreter_hash_seed():
-    code = (
-        "import hashlib; from generators.zoo import variant;"
-        "print(*(hashlib.sha256(variant(f, 3, 1).to_json().encode()).hexdigest() for f in ('densenet', 'shufflenetv2', 'googlenet')))"
-    )
-    here = " ".join(hashlib.sha256(variant(f, 3, 1).to_json().encode()).hexdigest() for f in ("densenet", "shufflenetv2", "googlenet"))
-    env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == here.split()
-
-
-def test_source_yields_reference_then_variants_and_more_variants_only_append():
-    source = SOURCES.get("zoo")
-    two = list(source.generate(ZooConfig(families=["vgg", "shufflenetv2"], variants=2), 11))
-    assert [g.name for g in two] == [
-        "zoo-vgg-ref", "zoo-vgg-11-00000", "zoo-vgg-11-00001",
-        "zoo-shufflenetv2-ref", "zoo-shufflenetv2-11-00000", "zoo-shufflenetv2-11-00001",
-    ]
-    five = {g.name: g.to_json() for g in source.generate(ZooConfig(families=["shufflenetv2", "vgg"], variants=5), 11)}
-    assert len(five) == 12
-    assert all(five[g.name] == g.to_json() for g in two)
-    no_ref = list(source.generate(ZooConfig(families=["mnasnet"], variants=1, include_reference=False), 11))
-    assert [g.name for g in no_ref] == ["zoo-mnasnet-11-00000"]
-    assert [g.name for g in source.generate(ZooConfig(families=["mnasnet"], variants=0), 11)] == ["zoo-mnasnet-ref"]
-
-
-@pytest.mark.parametrize("family", NNMETER_FAMILIES)
-def test_unit_channel_scale_keeps_reference_widths(references, family):
-    """With the scale collapsed to [1, 1] every drawn width is the reference's: ties use the right keys."""
-    ref = references[family]
-    g = variant(family, 0, 0, ZooConfig(channel_scale=[1.0, 1.0])).validate()
-    for name, node in ref.nodes.items():
-        assert g.nodes[name].shapes[0][:2] == node.shapes[0][:2], name
-
-
-@pytest.mark.parametrize("family", ["vgg", "mobilenetv1", "mobilenetv2", "shufflenetv2"])
-def test_collapsed_ranges_reproduce_the_reference(references, family):
-    """These references use only 'same'-padded 3x3 spatial convs, so scale 1 and kernel 3 give them back."""
-    g = variant(family, 0, 0, ZooConfig(channel_scale=[1.0, 1.0], kernel_choices=[3]))
-    assert g.model_id == references[family].model_id
-
-
-def test_narrower_settings_are_honoured():
-    cfg = ZooConfig(channel_scale=[0.5, 0.75], kernel_choices=[5])
-    ref, g = reference("resnet"), variant("resnet", 2, 0, cfg)
-    for name, node in ref.nodes.items():
-        if node.op == "conv2d":
-            r, v = node.attrs["out_channels"], g.nodes[name].attrs["out_channels"]
-            assert 0.5 * r <= v <= 0.75 * r
-            assert g.nodes[name].attrs["kernel"] == ([1, 1] if node.attrs["kernel"] == [1, 1] else [5, 5])
-
-
-def test_unknown_family_is_one_line_listing_the_known_ones():
-    with pytest.raises(ValueError, match=r"^families: unknown model family 'transformer' \(known: alexnet, densenet, "):
-        validate_config(ZooConfig(families=["alexnet", "transformer"]))
-    with pytest.raises(KeyError, match=r"unknown model family 'nope' \(known: alexnet"):
-        reference("nope")
-    with pytest.raises(KeyError, match=r"unknown model family 'nope'"):
-        variant("nope", 0, 0)
-
-
-@pytest.mark.parametrize(
-    "overrides,field",
-    [
-        ({"families": []}, "families"),
-        ({"families": ["vgg", "vgg"]}, "families"),
-        ({"variants": -1}, "variants"),
-        ({"variants": 0, "include_reference": False}, "variants"),
-        ({"channel_scale": [1.8, 0.2]}, "channel_scale"),
-        ({"channel_scale": [0.0, 1.0]}, "channel_scale"),
-        ({"channel_scale": [0.5]}, "channel_scale"),
-        ({"kernel_choices": []}, "kernel_choices"),
-        ({"kernel_choices": [3, 4]}, "kernel_choices"),
-        ({"kernel_choices": [0]}, "kernel_choices"),
-    ],
-)
-def test_bad_configs_name_the_field(overrides, field):
-    with pytest.raises(ValueError, match=rf"^{field}: "):
-        validate_config(ZooConfig(**overrides))
-    with pytest.raises(ValueError, match=rf"^{field}: "):
-        list(SOURCES.get("zoo").generate(ZooConfig(**overrides), 0))
-
-
-def test_config_may_come_as_a_mapping():
-    assert validate_config({"families": ["vgg"], "variants": 1}) == ZooConfig(families=["vgg"], variants=1)
-    with pytest.raises(ValueError, match=r"^famlies: unknown key"):
-        validate_config({"famlies": ["vgg"]})
+    _, path = mobilenet
+    assert main(["predict", str(path), "--zoo", str(built), "--scenario", USC]) == 0
+    out = capsys.readouterr().out
+    assert "mobilenetv2_w1:" in out and USC in out and " ms " in out and "held-out networks" in out
+    assert "per-op breakdown" in out and "conv2d" in out
+    # one scenario that cannot predict it: the others are printed, the error names the op, exit 2
+    with pytest.raises(SystemExit) as ex:
+        main(["predict", str(path), "--zoo", str(built), "--scenario", USC, "--scenario", HELP])
+    assert ex.value.code == 2
+    cap = capsys.readouterr()
+    assert USC in cap.out and "op type 'dwconv2d'" in cap.err
+    assert main(["predict", "--zoo", str(built), "--list"]) == 0
+    assert HELP in capsys.readouterr().out
+    assert main(["predict", str(path.with_suffix(".pb")), "--zoo", str(built), "--scenario", USC]) == 2
