@@ -422,3 +422,17 @@ def test_help_pt_layout_keeps_a_device_the_catalog_lacks(tmp_path):
     assert _sids(r) == {"help-pixel3-tflite-cpu", "help-jetsonnano-unknown"} and len(r["e2e"]) == 4
     r = import_help(HelpConfig(path=str(tmp_path / "help"), rebuild_ir=False, indices=[0], devices=["pixel3"]))
     assert _sids(r) == {"help-pixel3-tflite-cpu"} and r.problems == []
+
+
+def test_two_file_names_of_one_catalog_device_are_not_merged(tmp_path):
+    """A catalog mapping two of a file's device names to one entry would give both the same
+    scenarios: the second name's columns are skipped with a problem."""
+    d = dci.write_usc(tmp_path / "usc", {"onefusion": [("large", 2)], "one_fusion": [("large", 2)]})
+    catalog = tmp_path / "catalog.yaml"
+    add_device(CatalogEntry("motoonefusion", "Motorola One Fusion", clusters=(CpuCluster("large", 2, 2.0),),
+                            sources={"usc": SourceInfo(names=("onefusion", "one_fusion"))}), catalog)
+    r = import_usc(UscConfig(path=str(d), rebuild_ir=False), catalog=catalog)
+    bad = [m for m in _msgs(r) if "one_fusion" in m]
+    assert bad and all("would name scenarios as device 'onefusion' does (usc-motoonefusion-...); its columns are "
+                       "skipped" in m for m in bad), bad
+    assert set(r["scenarios"]["source_column"].str.split("|").str[0]) == {"onefusion"}

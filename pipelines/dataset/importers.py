@@ -10,6 +10,10 @@ Shared by the importers (:mod:`.usc`, :mod:`.help`):
   ``ops``, ``kernels``, each conformed to :mod:`.schema`) with ``problems`` and ``notes``
   (observations about the data that are not faults, e.g. cells left empty by the source).
 - :class:`CsvTable`: a CSV reader that keeps line numbers and detects truncation.
+- :class:`Device`: a device as the importers describe it, from its entry in the device catalog
+  (``pipelines/devices/catalog.yaml``, :func:`device_from_entry`) or blank for a device the
+  catalog lacks (:func:`blank_device`; the importer records :func:`not_in_catalog` as a problem
+  and imports its rows); :func:`select_devices` applies a config's ``devices`` filter.
 
 :func:`run_import` runs both importers into an output folder: the five parquet tables,
 ``import_problems.csv`` and the dataset card (DATASET.md + plots).
