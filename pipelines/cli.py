@@ -192,6 +192,19 @@ def _cmd_zoo_build(args: argparse.Namespace) -> None:
     print(f"zoo: {len(index['scenarios'])} scenarios in {args.out or ZOO_DIR}")
 
 
+def _cmd_devices_add(args: argparse.Namespace) -> None:
+    from .devices.android import PhoneError, add_phone
+    from .devices.catalog import CatalogError
+
+    try:
+        entry = add_phone(args.serial, args.name, adb_server=args.adb_server, gpu=args.gpu, path=args.catalog,
+                          overwrite=args.overwrite)
+    except (PhoneError, CatalogError, ValueError) as e:
+        raise ConfigError(str(e).splitlines()[0]) from None
+    print(f"device catalog: {args.name}: {entry.model}, "
+          + ", ".join(f"{c.cores}x {c.tag} {c.ghz} GHz" for c in entry.clusters))
+
+
 def _cmd_show(args: argparse.Namespace) -> None:
     g = Graph.load(args.model)
     s = g.summary()
@@ -334,6 +347,19 @@ def build_parser() -> argparse.ArgumentParser:
     zb.add_argument("--out", default=None, help="zoo folder (default: the project's zoo/)")
     zb.add_argument("-q", "--quiet", action="store_true", help="no line per scenario")
     zb.set_defaults(func=_cmd_zoo_build)
+
+    dv = sub.add_parser("devices", help="the device catalog (pipelines/devices/catalog.yaml)",
+                        description="Devices are data: the catalog describes phones (SoC, clusters, clocks, GPU) for "
+                        "the importers, the adb device kind and the predictor zoo.")
+    dsub = dv.add_subparsers(dest="devices_command", required=True, metavar="ACTION")
+    da = dsub.add_parser("add", help="describe an adb phone from its own getprop and sysfs and write it into the catalog")
+    da.add_argument("serial", help="the phone's adb serial (`adb devices`); not stored")
+    da.add_argument("name", help="short lower-case device name, the first part of its scenario ids (e.g. pixel7)")
+    da.add_argument("--gpu", default=None, help="the phone's GPU name, if you want it recorded")
+    da.add_argument("--adb-server", default="127.0.0.1:5037", help="adb server (default: %(default)s)")
+    da.add_argument("--catalog", default=None, help="another catalog file (default: the suite's)")
+    da.add_argument("--overwrite", action="store_true", help="replace a different entry of that name")
+    da.set_defaults(func=_cmd_devices_add)
 
     s = sub.add_parser("show", help="print a network's summary: costs, operator counts, metadata")
     s.add_argument("model", help="an IR JSON file")

@@ -389,6 +389,13 @@ def test_add_phone_over_adb_writes_the_catalog(tmp_path):
         with EmulatorProcess(tmp_path / "phone", profile="snapdragon855") as emu:
             p = tmp_path / "catalog.yaml"
             entry = add_phone(emu.serial, "flame", adb_server=srv.address, gpu="Adreno 640", path=p)
+            # the same through the command line: the same entry again is no change; a different
+            # one under that name is refused (one line, exit 2) unless --overwrite
+            from pipelines.cli import main
+
+            argv = ["devices", "add", emu.serial, "flame", "--adb-server", srv.address, "--catalog", str(p)]
+            assert main([*argv, "--gpu", "Adreno 640"]) == 0
+            assert main([*argv, "--gpu", "Mali-G76"]) == 2
             import adbutils
 
             adbutils.AdbClient(host="127.0.0.1", port=srv.port).disconnect(emu.serial)

@@ -46,7 +46,7 @@ from typing import Any, Iterator
 from ..native_runner import EXIT_KINDS, NativeRun, NativeRunError, litert_version, read_records
 from .android import (RC_MARK, AdbFault, PhoneError, cpu_state_command, ensure_server, fault_types, one_line,
                       open_phone, parse_cpu_state, parse_df_available_kb, parse_getprop, parse_thermal, q, shell,
-                      sysfs_dump_command, sysfs_tree)
+                      sysfs_dump_command, sysfs_tree, describe_phone)
 from .base import register_device_kind, sweep_lock
 from .topology import Cluster, CoreSet, core_combinations, read_clusters
 
@@ -247,6 +247,8 @@ class AdbDevice:
             "cpu_model": p.get("ro.soc.model") or p.get("ro.board.platform") or p.get("ro.hardware"),
             "cores": sum(c.size for c in clusters), "clusters": [c.to_dict() for c in clusters],
             "kernel": kernel or None, "gpu": self.gpu, "work_dir": self.work_dir,
+            # the device catalog's entry for this phone name, or what the phone says of itself
+            "description": describe_phone(self.name, p, clusters, gpu=self.gpu),
         }
 
     # -- a sweep
