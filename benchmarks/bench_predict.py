@@ -20,10 +20,12 @@ comparable size; their op lists are cached after the first copy).
 
 Side by side, nn-Meter (in its own environment, ``scripts/setup-nnmeter-env.sh``; found through
 ``LATBENCH_NNMETER_PYTHON`` or ``.venv-nnmeter``) on ``--nnmeter-n`` of the same networks exported
-as nn-Meter IR: its kernel detection and kernel feature extraction per network, the part of its
-``predict`` that runs before its random forests. nn-Meter's shipped forests cannot be loaded on
-Python 3.11 (their pickles need scikit-learn 0.23), so its figure is a lower bound of its
-predict time: the forests would only add to it.
+as nn-Meter IR: its kernel detection and kernel feature extraction per network, then its own
+``nn_predict``. Its shipped forests cannot be loaded on Python 3.11 (their pickles need
+scikit-learn 0.23, and it downloads them at run time), so ``nn_predict`` runs forests refit with
+its own per-kernel hyperparameters (``kernel_predictor.get_model``) on the kernels of these
+networks; fit on far fewer samples than the shipped ones, they are no larger, so its figure is a
+lower bound of its predict time.
 
     python benchmarks/bench_predict.py --dataset data/public [--n 10000] [--train 900]
 """
@@ -93,46 +95,74 @@ def bench(ds, scenario: str, train_ids, test_ids, names, threads: int, label: st
 
 NNMETER_TIMER = r"""
 import json, sys, time
+import numpy as np
 from nn_meter.ir_converter import model_file_to_graph
 from nn_meter.kernel_detector import KernelDetector
 from nn_meter.predictor.prediction.extract_feature import get_predict_features
+from nn_meter.predictor.prediction.kernel_predictor import get_model
+from nn_meter.predictor.prediction.predict_by_kernel import nn_predict
+from nn_meter.predictor.prediction.utils import get_kernel_name
 paths = sys.argv[1:]
 graphs = [model_file_to_graph(p, "nnmeter-ir") for p in paths]   # reading files: not timed
 kd = KernelDetector(None)
 t0 = time.perf_counter()
-n_kernels = 0
+units = []
 for g in graphs:
     kd.load_graph(g)
-    kernels = kd.get_kernels()
-    get_predict_features(kernels)
-    n_kernels += len(kernels)
-print(json.dumps({"seconds": time.perf_counter() - t0, "networks": len(graphs), "kernels": n_kernels}))
+    units.append(kd.get_kernels())
+detect = time.perf_counter() - t0
+# Its shipped forests cannot be loaded here, so each kernel's forest is refit with its own
+# get_model("cpu", kernel) hyperparameters (320 trees for conv-bn-relu, ...) on these networks'
+# kernel features with random targets: forests fit on our few networks are no deeper than the
+# shipped ones, so the time below is still a lower bound of its predict.
+rows = {}
+for u in units:
+    for layer in get_predict_features(u).values():
+        (kernel, feats), = layer.items()
+        rows.setdefault(get_kernel_name(kernel), []).append(feats)
+rng = np.random.default_rng(0)
+predictors = {}
+for name, X in rows.items():
+    m = get_model("cpu", name.replace("-", ""))
+    m = get_model("cpu", "relu") if m is None else m  # a kernel without hyperparameters of its own
+    predictors[name] = m.fit(X, rng.random(len(X)))
+t0 = time.perf_counter()
+for u in units:
+    nn_predict(predictors, u)
+forests = time.perf_counter() - t0
+print(json.dumps({"seconds": detect, "predict_seconds": forests, "networks": len(graphs),
+                  "kernels": sum(len(u) for u in units), "forests": sorted(predictors)}))
 """
 
 
-def bench_nnmeter(ds, ids: list[str], ours_label: str) -> None:
-    """nn-Meter's kernel detection + features per network, in its own environment."""
+def bench_nnmeter(graphs: dict, ours_label: str) -> float | None:
+    """nn-Meter's kernel detection + features per network ({name: IR graph}), in its own
+    environment; prints the figure and returns its networks per second (None: not installed)."""
     root = Path(__file__).resolve().parents[1]
     python = os.environ.get("LATBENCH_NNMETER_PYTHON") or str(root / ".venv-nnmeter" / "bin" / "python")
     if not Path(python).exists():
         print("\nnn-Meter: not installed (scripts/setup-nnmeter-env.sh); side-by-side figure skipped")
-        return
+        return None
     from generators.export.nnmeter_ir import export_nnmeter_ir
 
     with tempfile.TemporaryDirectory(prefix="bench-nnmeter-") as tmp:
-        paths = [export_nnmeter_ir(ds.graph(m), Path(tmp) / f"{m}.json")["path"] for m in ids]
+        paths = [export_nnmeter_ir(g, Path(tmp) / f"{m}.json")["path"] for m, g in graphs.items()]
         script = Path(tmp) / "timer.py"
         script.write_text(NNMETER_TIMER)
         proc = subprocess.run([python, str(script), *map(str, paths)], capture_output=True, text=True, cwd=tmp,
                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
     if proc.returncode != 0:
         print(f"\nnn-Meter failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
-        return
+        return None
     r = json.loads(proc.stdout.strip().splitlines()[-1])
-    per = r["seconds"] / r["networks"]
-    print(f"\n## nn-Meter ({ours_label}, {r['networks']} networks, its kernel detection + features only)\n")
-    print(line("nn-Meter detect+features (lower bound of its predict)", r["networks"], r["seconds"]))
-    print(f"  {per * 1e3:.1f} ms per network, {r['kernels'] / r['networks']:.0f} kernels per network")
+    n, total = r["networks"], r["seconds"] + r["predict_seconds"]
+    print(f"\n## nn-Meter ({ours_label}, {n} networks, in {Path(python).parent.parent.name})\n")
+    print(line("nn-Meter kernel detection", n, r["seconds"]))
+    print(line("nn-Meter nn_predict (features, forests)", n, r["predict_seconds"]))
+    print(line("nn-Meter predict, both", n, total))
+    print(f"  {total / n * 1e3:.1f} ms per network, {r['kernels'] / n:.0f} kernels per network; forests of its "
+          f"get_model('cpu', ...) hyperparameters for {', '.join(r['forests'])}")
+    return n / total
 
 
 def main() -> None:
@@ -168,7 +198,7 @@ def main() -> None:
     print(f"IR graphs built from cell strings (not timed below): {len(train) + len(test)} in "
           f"{time.perf_counter() - t0:.1f} s", flush=True)
     bench(ds, sc, train, test, names, threads, "NAS-Bench-201 cells")
-    bench_nnmeter(ds, test[:a.nnmeter_n], "NAS-Bench-201 cells")
+    bench_nnmeter({m: ds.graph(m) for m in test[:a.nnmeter_n]}, "NAS-Bench-201 cells")
     usc = ds.e2e_for("usc-pixel4-tflite-cpu-1large-fp32")["model_id"].tolist()
     bench(ds, "usc-pixel4-tflite-cpu-1large-fp32", usc, usc * a.usc_repeat, names, threads,
           f"USC real CNNs x {a.usc_repeat}")

@@ -1,31 +1,45 @@
-"""Prints how fast the predictor zoo answers (`latbench predict` and `leaderboard.zoo.Zoo.predict`).
+"""Prints how fast the predictor zoo answers (`latbench predict` and `leaderboard.zoo.Zoo.predict`),
+side by side with nn-Meter on the same networks.
 
 - ``IR batch``: ``Zoo().predict(graphs, scenario)`` on ``--n`` NAS-Bench-201 cells already built
-  as IR graphs (what a NAS loop holds): featurizing (op lists, interning of op configurations)
-  and the zoo predictor of the scenario, one call. ``cold``: the first call (every op
-  configuration new to the process); ``warm``: the same batch again.
-- ``from a file``: ``load_model`` + ``predict`` of one IR JSON file, the per-call cost of
-  ``latbench predict`` past Python's start-up, repeated ``--files`` times.
+  as IR graphs (what a NAS loop holds), one call. ``first scenario``: featurizing every graph
+  (its op configurations, interned) + the scenario's predictor; ``each further scenario``: the
+  same graphs in the next ``--scenarios`` (featurized graphs are remembered per graph object, so
+  this is the predictor alone), i.e. what predicting a candidate on several phones costs.
+- ``from a file``: ``load_model`` + ``predict`` of one IR JSON file at a time, the per-call cost of
+  ``latbench predict`` past Python's start-up, ``--files`` times; the same for ONNX and TFLite files
+  when their importers are there.
+- nn-Meter (its own environment, ``scripts/setup-nnmeter-env.sh``): kernel detection, kernel
+  features and its ``nn_predict`` on ``--nnmeter-n`` of the same cells exported as nn-Meter IR,
+  with forests refit by its own hyperparameters (its shipped ones cannot be loaded here: see
+  benchmarks/bench_predict.py), a lower bound of its predict time.
 
-nn-Meter's predict on the same networks is timed by benchmarks/bench_predict.py in its own
-environment (scripts/setup-nnmeter-env.sh); its figure there is the one to put beside these.
-
-    python benchmarks/bench_zoo.py [--n 10000] [--scenario help-pixel2-cpu]
+    python benchmarks/bench_zoo.py [--n 10000] [--scenarios help-pixel2-cpu,usc-pixel4-...]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+DEFAULT_SCENARIOS = "help-pixel2-cpu,help-raspi4-cpu,help-gold6226-cpu"
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10000, help="cells in the batch (default: %(default)s)")
-    ap.add_argument("--scenario", default="help-pixel2-cpu", help="zoo scenario (default: %(default)s)")
-    ap.add_argument("--files", type=int, default=50, help="IR files predicted one by one (default: %(default)s)")
+    ap.add_argument("--scenarios", default=DEFAULT_SCENARIOS, help="zoo scenarios, comma-separated (default: %(default)s)")
+    ap.add_argument("--files", type=int, default=50, help="model files predicted one by one (default: %(default)s)")
+    ap.add_argument("--nnmeter-n", type=int, default=200, help="cells for nn-Meter's figure (default: %(default)s)")
     a = ap.parse_args()
 
     from generators.nasbench201 import build
@@ -33,25 +47,64 @@ def main() -> None:
     from pipelines.predict import load_model
 
     zoo = Zoo()
-    zoo.predictor(a.scenario)  # loading the saved predictor is not part of the timed calls
+    scenarios = [s for s in a.scenarios.split(",") if s]
+    for sid in scenarios:
+        zoo.predictor(sid)  # loading the saved predictors is not part of the timed calls
     t = time.perf_counter()
     graphs = [build(i) for i in range(min(a.n, 15625))]
     build_s = time.perf_counter() - t
-    print(f"scenario {a.scenario} ({zoo.entry(a.scenario)['predictor']}), {len(graphs)} NAS-Bench-201 cells, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
-    print(f"  building the IR graphs (the generator, not timed below): {build_s:.1f} s")
-    for label in ("cold", "warm"):
-        t = time.perf_counter()
-        zoo.predict(graphs, a.scenario)
-        s = time.perf_counter() - t
-        print(f"  IR batch, {label}: {len(graphs) / s:,.0f} graphs/s ({s:.2f} s)")
+    ops = sum(len(g.nodes) - 1 for g in graphs) / len(graphs)
+    print(f"{len(graphs)} NAS-Bench-201 cells ({ops:.0f} ops each), {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"  building the IR graphs (the generator, not timed below): {build_s:.1f} s, "
+          f"{len(graphs) / build_s:,.0f} graphs/s")
+    first = timed(lambda: zoo.predict(graphs, scenarios[0]))
+    print(f"  IR batch, first scenario ({scenarios[0]}, {zoo.entry(scenarios[0])['predictor']}): "
+          f"{len(graphs) / first:,.0f} graphs/s ({first:.2f} s)")
+    total = first
+    for sid in scenarios[1:]:
+        s = timed(lambda: zoo.predict(graphs, sid))
+        total += s
+        print(f"  IR batch, further scenario ({sid}, {zoo.entry(sid)['predictor']}): "
+              f"{len(graphs) / s:,.0f} graphs/s ({s:.3f} s)")
+    print(f"  IR batch on all {len(scenarios)} scenarios: {len(graphs) * len(scenarios) / total:,.0f} "
+          f"graph-scenario predictions/s (each graph featurized once)")
+
+    per_file = {}
     with tempfile.TemporaryDirectory() as d:
-        paths = [graphs[i].save(Path(d) / f"m{i}.json") for i in range(min(a.files, len(graphs)))]
-        t = time.perf_counter()
-        for p in paths:
-            zoo.predict([load_model(p)], a.scenario)
-        s = time.perf_counter() - t
-        print(f"  from a file (load + predict, one at a time): {len(paths) / s:,.0f} models/s")
+        paths = {".json": [graphs[i].save(Path(d) / f"m{i}.json") for i in range(min(a.files, len(graphs)))]}
+        for suffix, fn in file_writers().items():
+            paths[suffix] = [fn(graphs[i], Path(d) / f"m{i}{suffix}") for i in range(min(a.files, len(graphs)))]
+        for suffix, ps in paths.items():
+            s = timed(lambda: [zoo.predict([load_model(p)], scenarios[0]) for p in ps])
+            per_file[suffix] = len(ps) / s
+            print(f"  from a {suffix} file (load + predict, one at a time): {per_file[suffix]:,.0f} models/s")
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_predict import bench_nnmeter
+
+    theirs = bench_nnmeter({f"nb201-{i}": graphs[i] for i in range(min(a.nnmeter_n, len(graphs)))},
+                           "the same NAS-Bench-201 cells")
+    if theirs:
+        print(f"\nours / nn-Meter (its time a lower bound): IR batch {len(graphs) / first / theirs:,.0f}x, "
+              f"from an IR file {per_file['.json'] / theirs:,.0f}x")
+
+
+def file_writers() -> dict:
+    """Model-file writers for the formats `latbench predict` reads besides IR JSON (TFLite through
+    the project's exporter), when the importer for the format is installed."""
+    from pipelines.predict import LOADERS
+
+    out = {}
+    try:
+        from generators.importers import import_tflite  # noqa: F401
+    except ImportError:
+        return out
+    if ".tflite" in LOADERS:
+        from generators.export.tflite import export_tflite
+
+        out[".tflite"] = lambda g, p: export_tflite(g, p)["path"]
+    return out
 
 
 if __name__ == "__main__":

@@ -175,19 +175,16 @@ def build(out: Path = ZOO_DIR, scenarios: Iterable[str] | None = None, results_d
 # ---------------------------------------------------------------- predicting
 def graph_frame(graphs: Sequence[Any]):
     """An :class:`~.baselines.features.OpFrame` of IR graphs that are in no dataset (a user's)."""
-    from .baselines.features import CONFIGS, OpFrame, ir_ops
+    from .baselines.features import OpFrame, ir_config_ids
 
-    configs, nets, index = [], [], []
-    for i, g in enumerate(graphs):
-        types, raws = ir_ops(g)
-        configs.extend(CONFIGS.intern(t, r) for t, r in zip(types, raws))
-        nets.append(np.full(len(types), i, dtype=np.int64))
-        index.append(np.arange(len(types), dtype=np.int64))
-    n = len(configs)
-    return OpFrame(net=np.concatenate(nets) if nets else np.zeros(0, np.int64),
-                   config=np.asarray(configs, dtype=np.int64), op_index=np.concatenate(index) if index else np.zeros(0, np.int64),
-                   latency=np.full(n, np.nan), fused=np.zeros(n, bool), measured=np.zeros(len(graphs), bool),
-                   n_nets=len(graphs))
+    parts = [ir_config_ids(g) for g in graphs]
+    sizes = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    config = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    n = len(config)
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return OpFrame(net=np.repeat(np.arange(len(parts)), sizes), config=config,
+                   op_index=np.arange(n, dtype=np.int64) - starts, latency=np.full(n, np.nan),
+                   fused=np.zeros(n, bool), measured=np.zeros(len(graphs), bool), n_nets=len(graphs))
 
 
 class Zoo:
@@ -230,7 +227,10 @@ class Zoo:
     def _frame(self, scenario_id: str, graphs: Sequence[Any]):
         est = self.predictor(scenario_id)
         frame = graph_frame(graphs)
-        unseen = sorted({str(t) for t in frame.op_types() if est._key_of_type(str(t)) is None})
+        from .baselines.features import CONFIGS
+
+        types = [CONFIGS.op_types[c] for c in np.unique(frame.op_type_code)]  # distinct types, not per op
+        unseen = est.unseen_types(types)
         if unseen:
             raise ZooError(f"{scenario_id}: op type {unseen[0]!r} was never seen by this scenario's predictor "
                            f"({self.entry(scenario_id)['predictor']}; trained on {', '.join(sorted(est.type_key_))})")

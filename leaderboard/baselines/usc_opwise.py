@@ -31,7 +31,7 @@ element-wise ops the USC TFLite GPU files do not record). An op marked ``fused``
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -180,6 +180,12 @@ class OpWisePredictor(Predictor):
         cat = category_of(op_type)
         k = self.category_default_.get(cat)
         return k if k in self.models_ else None
+
+    def unseen_types(self, op_types: Iterable[str]) -> list[str]:
+        """The op types this predictor cannot speak for: never in its training ops and in no
+        category it has a model of. (A type it trained on whose ops got no time of their own,
+        e.g. a batchnorm the e2e split gave 0 ms because TFLite folds it, predicts 0 ms.)"""
+        return sorted(t for t in set(op_types) if t not in self.type_key_ and self._key_of_type(t) is None)
 
     def _config_predictions(self, configs: np.ndarray) -> np.ndarray:
         """Predicted ms of each distinct configuration id in ``configs`` (any order), by group."""
