@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import sys
 import time
 import traceback
@@ -71,12 +72,22 @@ def mask(dataset: Any, scenario_id: str, test_ids: Iterable[str], all_ops: bool)
 
 
 def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
-                  progress: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """Predictions of one predictor on one track (columns of a submission)."""
+                  progress: Callable[[str], None] | None = None, resume: Path | None = None) -> pd.DataFrame:
+    """Predictions of one predictor on one track (columns of a submission). With ``resume`` (a
+    folder), each scenario's predictions are written there as it finishes and a scenario found
+    there is not fitted again, so a run stopped part-way (hours on the USC 5-fold track) goes on
+    where it stopped; the caller keys the folder to the predictor, its parameters and the split."""
     from .baselines import Networks
 
-    rows = []
+    parts = []
     for sid in data.scenario_ids:
+        done = resume / f"{slug(sid)}.parquet" if resume is not None else None
+        if done is not None and done.is_file():
+            parts.append(pd.read_parquet(done))
+            if progress:
+                progress(sid)
+            continue
+        rows = []
         e = data.measured(sid)
         by_name = dict(zip(e["name"], e["model_id"]))
         for f in split.for_scenario(sid):
@@ -93,9 +104,33 @@ def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
             if pred.shape != (len(test),):
                 raise ValueError(f"{type(est).__name__}.predict returned shape {pred.shape} for {len(test)} networks")
             rows.append(pd.DataFrame({"track": data.track.name, "scenario_id": sid, "model_id": test, "predicted_ms": pred}))
+        part = pd.concat(rows, ignore_index=True) if rows else _no_predictions()
+        if done is not None:
+            tmp = done.with_name(f".{done.name}.tmp")
+            part.to_parquet(tmp, index=False)
+            tmp.replace(done)
+        parts.append(part)
         if progress:
             progress(sid)
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["track", "scenario_id", "model_id", "predicted_ms"])
+    return pd.concat(parts, ignore_index=True) if parts else _no_predictions()
+
+
+def _no_predictions() -> pd.DataFrame:
+    return pd.DataFrame({"track": pd.Series(dtype="string"), "scenario_id": pd.Series(dtype="string"),
+                         "model_id": pd.Series(dtype="string"), "predicted_ms": pd.Series(dtype="float64")})
+
+
+def _resume_folder(out: Path, track: str, key: dict[str, Any]) -> Path:
+    """``<entry>/.partial/<track>/``: the finished scenarios of an interrupted run, kept only while
+    ``key`` (predictor, parameters, split) is the same."""
+    folder = out / ".partial" / slug(track)
+    stamp = folder / "key.json"
+    text = json.dumps(key, sort_keys=True, default=str)
+    if folder.is_dir() and (not stamp.is_file() or stamp.read_text() != text):
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(text)
+    return folder
 
 
 def available(tracks: Iterable[str], roots: Mapping[str, Any] | None, splits_dir: Path | None = None,
@@ -134,14 +169,18 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
     frames, failures, seconds = [], {}, {}
     for name, (data, split) in ok.items():
         t0 = time.perf_counter()
+        key = {"predictor": predictor, "params": params, "split": [split.version, split.spec_hash]}
+        resume = _resume_folder(out, name, key)
         try:
-            frames.append(predict_track(data, split, lambda: make_predictor(predictor, **params)))
+            frames.append(predict_track(data, split, lambda: make_predictor(predictor, **params), resume=resume,
+                                        progress=lambda sid: _progress(entry, name, resume)))
         except Exception as e:  # noqa: BLE001 - one track failing must not lose the others; recorded below
             failures[name] = f"{type(e).__name__}: {e}"
             log(f"{entry}: {name}: failed: {failures[name]}")
             log("".join(traceback.format_exception(e)[-3:]).rstrip())
             continue
         seconds[name] = round(time.perf_counter() - t0, 2)
+        shutil.rmtree(resume)  # the track is whole: its predictions go into the entry below
         log(f"{entry}: {name}: {len(frames[-1])} predictions in {seconds[name]} s")
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["track", "scenario_id", "model_id", "predicted_ms"])
     doc = (cls.__doc__ or "").strip().splitlines()
@@ -157,6 +196,12 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
             "description": doc[0] if doc else predictor}
     _merge_entry(out, preds, meta, {"failed": failures, "skipped": skipped, "seconds": seconds}, replace=list(ok))
     return out
+
+
+def _progress(entry: str, track: str, resume: Path) -> None:
+    n = sum(1 for _ in resume.glob("*.parquet"))
+    if n % 10 == 0:
+        log(f"{entry}: {track}: {n} scenarios done (kept in {resume}; a stopped run resumes from there)")
 
 
 @contextmanager

@@ -44,3 +44,42 @@ def test_a_baseline_split_over_two_folders_is_one_entry_and_absent_predictors_sa
     assert set(summary[A]) == {"flops"} and "mape" in summary[A]["flops"]
     board = (site / "board.csv").read_text().splitlines()
     assert board[0] == "track,entry,label,kind,primary,mape,acc10,spearman" and len(board) == 3
+
+
+def test_a_stopped_training_run_resumes_where_it_stopped(public, tmp_path, monkeypatch):
+    """Each finished scenario is kept under <entry>/.partial/<track>/ while the track runs: a run
+    that dies part-way fits only the scenarios left the next time, and the entry is the same as
+    an uninterrupted run's; the folder goes once the track is whole."""
+    import pandas as pd
+
+    from leaderboard import run as run_mod
+
+    register_test_predictors()
+    whole = train_entry("flops", {}, [A], public, tmp_path / "whole") / "predictions.parquet"
+    fits: list[str] = []
+    real = run_mod.mask
+
+    def dying_mask(dataset, sid, test, all_ops):
+        fits.append(sid)
+        if len(set(fits)) == 2:
+            raise KeyboardInterrupt  # the run is killed in its second scenario
+        return real(dataset, sid, test, all_ops)
+
+    monkeypatch.setattr(run_mod, "mask", dying_mask)
+    try:
+        train_entry("flops", {}, [A], public, tmp_path / "stopped")
+    except KeyboardInterrupt:
+        pass
+    partial = tmp_path / "stopped" / "flops" / ".partial" / A
+    assert len(list(partial.glob("*.parquet"))) == 1
+    monkeypatch.setattr(run_mod, "mask", lambda dataset, sid, test, all_ops: (fits.append(sid), real(dataset, sid, test, all_ops))[1])
+    done_before = set(fits[:-1])
+    fits.clear()
+    out = train_entry("flops", {}, [A], public, tmp_path / "stopped") / "predictions.parquet"
+    assert done_before and not done_before & set(fits)  # the finished scenario was not fitted again
+    pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(whole))
+    assert not partial.exists()
+    # other parameters: what an interrupted run left is not reused
+    stale = run_mod._resume_folder(tmp_path / "x", A, {"predictor": "flops", "params": {}})
+    (stale / "usc-some.parquet").write_bytes(b"")
+    assert not (run_mod._resume_folder(tmp_path / "x", A, {"predictor": "flops", "params": {"a": 1}}) / "usc-some.parquet").exists()
