@@ -26,7 +26,10 @@ def _importer(name: str) -> Callable[[Path, list[int] | None], Any]:
         fn = getattr(importers, name, None)
         if fn is None:
             raise ValueError(f"{path}: this installation has no {name} (generators/importers)")
-        return fn(path, input_shape=shape)
+        try:
+            return fn(path, input_shape=shape)
+        except importers.UnsupportedModelError as e:  # one line naming the model, node and op
+            raise ValueError(str(e)) from None
     return load
 
 

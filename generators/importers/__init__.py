@@ -4,6 +4,12 @@
   and the pytorchcv model zoo (the 102 real-world CNNs of the USC dataset); also the
   ``pytorch`` generator source. Importing this package does not import torch; the first
   import does.
+- :mod:`.onnx`: ``import_onnx(path_or_model, input_shape=None, name=None)``, an ONNX file
+  (the ``onnx`` package is imported on first use).
+- :mod:`.tflite`: ``import_tflite(path_or_bytes, input_shape=None, name=None)``, a TFLite
+  flatbuffer (read with the schema of the ``ai-edge-litert`` wheel, on first use).
+
+All raise :class:`UnsupportedModelError`, one line naming the model, the node and the op.
 """
 from .pytorch import (  # noqa: F401
     PytorchImportConfig,
@@ -11,3 +17,5 @@ from .pytorch import (  # noqa: F401
     import_module,
     import_pytorchcv,
 )
+from .onnx import import_onnx  # noqa: F401  (imports onnx only when called)
+from .tflite import import_tflite  # noqa: F401  (reads the schema only when called)

@@ -1,0 +1,1203 @@
+"""Import ONNX models into the architecture IR.
+
+How
+---
+``import_onnx(path_or_model, input_shape=None, name=None)`` reads the model with the ``onnx``
+package (imported on first use) and walks its nodes in file order (ONNX requires a
+topological order) over IR values: a tensor computed from the input is an IR reference
+whose shape the IR infers; a constant (an initializer, a ``Constant`` node, or anything
+computed from constants and ``Shape``) is a NumPy array, evaluated as it is met, so the
+shape arithmetic a batch-dynamic export leaves behind (``Shape -> Gather -> Unsqueeze ->
+Concat -> Reshape``) resolves to concrete sizes. Weights are read only for their shapes:
+the IR carries no weights. Each IR node is named after the ONNX node it came from
+(``/features/features.0/Conv``; a second IR node of the same ONNX node gets a suffix), so
+the per-op breakdown of ``latbench predict`` names the model's own layers.
+
+Input shapes: a free dimension of the batch axis (``N``, ``batch_size``, missing) resolves
+to 1; other free dimensions need ``input_shape``; ``input_shape`` (the IR's layout, NCHW,
+batch 1) replaces the shape of the single graph input outright.
+
+Mapping
+-------
+- ``Conv`` (2-d, any group count: grouped and depthwise are ``conv2d`` with ``groups``);
+  symmetric pads become the conv's padding, asymmetric ones (``auto_pad`` SAME_*, TF-style
+  exports) a ``pad`` before it unless the symmetric padding of the leading side gives the
+  same windows.
+- ``Gemm`` (``transA=0``) and ``MatMul`` with a constant ``[K, N]`` operand (+ ``Add`` of a
+  constant bias) -> ``fc``; ``BatchNormalization`` (inference) -> ``batchnorm``.
+- ``Relu``, ``Sigmoid``, ``Tanh``, ``HardSwish``, ``HardSigmoid`` (alpha 1/6, beta 0.5),
+  ``LeakyRelu``, ``PRelu``, ``Softmax`` (one axis) -> the IR activation of that name;
+  ``Clip`` (0, 6) -> ``relu6``, (0, none) -> ``relu``, other finite ranges -> ``clip``.
+- Fusions: ``x * Sigmoid(x)`` -> ``swish``; ``x * HardSigmoid(x)`` -> ``hswish``;
+  ``Clip(x + 3, 0, 6) / 6`` (or ``* 1/6``) -> ``hsigmoid`` and ``x * Clip(x + 3, 0, 6) / 6``
+  -> ``hswish`` (the decomposed h-swish of pytorchcv-style modules); each only when the
+  intermediate tensor has no other reader.
+- ``Add``/``Mul``/``Sum`` of two computed tensors of equal rank -> ``add``/``mul``; ``Mul``
+  or ``Div`` by a scalar constant -> ``scale`` (by 1: nothing); ``Add`` of 0 -> nothing.
+- ``MaxPool``/``AveragePool`` (2-d, no dilation; ONNX's ``count_include_pad`` default 0 is
+  kept), ``GlobalAveragePool`` and ``ReduceMean`` over H, W -> ``global_avgpool`` (+
+  ``flatten`` without keepdims), ``GlobalMaxPool`` -> ``maxpool`` over the whole map.
+- ``Concat``, ``Split`` -> ``concat``, ``split``; ``Flatten`` and ``Reshape`` to ``[1, N]``
+  -> ``flatten``, other reshapes (batch 1) -> ``reshape``; ``Reshape [1, g, C/g, H, W] ->
+  Transpose(0, 2, 1, 3, 4) -> Reshape [1, C, H, W]`` -> ``channel_shuffle``.
+- ``Pad`` (constant mode, H/W only; negative amounts crop), ``Slice`` of H/W with step 1 ->
+  ``crop`` (consecutive slices merge into one); a ``Slice`` of one other axis -> one output
+  of a ``split`` (slices cutting a tensor at the same places, as ``torch.chunk`` exports,
+  share it), ``Resize``/``Upsample`` nearest by integer
+  factors (coordinate modes that pick ``floor(dst / factor)``) -> ``upsample``.
+- ``Identity``, ``Dropout``, ``Cast`` to float vanish; ``Constant``, ``Shape``, ``Gather``,
+  ``Unsqueeze``, ``Squeeze``, ``Concat``, ``Slice``, arithmetic, ... on constants are
+  evaluated.
+- Anything else raises :class:`UnsupportedModelError` (the PyTorch importer's type), one
+  line naming the model, the ONNX node and its op_type.
+
+The pool-geometry helpers at the end are shared with the TFLite importer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from ..ir import Graph, IRError, split_ref
+from .pytorch import UnsupportedModelError, _prune_dead
+
+if TYPE_CHECKING:  # onnx is imported on first use
+    import onnx
+
+__all__ = ["import_onnx", "UnsupportedModelError"]
+
+
+class _Unsupported(Exception):
+    """Raised by a handler; the walker adds the model, node name and op_type."""
+
+
+# ---------------------------------------------------------------- values
+@dataclass(frozen=True)
+class _T:
+    """A tensor computed from the input: an IR reference, or a pattern awaiting its reader.
+
+    A pending value (``x + 3`` inside an h-swish, a ``MatMul`` awaiting its bias ``Add``)
+    has no IR node yet: ``ref`` is the tensor it derives from, ``data`` its parameters and
+    ``origin`` the ONNX node it came from (the name its IR node will take).
+    """
+
+    ref: str
+    shape: tuple[int, ...]
+    pending: str | None = None
+    data: tuple = ()
+    origin: str = ""
+
+
+_PENDING_WHAT = {
+    "plus3": "x + 3 outside an hsigmoid/hswish pattern (the IR has no scalar add)",
+    "relu6_plus3": "Clip(x + 3, 0, 6) not divided by 6 (hsigmoid pattern)",
+    "x_relu6_plus3": "x * Clip(x + 3, 0, 6) not divided by 6 (hswish pattern)",
+    "shuffled": "a Transpose outside a channel-shuffle pattern (the IR has no transpose)",
+}
+
+
+class _Const:
+    """A constant tensor, read lazily: weights are only ever asked for their shape."""
+
+    def __init__(self, value: Any = None, proto: Any = None, base_dir: str = ""):
+        self._value = None if value is None else np.asarray(value)
+        self._proto = proto
+        self._base_dir = base_dir
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self._value is not None:
+            return tuple(self._value.shape)
+        return tuple(int(d) for d in self._proto.dims)
+
+    @property
+    def value(self) -> np.ndarray:
+        if self._value is None:
+            from onnx import numpy_helper
+
+            try:
+                self._value = numpy_helper.to_array(self._proto, base_dir=self._base_dir)
+            except Exception as e:  # external data missing, unknown element type ...
+                raise _Unsupported(f"cannot read the constant {self._proto.name!r}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        return self._value
+
+
+def _is_num(v: np.ndarray) -> bool:
+    return v.dtype.kind in "fiub"
+
+
+def f32(v: float) -> float:
+    """A float32 value as the shortest decimal that reads back as it (1e-05, not
+    9.999999747378752e-06): what the model's author wrote, so attributes (and model ids)
+    match those of the same network built directly as IR."""
+    return float(str(np.float32(v)))
+
+
+# ---------------------------------------------------------------- the walker
+class _Converter:
+    def __init__(self, g: Graph, model: str, readers: dict[str, int], base_dir: str):
+        self.g = g
+        self.model = model
+        self.readers = readers
+        self.base_dir = base_dir
+        self.env: dict[str, Any] = {}
+        self.origin = ""  # the ONNX node being converted (IR nodes are named after it)
+        self.opset = 1
+        self.index = -1  # position of that node in the graph
+        self.index_of: dict[str, int] = {}  # node label -> position
+        self.origins: dict[str, tuple[int, ...]] = {}  # IR node -> the ONNX node(s) it came from
+        self.source_of: dict[_T, str] = {}  # pending value -> its ONNX tensor (fusions check its readers)
+        self.split_cache: dict[tuple, list[str]] = {}  # slices as split outputs (see slice_as_split)
+        self._materialized: dict[_T, str] = {}
+
+    # ------------------------------------------------ naming and values
+    def _name(self, base: str) -> str:
+        base = (base or "node").replace(":", "_")
+        name, k = base, 1
+        while name in self.g.nodes:
+            name = f"{base}_{k}"
+            k += 1
+        return name
+
+    def t(self, v: Any) -> str:
+        """The IR reference of a tensor value (materialising a pending pattern)."""
+        if isinstance(v, _Const):
+            raise _Unsupported(f"a constant tensor of shape {list(v.shape)} where the IR needs a computed one (the IR has no weights)")
+        if v.pending is None:
+            return v.ref
+        if v in self._materialized:
+            return self._materialized[v]
+        if v.pending == "crop":
+            ref = self._add("crop", [v.ref], v.origin, crops=list(v.data))
+        elif v.pending == "matmul":
+            ref = self._add("fc", [v.ref], v.origin, out_features=v.data[0], bias=False)
+        elif v.pending == "grouped":
+            ref = self._add("reshape", [v.ref], v.origin, shape=list(v.shape))
+        else:
+            raise _Unsupported(_PENDING_WHAT[v.pending])
+        self._materialized[v] = ref
+        return ref
+
+    def _add(self, op: str, refs: list[str], origin: str, **attrs) -> str:
+        ref = self.g.add(op, refs, name=self._name(origin), **attrs)
+        self.origins[ref] = (self.index_of.get(origin, self.index),)
+        return ref
+
+    def new(self, op: str, inputs: list[Any] | Any, origin: str | None = None, **attrs) -> _T:
+        refs = [self.t(x) for x in (inputs if isinstance(inputs, list) else [inputs])]
+        ref = self._add(op, refs, self.origin if origin is None else origin, **attrs)
+        return _T(ref, tuple(self.g.shape(ref)))
+
+    def sole(self, out: str) -> bool:
+        """The tensor ``out`` has exactly one reader (and is not a graph output)."""
+        return self.readers.get(out, 0) == 1
+
+
+def _attrs(node: Any) -> dict[str, Any]:
+    from onnx import helper
+
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        out[a.name] = v
+    return out
+
+
+def _dim(d: int, rank: int) -> int:
+    if not -rank <= d < rank:
+        raise _Unsupported(f"axis {d} out of range for rank {rank}")
+    return d % rank
+
+
+def _const(c: "_Converter", v: Any, what: str) -> np.ndarray:
+    if not isinstance(v, _Const):
+        raise _Unsupported(f"{what} must be a constant, not computed from the input")
+    return v.value
+
+
+def _opt(ins: list[Any], k: int) -> Any:
+    return ins[k] if k < len(ins) else None
+
+
+def _scalar(v: Any) -> float | None:
+    """The value of a constant with a single element, else None."""
+    if isinstance(v, _Const) and math.prod(v.shape) == 1:
+        val = v.value
+        if _is_num(val):
+            return float(val.reshape(-1)[0])
+    return None
+
+
+# ---------------------------------------------------------------- handlers
+# A handler takes (converter, inputs, attrs, node) and returns one value per node output
+# (a list) or a single value. Inputs are _T, _Const or None (an omitted optional input).
+Handler = Callable[["_Converter", list[Any], dict, Any], Any]
+HANDLERS: dict[str, Handler] = {}
+
+
+def _handler(*names: str):
+    def deco(fn: Handler) -> Handler:
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+
+    return deco
+
+
+def _spatial_pads(a: dict, x_hw: tuple[int, int], kernel: list[int], stride: list[int], dilation: list[int]) -> tuple[list[int], list[int]]:
+    """(before, after) pads per spatial dim from ``pads`` / ``auto_pad``."""
+    auto = a.get("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])]
+        if len(pads) != 4:
+            raise _Unsupported(f"pads {pads} (expected 4 for a 2-d window)")
+        return pads[:2], pads[2:]
+    if auto == "VALID":
+        return [0, 0], [0, 0]
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise _Unsupported(f"auto_pad={auto!r}")
+    before, after = [], []
+    for i in range(2):
+        eff = dilation[i] * (kernel[i] - 1) + 1
+        out = -(-x_hw[i] // stride[i])
+        total = max((out - 1) * stride[i] + eff - x_hw[i], 0)
+        small, big = total // 2, total - total // 2
+        b, e = (small, big) if auto == "SAME_UPPER" else (big, small)
+        before.append(b)
+        after.append(e)
+    return before, after
+
+
+def _conv_padding(c: _Converter, x: _T, before: list[int], after: list[int], kernel: list[int], stride: list[int],
+                  dilation: list[int]) -> tuple[Any, list[int]]:
+    """A symmetric conv padding for (before, after) pads, with a ``pad`` node first if needed."""
+    padding = symmetric_conv_padding(x.shape[2:], before, after, kernel, stride, dilation)
+    if padding is not None:
+        return x, padding
+    pad = c.new("pad", x, origin=f"{c.origin}/pad", pads=[before[0], after[0], before[1], after[1]], value=0.0)
+    return pad, [0, 0]
+
+
+@_handler("Conv")
+def _conv(c: _Converter, ins, a, node):
+    x, w, b = ins[0], ins[1], _opt(ins, 2)
+    if not isinstance(x, _T):
+        raise _Unsupported("the convolution's input is a constant")
+    if not isinstance(w, _Const):
+        raise _Unsupported("a convolution weight computed from the input (only constant weights)")
+    if len(w.shape) != 4 or len(x.shape) != 4:
+        raise _Unsupported(f"only 2-d convolution is supported (weight shape {list(w.shape)})")
+    cout, cin_g, kh, kw = w.shape
+    groups = int(a.get("group", 1))
+    if x.shape[1] != cin_g * groups:
+        raise _Unsupported(f"input has {x.shape[1]} channels, the weight {list(w.shape)} with group={groups} expects {cin_g * groups}")
+    kernel = [int(k) for k in a.get("kernel_shape", [kh, kw])]
+    if kernel != [kh, kw]:
+        raise _Unsupported(f"kernel_shape {kernel} differs from the weight's {[kh, kw]}")
+    stride = [int(s) for s in a.get("strides", [1, 1])]
+    dilation = [int(d) for d in a.get("dilations", [1, 1])]
+    before, after = _spatial_pads(a, x.shape[2:], kernel, stride, dilation)
+    x, padding = _conv_padding(c, x, before, after, kernel, stride, dilation)
+    return c.new("conv2d", x, out_channels=cout, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+                 groups=groups, bias=b is not None)
+
+
+def _fc_input(c: _Converter, x: Any) -> _T:
+    if not isinstance(x, _T):
+        raise _Unsupported("the fc input is a constant")
+    if len(x.shape) != 2:
+        raise _Unsupported(f"a matrix product on a rank-{len(x.shape)} input {list(x.shape)} (the IR's fc takes [1, F])")
+    return x
+
+
+@_handler("Gemm")
+def _gemm(c: _Converter, ins, a, node):
+    x, w, b = _fc_input(c, ins[0]), ins[1], _opt(ins, 2)
+    if int(a.get("transA", 0)):
+        raise _Unsupported("Gemm with transA=1")
+    if not isinstance(w, _Const) or len(w.shape) != 2:
+        raise _Unsupported("Gemm whose B is not a constant matrix")
+    n_in, n_out = (w.shape[1], w.shape[0]) if int(a.get("transB", 0)) else w.shape
+    if n_in != x.shape[1]:
+        raise _Unsupported(f"input has {x.shape[1]} features, B {list(w.shape)} expects {n_in}")
+    if b is not None and not isinstance(b, _Const):
+        raise _Unsupported("Gemm whose C is computed from the input")
+    return c.new("fc", x, out_features=int(n_out), bias=b is not None)
+
+
+@_handler("MatMul")
+def _matmul(c: _Converter, ins, a, node):
+    x, w = ins
+    if isinstance(x, _Const) and isinstance(w, _Const):
+        return _Const(np.matmul(x.value, w.value))
+    x = _fc_input(c, x)
+    if not isinstance(w, _Const) or len(w.shape) != 2:
+        raise _Unsupported("MatMul whose second operand is not a constant matrix")
+    if w.shape[0] != x.shape[1]:
+        raise _Unsupported(f"input has {x.shape[1]} features, the matrix {list(w.shape)} expects {w.shape[0]}")
+    return _T(c.t(x), (1, int(w.shape[1])), "matmul", (int(w.shape[1]),), c.origin)
+
+
+@_handler("BatchNormalization")
+def _bn(c: _Converter, ins, a, node):
+    x = ins[0]
+    if not isinstance(x, _T):
+        raise _Unsupported("batch norm of a constant")
+    if int(a.get("training_mode", 0)) or len([o for o in node.output if o]) > 1:
+        raise _Unsupported("batch norm in training mode (export the model in eval mode)")
+    scale = ins[1]
+    if len(x.shape) not in (2, 4) or not isinstance(scale, _Const) or math.prod(scale.shape) != x.shape[1]:
+        raise _Unsupported(f"batch norm with scale of shape {list(getattr(scale, 'shape', []))} on an input of shape {list(x.shape)}")
+    return c.new("batchnorm", x, eps=f32(a.get("epsilon", 1e-5)))
+
+
+def _unary(op: str):
+    def handler(c: _Converter, ins, a, node):
+        return c.new(op, ins[0])
+
+    return handler
+
+
+for _name, _op in (("Relu", "relu"), ("Tanh", "tanh"), ("HardSwish", "hswish")):
+    HANDLERS[_name] = _unary(_op)
+
+
+HANDLERS["Sigmoid"] = _unary("sigmoid")  # x * Sigmoid(x) replaces it by a swish (see _binary)
+
+
+@_handler("HardSigmoid")
+def _hardsigmoid(c: _Converter, ins, a, node):
+    alpha, beta = float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
+    if abs(alpha - 1 / 6) > 1e-6 or abs(beta - 0.5) > 1e-6:
+        raise _Unsupported(f"HardSigmoid with alpha={alpha:g}, beta={beta:g} (the IR's hsigmoid is relu6(x + 3) / 6)")
+    return c.new("hsigmoid", ins[0])  # x * HardSigmoid(x) replaces it by an hswish (see _binary)
+
+
+@_handler("LeakyRelu")
+def _leaky(c: _Converter, ins, a, node):
+    return c.new("leaky_relu", ins[0], alpha=f32(a.get("alpha", 0.01)))
+
+
+@_handler("PRelu")
+def _prelu(c: _Converter, ins, a, node):
+    x, slope = ins
+    if not isinstance(slope, _Const):
+        raise _Unsupported("PRelu slope computed from the input")
+    n = math.prod(slope.shape)
+    if n != 1 and (len(x.shape) < 2 or n != x.shape[1]):
+        raise _Unsupported(f"PRelu with {n} slopes (shape {list(slope.shape)}) on an input of shape {list(x.shape)}")
+    return c.new("prelu", x, num_parameters=int(n))
+
+
+@_handler("Clip")
+def _clip(c: _Converter, ins, a, node):
+    x = ins[0]
+    if "min" in a or "max" in a:  # opset < 11
+        lo, hi = a.get("min"), a.get("max")
+    else:
+        lo = None if _opt(ins, 1) is None else _scalar(ins[1])
+        hi = None if _opt(ins, 2) is None else _scalar(ins[2])
+        for k, v in ((1, lo), (2, hi)):
+            if _opt(ins, k) is not None and v is None:
+                raise _Unsupported("Clip bounds must be scalar constants")
+    lo = None if lo is None or lo <= -3.4e38 else f32(lo)
+    hi = None if hi is None or hi >= 3.4e38 else f32(hi)
+    if isinstance(x, _Const):
+        return _Const(np.clip(x.value, lo, hi))
+    if lo == 0 and hi == 6:
+        if x.pending == "plus3":
+            return _T(x.ref, x.shape, "relu6_plus3", (), c.origin)
+        return c.new("relu6", x)
+    if lo == 0 and hi is None:
+        return c.new("relu", x)
+    if lo is None or hi is None:
+        raise _Unsupported(f"one-sided Clip(min={lo}, max={hi})")
+    return c.new("clip", x, min=lo, max=hi)
+
+
+@_handler("Softmax")
+def _softmax(c: _Converter, ins, a, node):
+    x = ins[0]
+    rank = len(x.shape)
+    opset = c.opset
+    axis = _dim(int(a.get("axis", -1 if opset >= 13 else 1)), rank)
+    if opset < 13 and any(d != 1 for d in x.shape[axis + 1:]):
+        raise _Unsupported(f"Softmax (opset {opset}) over the flattened dims {axis}.. of {list(x.shape)} (only one axis)")
+    return c.new("softmax", x, axis=axis)
+
+
+# ------------------------------------------------ element-wise arithmetic
+_NUMPY_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None, "Pow": np.power}
+
+
+def _const_binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if op == "Div":
+        if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+            return np.floor_divide(a, b)  # ONNX integer division truncates; shapes are positive
+        return np.divide(a, b)
+    return _NUMPY_BINARY[op](a, b)
+
+
+def _same_rank(op: str, a: _T, b: _T) -> None:
+    if len(a.shape) != len(b.shape):
+        raise _Unsupported(f"{op} of tensors of different rank {list(a.shape)} and {list(b.shape)}")
+
+
+@_handler("Add", "Sub", "Mul", "Div", "Pow")
+def _binary(c: _Converter, ins, a, node):
+    op = node.op_type
+    x, y = ins
+    if isinstance(x, _Const) and isinstance(y, _Const):
+        return _Const(_const_binary(op, x.value, y.value))
+    if op in ("Add", "Mul") and isinstance(x, _Const):
+        x, y = y, x
+    if isinstance(x, _T) and isinstance(y, _T):
+        if op == "Mul":
+            for (p, q), qname in (((x, y), node.input[1]), ((y, x), node.input[0])):
+                if p.pending is not None:
+                    continue
+                if q.pending == "relu6_plus3" and p.ref == q.ref and c.sole(c.source_of[q]):
+                    return _T(p.ref, p.shape, "x_relu6_plus3", (), c.origin)
+                gate = c.g.nodes.get(q.ref) if q.pending is None else None
+                if gate is not None and gate.op in ("sigmoid", "hsigmoid") and gate.inputs == [p.ref] and c.sole(qname):
+                    # x * sigmoid(x): the gate's node is left unread and pruned at the end
+                    return c.new("swish" if gate.op == "sigmoid" else "hswish", p)
+        if op in ("Add", "Mul"):
+            _same_rank(op, x, y)
+            return c.new(op.lower(), [x, y])
+        raise _Unsupported(f"{op} of two computed tensors (the IR has no element-wise {op.lower()})")
+    if not isinstance(x, _T):
+        raise _Unsupported(f"{op} of a constant by a computed tensor")
+    v = _scalar(y)
+    if op == "Add" and x.pending == "matmul" and isinstance(y, _Const) and math.prod(y.shape) == x.data[0] \
+            and c.sole(c.source_of[x]):
+        y = c.new("fc", _T(x.ref, tuple(c.g.shape(x.ref))), origin=x.origin, out_features=x.data[0], bias=True)
+        c.origins[y.ref] = (c.index_of[x.origin], c.index)  # weight from the MatMul, bias from this Add
+        return y
+    if v is None:
+        raise _Unsupported(f"{op} by a constant tensor of shape {list(y.shape)} (the IR has no weights)")
+    if op == "Sub":
+        op, v = "Add", -v
+    if op == "Div":
+        if v == 0:
+            raise _Unsupported("division by zero")
+        if v == 6 and x.pending == "relu6_plus3":
+            return c.new("hsigmoid", _T(x.ref, x.shape))
+        if v == 6 and x.pending == "x_relu6_plus3":
+            return c.new("hswish", _T(x.ref, x.shape))
+        op, v = "Mul", 1.0 / v
+    if op == "Mul":
+        if abs(v - 1 / 6) < 1e-6 and x.pending == "relu6_plus3":
+            return c.new("hsigmoid", _T(x.ref, x.shape))
+        if abs(v - 1 / 6) < 1e-6 and x.pending == "x_relu6_plus3":
+            return c.new("hswish", _T(x.ref, x.shape))
+        return x if v == 1 else c.new("scale", x, factor=f32(v))
+    if op == "Add":
+        if v == 0:
+            return x
+        if v == 3 and x.pending is None and c.sole(node.output[0]):
+            return _T(x.ref, x.shape, "plus3", (), c.origin)
+        raise _Unsupported(f"adding the scalar {v:g} (the IR has no scalar add)")
+    raise _Unsupported(f"{op} of a computed tensor and a constant")
+
+
+@_handler("Sum")
+def _sum(c: _Converter, ins, a, node):
+    if len(ins) == 1:
+        return ins[0]
+    if not all(isinstance(x, _T) for x in ins):
+        raise _Unsupported("Sum with a constant operand (the IR has no weights)")
+    for x in ins[1:]:
+        _same_rank("Sum", ins[0], x)
+    return c.new("add", list(ins))
+
+
+# ------------------------------------------------ pooling
+def _pool_common(c: _Converter, x: _T, a: dict) -> tuple[list[int], list[int], list[int], list[int], bool]:
+    if not isinstance(x, _T) or len(x.shape) != 4:
+        raise _Unsupported(f"only 2-d pooling is supported (input {list(getattr(x, 'shape', []))})")
+    kernel = [int(k) for k in a["kernel_shape"]]
+    stride = [int(s) for s in a.get("strides", [1, 1])]
+    if [int(d) for d in a.get("dilations", [1, 1])] != [1, 1]:
+        raise _Unsupported(f"pooling with dilations {a['dilations']}")
+    before, after = _spatial_pads(a, x.shape[2:], kernel, stride, [1, 1])
+    return kernel, stride, before, after, bool(a.get("ceil_mode", 0))
+
+
+def _onnx_pool_count(size: int, k: int, s: int, pb: int, pe: int, ceil: bool) -> int:
+    span = size + pb + pe - k
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= size + pb:
+        out -= 1
+    return out
+
+
+@_handler("MaxPool")
+def _maxpool(c: _Converter, ins, a, node):
+    if len([o for o in node.output if o]) > 1:
+        raise _Unsupported("MaxPool with its Indices output")
+    x = ins[0]
+    kernel, stride, before, after, ceil = _pool_common(c, x, a)
+    if before == after and all(2 * p <= k for p, k in zip(before, kernel)):
+        return c.new("maxpool", x, kernel=kernel, stride=stride, padding=before, ceil_mode=ceil)
+    n_out = [_onnx_pool_count(x.shape[2 + i], kernel[i], stride[i], before[i], after[i], ceil) for i in range(2)]
+    attrs = match_pool("max", x.shape[2:], kernel, stride, before, n_out)
+    if attrs is None:
+        raise _Unsupported(f"MaxPool pads {before + after} that no symmetric padding reproduces")
+    return c.new("maxpool", x, kernel=kernel, stride=stride, **attrs)
+
+
+@_handler("AveragePool")
+def _avgpool(c: _Converter, ins, a, node):
+    x = ins[0]
+    kernel, stride, before, after, ceil = _pool_common(c, x, a)
+    cip = bool(a.get("count_include_pad", 0))
+    if before == after and all(2 * p <= k for p, k in zip(before, kernel)):
+        return c.new("avgpool", x, kernel=kernel, stride=stride, padding=before, ceil_mode=ceil, count_include_pad=cip)
+    n_out = [_onnx_pool_count(x.shape[2 + i], kernel[i], stride[i], before[i], after[i], ceil) for i in range(2)]
+    divisors = []
+    for i in range(2):
+        size, k, s, pb, pe = x.shape[2 + i], kernel[i], stride[i], before[i], after[i]
+        lo, hi = (-pb, size + pe) if cip else (0, size)
+        divisors.append([min(o * s - pb + k, hi) - max(o * s - pb, lo) for o in range(n_out[i])])
+    attrs = match_pool("avg", x.shape[2:], kernel, stride, before, n_out,
+                       lambda dh, dw: dh == divisors[0] and dw == divisors[1])
+    if attrs is None:
+        raise _Unsupported(f"AveragePool pads {before + after} that no symmetric padding reproduces")
+    return c.new("avgpool", x, kernel=kernel, stride=stride, **attrs)
+
+
+@_handler("GlobalAveragePool")
+def _gap(c: _Converter, ins, a, node):
+    return c.new("global_avgpool", ins[0])
+
+
+@_handler("GlobalMaxPool")
+def _gmp(c: _Converter, ins, a, node):
+    x = ins[0]
+    if len(x.shape) != 4:
+        raise _Unsupported(f"GlobalMaxPool of a rank-{len(x.shape)} tensor")
+    hw = list(x.shape[2:])
+    return c.new("maxpool", x, kernel=hw, stride=hw)
+
+
+@_handler("ReduceMean")
+def _reduce_mean(c: _Converter, ins, a, node):
+    x = ins[0]
+    axes = a.get("axes")
+    if axes is None and _opt(ins, 1) is not None:
+        axes = [int(v) for v in _const(c, ins[1], "ReduceMean axes").reshape(-1)]
+    keep = bool(a.get("keepdims", 1))
+    if isinstance(x, _Const):
+        return _Const(np.mean(x.value, axis=None if axes is None else tuple(axes), keepdims=keep))
+    rank = len(x.shape)
+    if rank != 4 or axes is None or sorted(_dim(int(d), rank) for d in axes) != [2, 3]:
+        raise _Unsupported(f"ReduceMean over axes {axes} of {list(x.shape)} (only H and W: a global average pool)")
+    y = c.new("global_avgpool", x)
+    return y if keep else c.new("flatten", y, origin=f"{c.origin}/flatten")
+
+
+# ------------------------------------------------ shapes and plumbing
+def _reshape_to(c: _Converter, x: _T, shape: list[int]) -> _T:
+    numel = math.prod(x.shape)
+    if list(x.shape) == shape:
+        return x
+    if math.prod(shape) != numel or any(s < 1 for s in shape):
+        raise _Unsupported(f"cannot reshape {list(x.shape)} to {shape}")
+    # channel shuffle: [1, C, H, W] -> [1, g, C/g, H, W] -> transpose(1, 2) -> [1, C, H, W]
+    if x.pending == "shuffled" and len(shape) == 4 and shape == [1, x.data[0] * x.data[1], *x.shape[3:]]:
+        return c.new("channel_shuffle", _T(x.ref, tuple(c.g.shape(x.ref))), groups=x.data[0])
+    if x.pending is None and len(x.shape) == 4 and len(shape) == 5 and shape[0] == 1 and shape[3:] == list(x.shape[2:]):
+        return _T(x.ref, tuple(shape), "grouped", (shape[1], shape[2]), c.origin)
+    if shape[0] != 1:
+        raise _Unsupported(f"reshape {list(x.shape)} -> {shape} moves the batch dimension")
+    if len(shape) == 2:
+        return c.new("flatten", x)
+    return c.new("reshape", x, shape=shape)
+
+
+@_handler("Reshape")
+def _reshape(c: _Converter, ins, a, node):
+    x = ins[0]
+    target = [int(v) for v in _const(c, ins[1], "the Reshape shape").reshape(-1)]
+    in_shape = list(x.shape)
+    allow_zero = int(a.get("allowzero", 0))
+    shape = []
+    for i, d in enumerate(target):
+        if d == 0 and not allow_zero:
+            if i >= len(in_shape):
+                raise _Unsupported(f"Reshape copies dim {i} of a rank-{len(in_shape)} input")
+            d = in_shape[i]
+        shape.append(d)
+    if shape.count(-1) > 1:
+        raise _Unsupported(f"Reshape to {target} with more than one -1")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        shape[shape.index(-1)] = math.prod(in_shape) // known if known else 0
+    if isinstance(x, _Const):
+        return _Const(x.value.reshape(shape))
+    return _reshape_to(c, x, shape)
+
+
+@_handler("Flatten")
+def _flatten(c: _Converter, ins, a, node):
+    x = ins[0]
+    rank = len(x.shape)
+    axis = int(a.get("axis", 1))
+    axis = axis + rank if axis < 0 else axis
+    shape = [math.prod(x.shape[:axis]), math.prod(x.shape[axis:])]
+    if isinstance(x, _Const):
+        return _Const(x.value.reshape(shape))
+    return _reshape_to(c, x, shape)
+
+
+@_handler("Transpose")
+def _transpose(c: _Converter, ins, a, node):
+    x = ins[0]
+    rank = len(x.shape)
+    perm = [int(p) for p in a.get("perm", list(range(rank))[::-1])]
+    if isinstance(x, _Const):
+        return _Const(np.transpose(x.value, perm))
+    if perm == list(range(rank)):
+        return x
+    if x.pending == "grouped":
+        if perm == [0, 2, 1, 3, 4]:
+            g1, g2 = x.data
+            return _T(x.ref, (1, g2, g1, *x.shape[3:]), "shuffled", (g1, g2), c.origin)
+        x = _T(c.t(x), x.shape)
+    # moving only unit dims keeps the element order: a reshape
+    if [d for d in perm if x.shape[d] != 1] == [d for d in range(rank) if x.shape[d] != 1]:
+        return _reshape_to(c, x, [x.shape[d] for d in perm])
+    raise _Unsupported(f"Transpose {perm} of {list(x.shape)} (the IR has no transpose; only channel shuffles)")
+
+
+@_handler("Concat")
+def _concat(c: _Converter, ins, a, node):
+    if all(isinstance(x, _Const) for x in ins):
+        return _Const(np.concatenate([np.atleast_1d(x.value) for x in ins], axis=int(a["axis"])))
+    if any(isinstance(x, _Const) for x in ins):
+        raise _Unsupported("Concat of a computed tensor and a constant (the IR has no weights)")
+    if len(ins) == 1:
+        return ins[0]
+    return c.new("concat", list(ins), axis=_dim(int(a["axis"]), len(ins[0].shape)))
+
+
+@_handler("Split")
+def _split(c: _Converter, ins, a, node):
+    x = ins[0]
+    outs = [o for o in node.output]
+    axis = _dim(int(a.get("axis", 0)), len(x.shape))
+    n = x.shape[axis]
+    if "split" in a:
+        sections = [int(s) for s in a["split"]]
+    elif _opt(ins, 1) is not None:
+        sections = [int(s) for s in _const(c, ins[1], "the Split sizes").reshape(-1)]
+    else:
+        k = int(a.get("num_outputs", len(outs)))
+        size = -(-n // k)
+        sections = [size] * (n // size) + ([n % size] if n % size else [])
+    if len(sections) != len(outs) or sum(sections) != n:
+        raise _Unsupported(f"Split of {n} elements into {sections} for {len(outs)} outputs")
+    if isinstance(x, _Const):
+        return [_Const(v) for v in np.split(x.value, np.cumsum(sections)[:-1], axis=axis)]
+    if len(sections) == 1:
+        return [x]
+    refs = c.g.add_multi("split", c.t(x), name=c._name(c.origin), sections=sections, axis=axis)
+    return [_T(r, tuple(c.g.shape(r))) for r in refs]
+
+
+def _crop(c: _Converter, x: _T, crops: list[int]) -> _T:
+    """A pending crop: consecutive slices (and negative pads) merge into one ``crop``."""
+    if not any(crops):
+        return x
+    if x.pending == "crop":
+        base, crops = x.ref, [p + q for p, q in zip(x.data, crops)]
+    else:
+        base = c.t(x)
+    ch, h, w = c.g.shape(base)[1:]
+    h, w = h - crops[0] - crops[1], w - crops[2] - crops[3]
+    if h < 1 or w < 1:
+        raise _Unsupported(f"a crop that leaves an empty tensor (crops {crops})")
+    return _T(base, (1, ch, h, w), "crop", tuple(crops), c.origin)
+
+
+@_handler("Pad")
+def _pad(c: _Converter, ins, a, node):
+    x = ins[0]
+    mode = a.get("mode", "constant")
+    if "pads" in a:  # opset < 11
+        pads, value = [int(p) for p in a["pads"]], float(a.get("value", 0.0))
+    else:
+        pads = [int(p) for p in _const(c, ins[1], "the Pad amounts").reshape(-1)]
+        value = 0.0 if _opt(ins, 2) is None else _scalar(ins[2])
+        if value is None:
+            raise _Unsupported("Pad value must be a scalar constant")
+        if _opt(ins, 3) is not None:  # opset 18: the axes the pads apply to
+            rank = len(x.shape)
+            axes = [_dim(int(d), rank) for d in _const(c, ins[3], "the Pad axes").reshape(-1)]
+            full = [0] * (2 * rank)
+            for k, d in enumerate(axes):
+                full[d], full[rank + d] = pads[k], pads[len(axes) + k]
+            pads = full
+    if isinstance(x, _Const):
+        raise _Unsupported("Pad of a constant")
+    rank = len(x.shape)
+    if rank != 4 or len(pads) != 8 or any(pads[i] or pads[4 + i] for i in (0, 1)):
+        raise _Unsupported(f"Pad {pads} of a rank-{rank} tensor (only H and W can be padded)")
+    if mode != "constant":
+        raise _Unsupported(f"Pad mode {mode!r} (only constant)")
+    t, l, b, r = pads[2], pads[3], pads[6], pads[7]
+    both = [t, b, l, r]
+    y = x
+    if any(p > 0 for p in both):
+        y = c.new("pad", y, pads=[max(p, 0) for p in both], value=f32(value))
+    if any(p < 0 for p in both):
+        y = _crop(c, y, [max(-p, 0) for p in both])
+    return y
+
+
+@_handler("Slice")
+def _slice(c: _Converter, ins, a, node):
+    x = ins[0]
+    if "starts" in a:  # opset < 10
+        starts, ends = list(a["starts"]), list(a["ends"])
+        axes = list(a.get("axes", range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts = [int(v) for v in _const(c, ins[1], "Slice starts").reshape(-1)]
+        ends = [int(v) for v in _const(c, ins[2], "Slice ends").reshape(-1)]
+        axes = list(range(len(starts))) if _opt(ins, 3) is None else [int(v) for v in _const(c, ins[3], "Slice axes").reshape(-1)]
+        steps = [1] * len(starts) if _opt(ins, 4) is None else [int(v) for v in _const(c, ins[4], "Slice steps").reshape(-1)]
+    rank = len(x.shape)
+    if isinstance(x, _Const):
+        idx = [slice(None)] * rank
+        for s, e, ax, st in zip(starts, ends, axes, steps):
+            idx[_dim(ax, rank)] = slice(s, e, st)
+        return _Const(x.value[tuple(idx)])
+    crops, other = [0, 0, 0, 0], []
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        d = _dim(ax, rank)
+        size = x.shape[d]
+        lo, hi, step = slice(max(min(s, 2**62), -(2**62)), max(min(e, 2**62), -(2**62)), st).indices(size)
+        if step != 1:
+            raise _Unsupported(f"Slice with step {st} (only step 1)")
+        if hi <= lo:
+            raise _Unsupported(f"Slice leaves nothing of axis {d}")
+        if (lo, hi) == (0, size):
+            continue
+        if rank == 4 and d >= 2:
+            crops[2 * (d - 2)] += lo
+            crops[2 * (d - 2) + 1] += size - hi
+        else:
+            other.append((d, lo, hi))
+    if other:
+        if len(other) > 1 or any(crops) or other[0][0] == 0:
+            raise _Unsupported(f"Slice {list(zip(starts, ends, axes))} of {list(x.shape)} (one non-batch axis, or H and W)")
+        d, lo, hi = other[0]
+        ref = slice_as_split(c.g, c.split_cache, c.t(x), d, lo, hi, c._name(c.origin), c.origins, (c.index,))
+        return _T(ref, tuple(c.g.shape(ref)))
+    return _crop(c, x, crops)
+
+
+def _nearest_factor(c: _Converter, x: _T, scales: list[float] | None, sizes: list[int] | None) -> list[int]:
+    if len(x.shape) != 4:
+        raise _Unsupported(f"resize of a rank-{len(x.shape)} tensor")
+    h, w = x.shape[2:]
+    if sizes is not None:
+        if list(sizes[:2]) != list(x.shape[:2]) or sizes[2] % h or sizes[3] % w:
+            raise _Unsupported(f"nearest resize {list(x.shape)} -> {list(sizes)} by a non-integer factor")
+        return [sizes[2] // h, sizes[3] // w]
+    if scales is None or len(scales) != 4 or scales[0] != 1 or scales[1] != 1:
+        raise _Unsupported(f"resize scales {scales} (only H and W)")
+    if any(float(s) != int(s) or s < 1 for s in scales[2:]):
+        raise _Unsupported(f"nearest resize by non-integer factors {scales[2:]}")
+    return [int(scales[2]), int(scales[3])]
+
+
+# Coordinate modes under which an integer-factor nearest resize reads source floor(dst / f):
+# asymmetric with floor rounding; the half-pixel family with round-to-nearest (ties cannot occur).
+_FLOOR_RESIZE = {("asymmetric", "floor")} | {
+    (m, r) for m in ("half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn") for r in ("round_prefer_floor", "round_prefer_ceil")
+}
+
+
+@_handler("Resize", "Upsample")
+def _resize(c: _Converter, ins, a, node):
+    x = ins[0]
+    mode = a.get("mode", "nearest")
+    if mode != "nearest":
+        raise _Unsupported(f"interpolation mode {mode!r} (the IR's upsample is nearest)")
+    scales = sizes = None
+    if node.op_type == "Upsample":
+        scales = list(a["scales"]) if "scales" in a else [float(v) for v in _const(c, ins[1], "Upsample scales").reshape(-1)]
+    else:
+        key = (a.get("coordinate_transformation_mode", "half_pixel"), a.get("nearest_mode", "round_prefer_floor"))
+        if key not in _FLOOR_RESIZE:
+            raise _Unsupported(f"nearest resize with coordinate_transformation_mode={key[0]!r}, nearest_mode={key[1]!r} "
+                               "(its source pixels differ from the IR's upsample)")
+        if a.get("axes") is not None:
+            raise _Unsupported("Resize with axes")
+        if _opt(ins, 3) is not None and math.prod(ins[3].shape):
+            sizes = [int(v) for v in _const(c, ins[3], "Resize sizes").reshape(-1)]
+        elif _opt(ins, 2) is not None and math.prod(ins[2].shape):
+            scales = [float(v) for v in _const(c, ins[2], "Resize scales").reshape(-1)]
+        else:
+            raise _Unsupported("Resize without scales or sizes")
+    scale = _nearest_factor(c, x, scales, sizes)
+    return x if scale == [1, 1] else c.new("upsample", x, scale=scale, mode="nearest")
+
+
+@_handler("Identity")
+def _identity(c: _Converter, ins, a, node):
+    return ins[0]
+
+
+@_handler("Dropout")
+def _dropout(c: _Converter, ins, a, node):
+    if len(node.output) > 1 and node.output[1] and c.readers.get(node.output[1], 0):
+        raise _Unsupported("Dropout whose mask is read")
+    return [ins[0], None]
+
+
+@_handler("Cast")
+def _cast(c: _Converter, ins, a, node):
+    from onnx import helper
+
+    x = ins[0]
+    to = helper.tensor_dtype_to_np_dtype(int(a["to"]))
+    if isinstance(x, _Const):
+        return _Const(x.value.astype(to))
+    if np.dtype(to).kind != "f":
+        raise _Unsupported(f"Cast of a computed tensor to {np.dtype(to).name}")
+    return x
+
+
+@_handler("Constant")
+def _constant(c: _Converter, ins, a, node):
+    from onnx import numpy_helper
+
+    for attr in node.attribute:
+        if attr.name == "value":
+            return _Const(numpy_helper.to_array(attr.t))
+    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in a:
+            return _Const(np.array(a[key], dtype=dtype))
+    raise _Unsupported(f"Constant with attribute(s) {sorted(a)}")
+
+
+@_handler("ConstantOfShape")
+def _constant_of_shape(c: _Converter, ins, a, node):
+    from onnx import numpy_helper
+
+    shape = [int(v) for v in _const(c, ins[0], "the ConstantOfShape shape").reshape(-1)]
+    value = np.zeros(1, np.float32)
+    for attr in node.attribute:
+        if attr.name == "value":
+            value = numpy_helper.to_array(attr.t).reshape(-1)
+    return _Const(np.full(shape, value[0], dtype=value.dtype))
+
+
+@_handler("Shape")
+def _shape(c: _Converter, ins, a, node):
+    shape = np.array(ins[0].shape, dtype=np.int64)
+    rank = len(shape)
+    start = int(a.get("start", 0))
+    end = a.get("end")
+    return _Const(shape[start: rank if end is None else int(end)])
+
+
+def _const_only(fn: Callable[..., np.ndarray]):
+    def handler(c: _Converter, ins, a, node):
+        if not all(x is None or isinstance(x, _Const) for x in ins):
+            raise _Unsupported(f"{node.op_type} of a computed tensor (supported on constants only)")
+        return _Const(fn(c, [None if x is None else x.value for x in ins], a))
+
+    return handler
+
+
+def _axes(vals: list, a: dict) -> list[int] | None:
+    if "axes" in a:
+        return [int(v) for v in a["axes"]]
+    if len(vals) > 1 and vals[1] is not None:
+        return [int(v) for v in vals[1].reshape(-1)]
+    return None
+
+
+def _unsqueeze(c, vals, a):
+    y = vals[0]
+    for ax in sorted(_axes(vals, a)):
+        y = np.expand_dims(y, ax if ax >= 0 else ax + y.ndim + 1)
+    return y
+
+
+def _squeeze(c, vals, a):
+    axes = _axes(vals, a)
+    return np.squeeze(vals[0]) if axes is None else np.squeeze(vals[0], axis=tuple(axes))
+
+
+def _gather(c, vals, a):
+    return np.take(vals[0], vals[1].astype(np.int64), axis=int(a.get("axis", 0)))
+
+
+HANDLERS.update({
+    "Unsqueeze": _const_only(_unsqueeze),
+    "Squeeze": _const_only(_squeeze),
+    "Gather": _const_only(_gather),
+    "Floor": _const_only(lambda c, v, a: np.floor(v[0])),
+    "Ceil": _const_only(lambda c, v, a: np.ceil(v[0])),
+    "Sqrt": _const_only(lambda c, v, a: np.sqrt(v[0])),
+    "Neg": _const_only(lambda c, v, a: np.negative(v[0])),
+    "Range": _const_only(lambda c, v, a: np.arange(v[0], v[1], v[2])),
+    "Equal": _const_only(lambda c, v, a: np.equal(v[0], v[1])),
+    "Where": _const_only(lambda c, v, a: np.where(v[0], v[1], v[2])),
+    "Expand": _const_only(lambda c, v, a: v[0] * np.ones(tuple(int(d) for d in v[1]), dtype=v[0].dtype)),
+    "ReduceProd": _const_only(lambda c, v, a: np.prod(v[0], axis=None if _axes(v, a) is None else tuple(_axes(v, a)),
+                                                      keepdims=bool(a.get("keepdims", 1)))),
+})
+
+
+# ---------------------------------------------------------------- the entry point
+def _load(model: Any) -> tuple["onnx.ModelProto", str, str]:
+    """(ModelProto, default name, base dir of external data)."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model, model.graph.name or "onnx-model", ""
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        m = onnx.load_model_from_string(bytes(model))
+        return m, m.graph.name or "onnx-model", ""
+    path = Path(model)
+    if not path.is_file():
+        raise UnsupportedModelError(f"{path}: no such ONNX file")
+    try:
+        m = onnx.load(str(path), load_external_data=False)  # weights are read for their shapes only
+    except Exception as e:  # DecodeError and friends: not an ONNX file
+        raise UnsupportedModelError(f"{path}: not a readable ONNX model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    return m, path.stem, str(path.parent)
+
+
+def _input_shape(vi: Any, model: str, override: list[int] | None) -> list[int]:
+    t = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type"):
+        raise UnsupportedModelError(f"{model}: input {vi.name!r} is not a tensor")
+    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in t.shape.dim]
+    if override is not None:
+        shape = [int(d) for d in override]
+        if len(shape) != len(dims) or not shape or shape[0] != 1 or min(shape) < 1:
+            raise UnsupportedModelError(f"{model}: input_shape {list(override)} does not fit input {vi.name!r} of rank {len(dims)} "
+                                        "(batch 1, the IR's NCHW layout)")
+        return shape
+    if not dims:
+        raise UnsupportedModelError(f"{model}: input {vi.name!r} has no shape (give input_shape)")
+    if dims[0] is None:
+        dims[0] = 1  # a free batch dimension
+    if dims[0] != 1:
+        raise UnsupportedModelError(f"{model}: input {vi.name!r} has batch {dims[0]}; the IR is batch 1 (give input_shape)")
+    free = [i for i, d in enumerate(dims) if d is None]
+    if free:
+        names = [t.shape.dim[i].dim_param or "?" for i in free]
+        raise UnsupportedModelError(f"{model}: input {vi.name!r} has free dimension(s) {names} at axes {free} (give input_shape; --shape on the command line)")
+    return dims
+
+
+def import_onnx(model: Any, input_shape: list[int] | tuple[int, ...] | None = None, name: str | None = None) -> Graph:
+    """Import an ONNX model (a path, a ``onnx.ModelProto`` or its bytes) into an IR graph.
+
+    ``input_shape`` (NCHW, batch 1) replaces the shape of the model's single input; without
+    it a free batch dimension becomes 1 and any other free dimension is an error. Raises
+    :class:`UnsupportedModelError`, one line naming the model, the ONNX node and its op_type,
+    for anything the IR cannot express. The graph's source is ``"onnx"``; its meta holds the
+    producer and opset.
+    """
+    return import_onnx_with_origins(model, input_shape, name)[0]
+
+
+def import_onnx_with_origins(model: Any, input_shape: list[int] | tuple[int, ...] | None = None,
+                             name: str | None = None) -> tuple[Graph, dict[str, tuple[int, ...]]]:
+    """:func:`import_onnx`, plus for each IR node (but the inputs) the positions in
+    ``model.graph.node`` of the ONNX node(s) it came from: a conv's ``Conv``, an fc's ``Gemm``
+    or ``MatMul`` and bias ``Add``. Whoever holds the weights can carry them over with it."""
+    proto, default_name, base_dir = _load(model)
+    name = name or default_name
+    graph = proto.graph
+    opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=1)
+    initializers = {t.name: t for t in graph.initializer}
+    real_inputs = [vi for vi in graph.input if vi.name not in initializers]
+    if not real_inputs:
+        raise UnsupportedModelError(f"{name}: the model has no input")
+    if input_shape is not None and len(real_inputs) != 1:
+        raise UnsupportedModelError(f"{name}: input_shape given but the model has {len(real_inputs)} inputs")
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for i in node.input:
+            if i:
+                readers[i] = readers.get(i, 0) + 1
+    for o in graph.output:
+        readers[o.name] = readers.get(o.name, 0) + 2  # an output is never fused away
+    g = Graph(name=name, source="onnx", meta={"producer": f"{proto.producer_name} {proto.producer_version}".strip(), "opset": opset})
+    c = _Converter(g, name, readers, base_dir)
+    c.opset = opset
+    for t in graph.initializer:
+        c.env[t.name] = _Const(proto=t, base_dir=base_dir)
+    for vi in real_inputs:
+        shape = _input_shape(vi, name, None if input_shape is None else list(input_shape))
+        ref = g.input(shape, name=c._name(vi.name))
+        c.env[vi.name] = _T(ref, tuple(shape))
+    for idx, node in enumerate(graph.node):
+        label = node.name or f"#{idx} -> {node.output[0] if node.output else '?'}"
+        where = f"ONNX node {label!r} ({node.op_type})"
+        c.origin = node.name or (node.output[0] if node.output else node.op_type)
+        c.index = idx
+        c.index_of.setdefault(c.origin, idx)
+        try:
+            if node.domain not in ("", "ai.onnx"):
+                raise _Unsupported(f"operator of domain {node.domain!r}")
+            handler = HANDLERS.get(node.op_type)
+            if handler is None:
+                raise _Unsupported("unsupported operator")
+            ins = []
+            for i in node.input:
+                if not i:
+                    ins.append(None)
+                elif i not in c.env:
+                    raise _Unsupported(f"input {i!r} is produced by no earlier node")
+                else:
+                    ins.append(c.env[i])
+            # a pending pattern read by an operator outside it is materialised (or refused)
+            ins = [_materialize(c, v, node.op_type) for v in ins]
+            out = handler(c, ins, _attrs(node), node)
+            outs = out if isinstance(out, list) else [out]
+            for o, v in zip(node.output, outs):
+                if o:
+                    c.env[o] = v
+                    if isinstance(v, _T) and v.pending:
+                        c.source_of[v] = o
+        except _Unsupported as e:
+            raise UnsupportedModelError(f"{name}: {where}: {e}") from None
+        except IRError as e:
+            raise UnsupportedModelError(f"{name}: {where}: {e}") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+            raise UnsupportedModelError(
+                f"{name}: {where}: cannot map it: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            ) from e
+    outputs = []
+    for o in graph.output:
+        v = c.env.get(o.name)
+        try:
+            if not isinstance(v, _T):
+                raise _Unsupported("is a constant, not computed from the input" if v is not None else "is produced by no node")
+            outputs.append(c.t(v))
+        except (_Unsupported, IRError) as e:
+            raise UnsupportedModelError(f"{name}: graph output {o.name!r}: {e}") from None
+    g.set_outputs(*outputs)
+    _prune_dead(g)
+    try:
+        g.validate()
+    except IRError as e:
+        raise UnsupportedModelError(f"{name}: {e}") from None
+    return g, {k: v for k, v in c.origins.items() if k in g.nodes}
+
+
+#: pending patterns an operator may receive as they are (it continues or ends the pattern)
+_PASSABLE: dict[str, tuple[str, ...]] = {
+    "Mul": ("relu6_plus3", "x_relu6_plus3"),
+    "Div": ("relu6_plus3", "x_relu6_plus3"),
+    "Clip": ("plus3",),
+    "Add": ("matmul",),
+    "Slice": ("crop",),
+    "Pad": ("crop",),
+    "Transpose": ("grouped",),
+    "Reshape": ("shuffled",),
+}
+
+
+def _materialize(c: _Converter, v: Any, op_type: str) -> Any:
+    if op_type in ("Identity", "Dropout"):  # pass any pattern through
+        return v
+    if isinstance(v, _T) and v.pending and v.pending not in _PASSABLE.get(op_type, ()):
+        ref = c.t(v)
+        return _T(ref, tuple(c.g.shape(ref)))
+    return v
+
+
+# ---------------------------------------------------------------- shared with the TFLite importer
+def slice_as_split(g: Graph, cache: dict[tuple, list[str]], ref: str, axis: int, lo: int, hi: int, name: str,
+                   origins: dict, origin: tuple) -> str:
+    """``x[..., lo:hi, ...]`` along ``axis`` as one output of a ``split`` (the IR has no slice
+    but a split may leave outputs unread); slices of one tensor that cut it at the same places
+    share one split node (``torch.chunk`` exports one slice per chunk)."""
+    size = g.shape(ref)[axis]
+    sections = [n for n in (lo, hi - lo, size - hi) if n]
+    key = (ref, axis, tuple(sections))
+    if key not in cache:
+        cache[key] = g.add_multi("split", ref, name=name, sections=sections, axis=axis)
+        origins[split_ref(cache[key][0])[0]] = origin
+    return cache[key][1 if lo else 0]
+
+
+# ---------------------------------------------------------------- window geometry
+def symmetric_conv_padding(hw: tuple[int, ...] | list[int], before: list[int], after: list[int], kernel: list[int],
+                           stride: list[int], dilation: list[int]) -> list[int] | None:
+    """The IR's symmetric conv padding that computes a conv padded by (before, after) per
+    spatial dim, or None. Equal pads are that padding; with fewer pads after than before,
+    padding ``before`` on both sides gives the same windows when the output size is the same
+    (the extra trailing rows/columns are never read)."""
+    if list(before) == list(after):
+        return list(before)
+    for i in range(2):
+        size, eff = hw[i], dilation[i] * (kernel[i] - 1) + 1
+        actual = (size + before[i] + after[i] - eff) // stride[i] + 1
+        sym = (size + 2 * before[i] - eff) // stride[i] + 1
+        if after[i] > before[i] or actual != sym:
+            return None
+    return list(before)
+
+
+def ir_window_count(size: int, k: int, s: int, p: int, ceil: bool) -> int | None:
+    """Output size of an IR pool (PyTorch's rule), or None if the window does not fit."""
+    span = size + 2 * p - k
+    if span < 0:
+        return None
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def ir_avg_divisors(size: int, k: int, s: int, p: int, n: int, count_include_pad: bool) -> list[int]:
+    """PyTorch's avg_pool2d divisor at each of ``n`` output positions along one dim."""
+    out = []
+    for o in range(n):
+        start = o * s - p
+        end = min(start + k, size + p)
+        out.append(end - start if count_include_pad else min(end, size) - max(start, 0))
+    return out
+
+
+def match_pool(kind: str, hw: tuple[int, ...] | list[int], kernel: list[int], stride: list[int], before: list[int],
+               n_out: list[int], divisors_ok: Callable[[list[int], list[int]], bool] | None = None) -> dict | None:
+    """IR pool attributes (padding, ceil_mode[, count_include_pad]) that compute a pool whose
+    windows start at ``o * stride - before`` for ``o < n_out`` (per spatial dim), or None.
+
+    For max pooling that fixes the function (padding never wins a max); for average pooling
+    ``divisors_ok(div_h, div_w)`` must accept the IR's per-position divisors. Defaults are
+    preferred: ``ceil_mode=False`` first, ``count_include_pad=True`` first.
+    """
+    if any(2 * p > k for p, k in zip(before, kernel)):
+        return None
+    for ceil in (False, True):
+        if [ir_window_count(hw[i], kernel[i], stride[i], before[i], ceil) for i in range(2)] != list(n_out):
+            continue
+        if kind == "max":
+            return {"padding": list(before), "ceil_mode": ceil}
+        for cip in (True, False):
+            divs = [ir_avg_divisors(hw[i], kernel[i], stride[i], before[i], n_out[i], cip) for i in range(2)]
+            if divisors_ok(*divs):
+                return {"padding": list(before), "ceil_mode": ceil, "count_include_pad": cip}
+    return None

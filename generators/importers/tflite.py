@@ -1,0 +1,1167 @@
+"""Import TFLite (LiteRT) flatbuffers into the architecture IR.
+
+How
+---
+``import_tflite(path_or_bytes, input_shape=None, name=None)`` reads the flatbuffer with the
+schema module of the ``ai-edge-litert`` wheel (``schema_py_generated``, the one the exporter
+inspects files with; no TensorFlow) and walks the operators of the main subgraph in order
+(TFLite stores them topologically). Constant tensors (those with a buffer) are read lazily:
+weights only for their shapes (the IR carries no weights), a few small ones for their
+values (shapes, axes, pads, scalar operands, per-position maps). Each IR node is named after
+the output tensor of its operator (the part before the converter's first ``;``).
+
+Layout: TFLite is NHWC, the IR NCHW. A rank-4 TFLite tensor ``[1, H, W, C]`` is the IR
+tensor ``[1, C, H, W]``; other ranks keep their order. The importer tracks, for each tensor,
+the permutation between its TFLite axes and its IR axes, so ``TRANSPOSE`` costs nothing in
+the IR and axis arguments (``CONCATENATION``, ``MEAN``, ``SOFTMAX``, ``SPLIT``, slices,
+pads) map to IR axes. A ``RESHAPE`` is an IR ``reshape``/``flatten`` when the element order
+allows it: its input is in NCHW order (e.g. after ``TRANSPOSE [0, 3, 1, 2]``, as the
+exporter writes a general flatten), or only unit dims move, or every reader is a
+``FULLY_CONNECTED`` (Keras' ``Flatten -> Dense``: the column order is the fc's weights'
+business); a rank-4 result is NCHW-literal until a ``TRANSPOSE [0, 2, 3, 1]`` makes it NHWC.
+Anything else (an NHWC-order reshape read by other ops, a graph output in a transposed
+layout) is an error: the IR has no transpose.
+
+Input shapes: a free batch (``shape_signature`` -1) resolves to 1; other free dimensions
+need ``input_shape``; ``input_shape`` is in the IR's layout (NCHW for rank 4, batch 1) and
+replaces the shape of the single input outright.
+
+Mapping
+-------
+- ``CONV_2D`` (grouped when the filter has fewer input channels), ``DEPTHWISE_CONV_2D``
+  (``groups`` = input channels) -> ``conv2d``; a ``PAD`` (zeros) whose sole reader is a
+  VALID conv, and TF ``SAME``, become the conv's symmetric padding where that computes the
+  same windows, else an IR ``pad`` before it; an all-zero bias counts as none (the
+  converter gives a bias-less conv one).
+- ``FULLY_CONNECTED`` -> ``fc`` (a rank > 2 input is flattened first).
+- A fused activation (``RELU``, ``RELU6``, ``RELU_N1_TO_1``, ``TANH``) becomes the IR
+  activation after the op (``relu``, ``relu6``, ``clip(-1, 1)``, ``tanh``).
+- ``ADD``/``MUL`` of two computed tensors -> ``add``/``mul``; ``MUL``/``DIV`` by a scalar ->
+  ``scale``; per-channel constant ``MUL`` (+ ``ADD``) -> ``batchnorm`` (how a standalone
+  batch norm is written); ``ADD(x, 3)`` + ``RELU6`` + ``MUL 1/6`` -> ``hsigmoid`` (and
+  ``x *`` it -> ``hswish``); ``x * LOGISTIC(x)`` -> ``swish``; ``MINIMUM``/``MAXIMUM`` by
+  scalars (or ``MINIMUM`` + ``RELU``) -> ``clip``.
+- ``AVERAGE_POOL_2D``/``MAX_POOL_2D`` (SAME, VALID, after a ``PAD`` or, for max,
+  ``MIRROR_PAD`` SYMMETRIC, and an average pool's per-position ``MUL`` map) -> ``avgpool``/
+  ``maxpool`` with the padding, ``ceil_mode`` and ``count_include_pad`` that compute the
+  same windows and divisors; ``MEAN`` over H, W -> ``global_avgpool`` (+ ``flatten``).
+- ``HARD_SWISH``, ``LOGISTIC``, ``RELU``, ``RELU6``, ``RELU_N1_TO_1``, ``TANH``,
+  ``LEAKY_RELU``, ``PRELU``, ``SOFTMAX`` (beta 1) -> the IR activations.
+- ``CONCATENATION``, ``SPLIT``/``SPLIT_V`` -> ``concat``/``split``; ``RESHAPE``/``SQUEEZE``/
+  ``EXPAND_DIMS`` -> ``reshape``/``flatten`` (above); ``RESHAPE [1, H*W, g, C/g]`` (or
+  ``[1, H, W, g, C/g]``) -> ``TRANSPOSE`` of the last two -> ``RESHAPE [1, H, W, C]`` ->
+  ``channel_shuffle``.
+- ``PAD``/``PADV2`` of H, W -> ``pad``; ``SLICE``/``STRIDED_SLICE`` of H, W with stride 1
+  -> ``crop``, of one other axis -> one output of a ``split`` (the exporter writes a split
+  with unread outputs so; slices cutting at the same places share it);
+  ``RESIZE_NEAREST_NEIGHBOR`` by integer factors (no corner alignment) ->
+  ``upsample``.
+- ``QUANTIZE``/``DEQUANTIZE`` (int8 and fp16 files) vanish (a dequantized constant stays a
+  constant).
+- Anything else raises :class:`UnsupportedModelError`, one line naming the model, the
+  operator's index, its output tensor and its builtin name.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..ir import Graph, IRError
+from .onnx import f32, match_pool, slice_as_split, symmetric_conv_padding
+from .pytorch import UnsupportedModelError, _prune_dead
+
+__all__ = ["import_tflite", "UnsupportedModelError"]
+
+_ACTIVATIONS = {0: None, 1: "relu", 2: "relu_n1_to_1", 3: "relu6", 4: "tanh", 5: "sign_bit"}
+_DTYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16, "FLOAT64": np.float64, "INT32": np.int32, "INT64": np.int64,
+           "INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16, "BOOL": np.bool_}
+_QUANTIZED = {"INT8", "UINT8", "INT16"}
+
+
+class _Unsupported(Exception):
+    """Raised by a handler; the walker adds the model, operator index, tensor and op name."""
+
+
+def _schema():
+    from ai_edge_litert import schema_py_generated as s
+
+    return s
+
+
+def _canonical(rank: int) -> tuple[int, ...]:
+    """TFLite axis i holds IR axis perm[i]: NHWC <-> NCHW for rank 4, identity otherwise."""
+    return (0, 2, 3, 1) if rank == 4 else tuple(range(rank))
+
+
+def _order(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The IR axes in memory order of the TFLite tensor, unit axes left out."""
+    return tuple(p for p in perm if shape[p] != 1)
+
+
+# ---------------------------------------------------------------- values
+@dataclass(frozen=True)
+class _V:
+    """A computed tensor: IR reference and shape, and ``perm`` (TFLite axis i = IR axis
+    perm[i]). A pending value (a ``PAD`` awaiting its conv, ``x + 3`` inside an h-sigmoid)
+    has no IR node yet: ``ref`` is the tensor it derives from, ``data`` its parameters."""
+
+    ref: str
+    shape: tuple[int, ...]
+    perm: tuple[int, ...]
+    pending: str | None = None
+    data: tuple = ()
+    origin: tuple[int, ...] = ()
+
+    @property
+    def tfl_shape(self) -> list[int]:
+        return [self.shape[p] for p in self.perm]
+
+
+_PENDING_WHAT = {
+    "mirror": "a MIRROR_PAD not followed by a max pool (the IR has no mirror padding)",
+    "plus3": "x + 3 outside an h-sigmoid/h-swish pattern (the IR has no scalar add)",
+    "relu6_plus3": "relu6(x + 3) not multiplied by 1/6 (h-sigmoid pattern)",
+    "x_relu6_plus3": "x * relu6(x + 3) not multiplied by 1/6 (h-swish pattern)",
+    "min": "a MINIMUM by a scalar outside a clip pattern (MINIMUM + MAXIMUM or RELU)",
+    "max": "a MAXIMUM by a scalar outside a clip pattern (MAXIMUM + MINIMUM)",
+    "grouped": "a RESHAPE to a channel-grouped view outside a channel-shuffle pattern",
+    "shuffled": "a TRANSPOSE of a channel-grouped view outside a channel-shuffle pattern",
+}
+
+
+class _Const:
+    """A constant tensor: shape now, values on demand (``raw`` as stored, ``real`` dequantized)."""
+
+    def __init__(self, reader: "_Reader" = None, index: int = -1, value: np.ndarray | None = None):
+        self._reader, self._index = reader, index
+        self._value = value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self._value is not None:
+            return tuple(self._value.shape)
+        return tuple(self._reader.tensors[self._index].shape)
+
+    @property
+    def raw(self) -> np.ndarray:
+        if self._value is None:
+            self._value = self._reader.const_value(self._index)
+        return self._value
+
+    @property
+    def real(self) -> np.ndarray:
+        if self._reader is None or self._index < 0:
+            return self.raw.astype(np.float64)
+        return self._reader.dequantized(self._index, self.raw)
+
+
+@dataclass
+class _Tensor:
+    name: str
+    shape: list[int]
+    signature: list[int] | None
+    dtype: str
+    buffer: int
+    variable: bool
+
+
+class _Reader:
+    """The flatbuffer: tensors, operators, constant data (read lazily)."""
+
+    def __init__(self, buf: bytes, model: str):
+        s = _schema()
+        self.s, self.buf, self.model = s, buf, model
+        self.m = s.Model.GetRootAs(buf, 0)
+        if self.m.SubgraphsLength() < 1:
+            raise UnsupportedModelError(f"{model}: the model has no subgraph")
+        names = {v: k for k, v in vars(s.BuiltinOperator).items() if not k.startswith("_") and isinstance(v, int)}
+        types = {v: k for k, v in vars(s.TensorType).items() if not k.startswith("_") and isinstance(v, int)}
+        self.codes = []
+        for i in range(self.m.OperatorCodesLength()):
+            oc = self.m.OperatorCodes(i)
+            code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+            if code == s.BuiltinOperator.CUSTOM:
+                self.codes.append(f"CUSTOM:{(oc.CustomCode() or b'').decode(errors='replace')}")
+            else:
+                self.codes.append(names.get(code, f"BUILTIN_{code}"))
+        self.sg = self.m.Subgraphs(0)
+        self.tensors = []
+        for i in range(self.sg.TensorsLength()):
+            t = self.sg.Tensors(i)
+            sig = [int(v) for v in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else None
+            self.tensors.append(_Tensor(
+                name=(t.Name() or b"").decode(errors="replace"),
+                shape=[int(v) for v in t.ShapeAsNumpy()] if t.ShapeLength() else [],
+                signature=sig, dtype=types.get(t.Type(), str(t.Type())), buffer=t.Buffer(), variable=bool(t.IsVariable()),
+            ))
+
+    def buffer_bytes(self, index: int) -> bytes | None:
+        b = self.tensors[index].buffer
+        if b <= 0 or b >= self.m.BuffersLength() or self.tensors[index].variable:
+            return None
+        bb = self.m.Buffers(b)
+        if bb.DataLength() > 0:
+            return bb.DataAsNumpy().tobytes()
+        if bb.Offset() > 1 and bb.Size() > 0:  # large models keep buffers after the flatbuffer
+            return self.buf[bb.Offset(): bb.Offset() + bb.Size()]
+        return None
+
+    def is_const(self, index: int) -> bool:
+        """The tensor has data (checked without copying it: weights are only read for shapes)."""
+        b = self.tensors[index].buffer
+        if b <= 0 or b >= self.m.BuffersLength() or self.tensors[index].variable:
+            return False
+        bb = self.m.Buffers(b)
+        return bb.DataLength() > 0 or (bb.Offset() > 1 and bb.Size() > 0)
+
+    def const_value(self, index: int) -> np.ndarray:
+        t = self.tensors[index]
+        dtype = _DTYPES.get(t.dtype)
+        if dtype is None:
+            raise _Unsupported(f"a constant of type {t.dtype} ({t.name!r})")
+        data = np.frombuffer(self.buffer_bytes(index), dtype=dtype)
+        return data.reshape(t.shape) if t.shape else data.reshape(())
+
+    def dequantized(self, index: int, raw: np.ndarray) -> np.ndarray:
+        t = self.tensors[index]
+        q = self.sg.Tensors(index).Quantization()
+        if t.dtype not in _QUANTIZED or q is None or q.ScaleLength() == 0:
+            return raw.astype(np.float64)
+        scale = q.ScaleAsNumpy().astype(np.float64)
+        zp = q.ZeroPointAsNumpy().astype(np.float64) if q.ZeroPointLength() else np.zeros_like(scale)
+        if scale.size > 1 and raw.ndim:
+            shape = [1] * raw.ndim
+            shape[q.QuantizedDimension()] = scale.size
+            scale, zp = scale.reshape(shape), zp.reshape(shape)
+        return (raw.astype(np.float64) - zp) * scale
+
+    def options(self, op: Any) -> Any:
+        return self.s.BuiltinOptionsCreator(op.BuiltinOptionsType(), op.BuiltinOptions())
+
+
+# ---------------------------------------------------------------- the walker
+class _Converter:
+    def __init__(self, g: Graph, model: str, reader: _Reader):
+        self.g, self.model, self.r = g, model, reader
+        self.env: dict[int, Any] = {}
+        self.index = -1
+        self.label = ""
+        self.origins: dict[str, tuple[int, ...]] = {}
+        self.readers: dict[int, list[tuple[int, int]]] = {}  # tensor -> (op index, input position)
+        self.outputs: set[int] = set()
+        self.ops: list[tuple[str, list[int], list[int], Any]] = []
+        self.absorbed: dict[int, Any] = {}  # op index -> value its output is (folded into an earlier op)
+        self._materialized: dict[_V, str] = {}
+        self.split_cache: dict[tuple, list[str]] = {}
+
+    def _name(self, base: str) -> str:
+        base = (base or "node").replace(":", "_")
+        name, k = base, 1
+        while name in self.g.nodes:
+            name = f"{base}_{k}"
+            k += 1
+        return name
+
+    def label_of(self, index: int) -> str:
+        name, _, outs, _ = self.ops[index]
+        t = self.r.tensors[outs[0]].name.split(";")[0] if outs else ""
+        return t or f"{name.lower()}_{index}"
+
+    def add(self, op: str, refs: list[str], origin: tuple[int, ...] | None = None, suffix: str = "", **attrs) -> str:
+        origin = origin or (self.index,)
+        ref = self.g.add(op, refs, name=self._name(self.label_of(origin[-1]) + suffix), **attrs)
+        self.origins[ref] = origin
+        return ref
+
+    def t(self, v: Any) -> str:
+        """The IR reference of a tensor value (materialising a pending pattern)."""
+        if isinstance(v, _Const) or v is None:
+            raise _Unsupported("a constant tensor where the IR needs a computed one (the IR has no weights)")
+        if v.pending is None:
+            return v.ref
+        if v in self._materialized:
+            return self._materialized[v]
+        if v.pending == "padded":
+            t, b, l, r, value = v.data
+            ref = self.add("pad", [v.ref], v.origin, pads=[t, b, l, r], value=float(value))
+        elif v.pending == "affine":
+            ref = self.add("batchnorm", [v.ref], v.origin, eps=0.0)
+        elif v.pending == "max" and v.data[0] == 0.0:
+            ref = self.add("relu", [v.ref], v.origin)
+        else:
+            raise _Unsupported(_PENDING_WHAT[v.pending])
+        self._materialized[v] = ref
+        return ref
+
+    def new(self, op: str, inputs: list[Any] | Any, perm: tuple[int, ...] | None = None, origin: tuple[int, ...] | None = None,
+            suffix: str = "", **attrs) -> _V:
+        xs = inputs if isinstance(inputs, list) else [inputs]
+        ref = self.add(op, [self.t(x) for x in xs], origin, suffix, **attrs)
+        shape = tuple(self.g.shape(ref))
+        return _V(ref, shape, perm if perm is not None and len(perm) == len(shape) else _canonical(len(shape)))
+
+    def plain(self, v: Any) -> _V:
+        ref = self.t(v)
+        return _V(ref, tuple(self.g.shape(ref)), v.perm)
+
+    def sole(self, tensor: int) -> bool:
+        return len(self.readers.get(tensor, [])) == 1 and tensor not in self.outputs
+
+    def only_reader(self, tensor: int) -> tuple[str, int, int] | None:
+        """(op name, op index, input position) of the sole reader of ``tensor``, if any."""
+        if not self.sole(tensor):
+            return None
+        i, pos = self.readers[tensor][0]
+        return self.ops[i][0], i, pos
+
+
+def _std(c: _Converter, v: Any, what: str = "") -> _V:
+    """``v`` as a tensor in its rank's standard layout (NHWC for rank 4), or an error."""
+    if not isinstance(v, _V):
+        raise _Unsupported(f"a constant {what or 'operand'} where a computed tensor is needed (the IR has no weights)")
+    canon = _canonical(len(v.shape))
+    if v.perm == canon or _order(v.shape, v.perm) == _order(v.shape, canon):
+        return v if v.perm == canon else _V(v.ref, v.shape, canon, v.pending, v.data, v.origin)
+    raise _Unsupported(f"a tensor in a transposed layout (TFLite axes = IR axes {list(v.perm)}) where "
+                       f"{what or 'this operator'} needs {'NHWC' if len(v.shape) == 4 else 'the plain order'} (the IR has no transpose)")
+
+
+def _act(c: _Converter, v: _V, code: int) -> _V:
+    kind = _ACTIVATIONS.get(code, f"code {code}")
+    if kind is None:
+        return v
+    if kind == "relu6" and v.pending == "plus3":
+        return _V(v.ref, v.shape, v.perm, "relu6_plus3", (), v.origin)
+    if kind == "relu" and v.pending == "min":
+        return c.new("clip", _V(v.ref, v.shape, v.perm), v.perm, suffix="/relu", min=0.0, max=v.data[0])
+    if kind in ("relu", "relu6", "tanh"):
+        return c.new(kind, v, v.perm, suffix=f"/{kind}")
+    if kind == "relu_n1_to_1":
+        return c.new("clip", v, v.perm, suffix="/clip", min=-1.0, max=1.0)
+    raise _Unsupported(f"fused activation {kind}")
+
+
+def _int_list(v: Any, what: str) -> list[int]:
+    if not isinstance(v, _Const):
+        raise _Unsupported(f"{what} must be a constant")
+    return [int(x) for x in v.raw.reshape(-1)]
+
+
+def _scalar(v: Any) -> float | None:
+    if isinstance(v, _Const) and math.prod(v.shape) == 1:
+        return float(v.real.reshape(-1)[0])
+    return None
+
+
+# ---------------------------------------------------------------- handlers
+# (converter, op index, inputs (values or None), input tensor indices, output tensor indices, options)
+Handler = Callable[..., Any]
+HANDLERS: dict[str, Handler] = {}
+
+
+def _handler(*names: str):
+    def deco(fn: Handler) -> Handler:
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+
+    return deco
+
+
+def _tf_same(size: int, k: int, s: int, d: int = 1) -> tuple[int, int]:
+    eff = d * (k - 1) + 1
+    out = -(-size // s)
+    total = max((out - 1) * s + eff - size, 0)
+    return total // 2, total - total // 2
+
+
+def _window_pads(c: _Converter, x: _V, padding: int, kernel: list[int], stride: list[int], dilation: list[int],
+                 fold: str | None) -> tuple[_V, list[int], list[int]]:
+    """(input, before, after) of a windowed op: TF SAME/VALID, and a pending pad folded in
+    (``fold``: the pending kind this op takes, or None)."""
+    s = c.r.s
+    if padding == s.Padding.SAME:
+        if x.pending in ("padded", "mirror"):
+            x = c.plain(x)
+        pads = [_tf_same(x.shape[2 + i], kernel[i], stride[i], dilation[i]) for i in range(2)]
+        return x, [p[0] for p in pads], [p[1] for p in pads]
+    if x.pending is not None and x.pending == fold and (fold != "padded" or x.data[4] == 0.0):
+        t, b, l, r = x.data[:4]
+        base = _V(x.ref, tuple(c.g.shape(x.ref)), x.perm)
+        return base, [t, l], [b, r]
+    if x.pending is not None:
+        x = c.plain(x)
+    return x, [0, 0], [0, 0]
+
+
+def _bias_of(c: _Converter, ins: list[Any]) -> bool:
+    b = ins[2] if len(ins) > 2 else None
+    if b is None:
+        return False
+    if not isinstance(b, _Const):
+        raise _Unsupported("a bias computed from the input")
+    return bool(np.any(b.raw != 0))  # the converter gives a bias-less conv an all-zero bias
+
+
+@_handler("CONV_2D", "DEPTHWISE_CONV_2D")
+def _conv(c: _Converter, i, ins, tin, tout, o):
+    name = c.ops[i][0]
+    x, w = ins[0], ins[1]
+    if not isinstance(w, _Const) or len(w.shape) != 4:
+        raise _Unsupported("a filter that is not a constant 4-d tensor")
+    x = _std(c, x, "a convolution") if not (isinstance(x, _V) and x.pending == "padded") else x
+    cin = x.shape[1]
+    if name == "CONV_2D":
+        cout, kh, kw, cin_g = w.shape
+        if cin % cin_g:
+            raise _Unsupported(f"input has {cin} channels, the filter {list(w.shape)} expects a multiple of {cin_g}")
+        groups = cin // cin_g
+    else:
+        _, kh, kw, cout = w.shape
+        if cout % cin:
+            raise _Unsupported(f"depthwise filter {list(w.shape)} on {cin} input channels")
+        groups = cin
+    stride, dilation = [o.strideH, o.strideW], [o.dilationHFactor, o.dilationWFactor]
+    x, before, after = _window_pads(c, x, o.padding, [kh, kw], stride, dilation, "padded")
+    padding = symmetric_conv_padding(x.shape[2:], before, after, [kh, kw], stride, dilation)
+    if padding is None:
+        x = c.new("pad", x, suffix="/pad", pads=[before[0], after[0], before[1], after[1]], value=0.0)
+        padding = [0, 0]
+    y = c.new("conv2d", x, out_channels=int(cout), kernel=[int(kh), int(kw)], stride=stride, padding=padding,
+              dilation=dilation, groups=int(groups), bias=_bias_of(c, ins))
+    return _act(c, y, o.fusedActivationFunction)
+
+
+@_handler("FULLY_CONNECTED")
+def _fc(c: _Converter, i, ins, tin, tout, o):
+    x, w = ins[0], ins[1]
+    if not isinstance(x, _V):
+        raise _Unsupported("a constant input")
+    if not isinstance(w, _Const) or len(w.shape) != 2:
+        raise _Unsupported("weights that are not a constant matrix")
+    if o.keepNumDims and len(x.shape) > 2:
+        raise _Unsupported(f"keep_num_dims on a rank-{len(x.shape)} input")
+    if len(x.shape) != 2 or x.pending is not None:
+        x = c.plain(x) if x.pending is not None else x
+        if len(x.shape) != 2:  # FULLY_CONNECTED flattens its input (the weights absorb the column order)
+            x = c.new("flatten", x, suffix="/flatten")
+    if x.shape[1] != w.shape[1]:
+        raise _Unsupported(f"input has {x.shape[1]} features, the weights {list(w.shape)} expect {w.shape[1]}")
+    y = c.new("fc", x, out_features=int(w.shape[0]), bias=_bias_of(c, ins))
+    return _act(c, y, o.fusedActivationFunction)
+
+
+def _pool(c: _Converter, i, ins, tin, tout, o, kind: str):
+    x = ins[0]
+    if not isinstance(x, _V) or len(x.shape) != 4:
+        raise _Unsupported("pooling of a tensor that is not a computed rank-4 tensor")
+    if x.pending not in ("padded", "mirror"):
+        x = _std(c, x, "a pool")
+    kernel, stride = [o.filterHeight, o.filterWidth], [o.strideH, o.strideW]
+    s = c.r.s
+    fold = "mirror" if kind == "max" else "padded"
+    src = x
+    x, before, after = _window_pads(c, x, o.padding, kernel, stride, [1, 1], fold)
+    x = _std(c, x, "a pool")
+    hw = x.shape[2:]
+    n_out = [(hw[d] + before[d] + after[d] - kernel[d]) // stride[d] + 1 if o.padding != s.Padding.SAME else -(-hw[d] // stride[d])
+             for d in range(2)]
+    origin = (i,) if src.pending is None or src is x else (*src.origin, i)
+    if kind == "max":
+        if src.pending == "mirror" and not _mirror_ok(hw, kernel, stride, before, after, n_out, src.data[4]):
+            raise _Unsupported(f"MIRROR_PAD {before + after} before a max pool whose windows read mirrored values of other windows")
+        attrs = match_pool("max", hw, kernel, stride, before, n_out)
+        if attrs is None:
+            raise _Unsupported(f"a max pool with pads {before}/{after} that no symmetric padding reproduces")
+        y = c.new("maxpool", x, origin=origin, kernel=kernel, stride=stride, **attrs)
+        return _act(c, y, o.fusedActivationFunction)
+    # average: TF divides by the window's real elements under SAME, by k*k otherwise (zeros of a PAD count)
+    if o.padding == s.Padding.SAME:
+        divs = [[min(q * stride[d] - before[d] + kernel[d], hw[d]) - max(q * stride[d] - before[d], 0) for q in range(n_out[d])]
+                for d in range(2)]
+    else:
+        divs = [[kernel[d]] * n_out[d] for d in range(2)]
+    base = np.outer(divs[0], divs[1]).astype(np.float64)
+    # a per-position MUL right after (the exporter's correction map) is part of the pool
+    correction, mul_op, act, rtol = None, None, o.fusedActivationFunction, 1e-5
+    reader = c.only_reader(tout[0])
+    if reader is not None and reader[0] == "MUL" and act == 0:
+        _, j, pos = reader
+        other = c.ops[j][1][1 - pos]
+        k = c.env.get(other) or (_Const(c.r, other) if c.r.is_const(other) else None)  # (fp16: DEQUANTIZE'd)
+        if isinstance(k, _Const) and math.prod(k.shape) == n_out[0] * n_out[1] \
+                and [d for d in k.shape if d != 1] == [d for d in n_out if d != 1]:
+            correction = k.real.reshape(n_out)
+            mul_op = j
+            # a map stored in fp16 (DEQUANTIZE'd) or int8 is only close to the exact one
+            exact = c.r.is_const(other) and c.r.tensors[other].dtype == "FLOAT32"
+            rtol = 1e-5 if exact else 2e-2
+    effective = base / correction if correction is not None else base
+
+    def ok(dh: list[int], dw: list[int]) -> bool:
+        return bool(np.allclose(np.outer(dh, dw), effective, rtol=rtol, atol=0))
+
+    attrs = match_pool("avg", hw, kernel, stride, before, n_out, ok)
+    if attrs is None and correction is not None:  # the MUL is something else: leave it to itself
+        correction, mul_op, effective = None, None, base
+        attrs = match_pool("avg", hw, kernel, stride, before, n_out, ok)
+    if attrs is None:
+        raise _Unsupported(f"an average pool with pads {before}/{after} that no symmetric padding reproduces")
+    if mul_op is not None:
+        origin = (*origin, mul_op)
+    y = c.new("avgpool", x, origin=origin, kernel=kernel, stride=stride, **attrs)
+    if mul_op is not None:
+        mul_opts = c.r.options(c.ops[mul_op][3])
+        c.absorbed[mul_op] = mul_opts.fusedActivationFunction  # applied when the walker reaches it
+        return y
+    return _act(c, y, act)
+
+
+def _mirror_ok(hw, kernel, stride, before, after, n_out, edge: bool) -> bool:
+    """Every window that reads mirrored rows also reads the rows they copy (so the max is
+    that of its real elements, as with PyTorch's -inf padding): for replicated edges any
+    window holding a real element; for a wider SYMMETRIC pad, one whose real part is at
+    least as long as its padded part on each side."""
+    for d in range(2):
+        for q in range(n_out[d]):
+            start = q * stride[d] - before[d]
+            real = min(start + kernel[d], hw[d]) - max(start, 0)
+            need = 1 if edge else max(1, -start, start + kernel[d] - hw[d])
+            if real < need:
+                return False
+    return True
+
+
+HANDLERS["MAX_POOL_2D"] = lambda c, i, ins, tin, tout, o: _pool(c, i, ins, tin, tout, o, "max")
+HANDLERS["AVERAGE_POOL_2D"] = lambda c, i, ins, tin, tout, o: _pool(c, i, ins, tin, tout, o, "avg")
+
+
+@_handler("MEAN")
+def _mean(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if not isinstance(x, _V):
+        raise _Unsupported("MEAN of a constant")
+    rank = len(x.shape)
+    axes = sorted({x.perm[a % rank] for a in _int_list(ins[1], "MEAN axes")})
+    if rank != 4 or axes != [2, 3]:
+        raise _Unsupported(f"MEAN over IR axes {axes} of {list(x.shape)} (only H and W: a global average pool)")
+    y = c.new("global_avgpool", x, x.perm)
+    return y if o.keepDims else c.new("flatten", y, suffix="/flatten")
+
+
+def _affine_const(c: _Converter, x: _V, k: Any) -> bool:
+    """``k`` is a per-channel constant broadcasting along the channel axis of ``x``."""
+    if not isinstance(k, _Const) or len(x.shape) not in (2, 4) or x.shape[1] < 2:
+        return False
+    shape = [d for d in k.shape]
+    ch = x.perm.index(1)  # TFLite axis of the channels
+    want = [1] * len(x.shape)
+    want[ch] = x.shape[1]
+    return shape == [x.shape[1]] or shape == want or shape == want[len(want) - len(shape):]
+
+
+@_handler("ADD", "MUL", "SUB", "DIV")
+def _binary(c: _Converter, i, ins, tin, tout, o):
+    op = c.ops[i][0]
+    a, b = ins[0], ins[1]
+    act = o.fusedActivationFunction if o is not None else 0
+    if isinstance(a, _Const) and op in ("ADD", "MUL"):
+        a, b = b, a
+    if not isinstance(a, _V):
+        raise _Unsupported(f"{op} of constants, or of a constant by a computed tensor")
+    if a.pending == "affine" and not (op == "ADD" and _affine_const(c, a, b)):
+        a = c.plain(a)
+    if isinstance(b, _V) and b.pending == "affine":
+        b = c.plain(b)
+    if isinstance(b, _V):
+        if op == "MUL":
+            for p, q, tq in ((a, b, tin[1]), (b, a, tin[0])):
+                if p.pending is not None:
+                    continue
+                if q.pending == "relu6_plus3" and p.ref == q.ref and c.sole(tq):
+                    return _act_pending(c, _V(p.ref, p.shape, p.perm, "x_relu6_plus3", (), (i,)), act)
+                gate = c.g.nodes.get(q.ref) if q.pending is None else None
+                if gate is not None and gate.op == "sigmoid" and gate.inputs == [p.ref] and c.sole(tq):
+                    # x * LOGISTIC(x): the LOGISTIC's node is left unread and pruned at the end
+                    return _act(c, c.new("swish", p, p.perm), act)
+        if op in ("ADD", "MUL"):
+            a, b = _same_layout(c, a, b)
+            if len(a.shape) != len(b.shape):
+                raise _Unsupported(f"{op} of tensors of different rank {a.tfl_shape} and {b.tfl_shape}")
+            return _act(c, c.new(op.lower(), [a, b], a.perm), act)
+        raise _Unsupported(f"{op} of two computed tensors (the IR has no element-wise {op.lower()})")
+    v = _scalar(b)
+    if v is None:
+        if op in ("MUL", "ADD") and _affine_const(c, a, b):
+            if op == "MUL" and a.pending is None and act == 0 and c.sole(tout[0]) and (c.only_reader(tout[0]) or ("",))[0] == "ADD":
+                return _V(a.ref, a.shape, a.perm, "affine", (), (i,))
+            origin = (*a.origin, i) if a.pending == "affine" else (i,)
+            base = _V(a.ref, a.shape, a.perm) if a.pending == "affine" else a
+            return _act(c, c.new("batchnorm", base, a.perm, origin=origin, eps=0.0), act)
+        raise _Unsupported(f"{op} by a constant tensor of shape {list(getattr(b, 'shape', []))} (the IR has no weights)")
+    if op == "SUB":
+        op, v = "ADD", -v
+    if op == "DIV":
+        if v == 0:
+            raise _Unsupported("division by zero")
+        op, v = "MUL", 1.0 / v
+    if op == "MUL":
+        if abs(v * 6 - 1) < 1e-2 and a.pending == "relu6_plus3":  # 1/6 (quantized in int8 files)
+            return _act(c, c.new("hsigmoid", _V(a.ref, a.shape, a.perm), a.perm, origin=(*a.origin, i)), act)
+        if abs(v * 6 - 1) < 1e-2 and a.pending == "x_relu6_plus3":
+            return _act(c, c.new("hswish", _V(a.ref, a.shape, a.perm), a.perm, origin=(*a.origin, i)), act)
+        if v == 1:
+            return _act(c, a, act)
+        return _act(c, c.new("scale", a, a.perm, factor=f32(v)), act)
+    if v == 0:
+        return _act(c, a, act)
+    if abs(v - 3) < 1e-2 and a.pending is None and c.sole(tout[0]):
+        return _act_pending(c, _V(a.ref, a.shape, a.perm, "plus3", (), (i,)), act)
+    raise _Unsupported(f"adding the scalar {v:g} (the IR has no scalar add)")
+
+
+def _act_pending(c: _Converter, v: _V, act: int) -> _V:
+    if act == 0:
+        return v
+    if v.pending == "plus3" and _ACTIVATIONS.get(act) == "relu6":
+        return _V(v.ref, v.shape, v.perm, "relu6_plus3", (), v.origin)
+    return _act(c, c.plain(v), act)
+
+
+def _same_layout(c: _Converter, a: _V, b: _V) -> tuple[_V, _V]:
+    if a.perm == b.perm:
+        return a, b
+    if len(a.shape) == len(b.shape):
+        return _std(c, a, "an element-wise op"), _std(c, b, "an element-wise op")
+    raise _Unsupported(f"operands of different rank {a.tfl_shape} and {b.tfl_shape}")
+
+
+@_handler("MINIMUM", "MAXIMUM")
+def _minmax(c: _Converter, i, ins, tin, tout, o):
+    op = c.ops[i][0]
+    a, b = ins
+    if isinstance(a, _Const):
+        a, b = b, a
+    v = _scalar(b)
+    if not isinstance(a, _V) or v is None:
+        raise _Unsupported(f"{op} that is not a clamp by a scalar constant")
+    if op == "MAXIMUM" and a.pending == "min":
+        return c.new("clip", _V(a.ref, a.shape, a.perm), a.perm, origin=(*a.origin, i), min=f32(v), max=a.data[0])
+    if op == "MINIMUM" and a.pending == "max":
+        return c.new("clip", _V(a.ref, a.shape, a.perm), a.perm, origin=(*a.origin, i), min=a.data[0], max=f32(v))
+    if a.pending is not None:
+        a = c.plain(a)
+    return _V(a.ref, a.shape, a.perm, "min" if op == "MINIMUM" else "max", (f32(v),), (i,))
+
+
+def _unary(op: str):
+    def handler(c: _Converter, i, ins, tin, tout, o):
+        x = ins[0]
+        if not isinstance(x, _V):
+            raise _Unsupported("an activation of a constant")
+        return c.new(op, x, x.perm)
+
+    return handler
+
+
+for _name, _op in (("HARD_SWISH", "hswish"), ("TANH", "tanh")):
+    HANDLERS[_name] = _unary(_op)
+
+
+@_handler("RELU", "RELU6", "RELU_N1_TO_1")
+def _relu(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if not isinstance(x, _V):
+        raise _Unsupported("an activation of a constant")
+    code = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}[c.ops[i][0]]
+    if x.pending in ("plus3", "min"):
+        return _act(c, _V(x.ref, x.shape, x.perm, x.pending, x.data, (*x.origin, i)), code)
+    kind = _ACTIVATIONS[code]
+    if kind == "relu_n1_to_1":
+        return c.new("clip", x, x.perm, min=-1.0, max=1.0)
+    return c.new(kind, x, x.perm)
+
+
+HANDLERS["LOGISTIC"] = _unary("sigmoid")  # x * LOGISTIC(x) replaces it by a swish (see _binary)
+
+
+@_handler("LEAKY_RELU")
+def _leaky(c: _Converter, i, ins, tin, tout, o):
+    return c.new("leaky_relu", ins[0], ins[0].perm, alpha=f32(o.alpha))
+
+
+@_handler("PRELU")
+def _prelu(c: _Converter, i, ins, tin, tout, o):
+    x, alpha = ins
+    if not isinstance(alpha, _Const):
+        raise _Unsupported("a slope computed from the input")
+    n = math.prod(alpha.shape)
+    if n != 1 and (len(x.shape) < 2 or n != x.shape[1]):
+        raise _Unsupported(f"PRELU with {n} slopes on an input of shape {x.tfl_shape}")
+    return c.new("prelu", _std(c, x, "PRELU") if n > 1 else x, num_parameters=int(n))
+
+
+@_handler("SOFTMAX")
+def _softmax(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if abs(o.beta - 1.0) > 1e-6:
+        raise _Unsupported(f"softmax with beta={o.beta:g}")
+    return c.new("softmax", x, x.perm, axis=x.perm[-1])
+
+
+@_handler("CONCATENATION")
+def _concat(c: _Converter, i, ins, tin, tout, o):
+    if not all(isinstance(x, _V) for x in ins):
+        raise _Unsupported("a constant operand (the IR has no weights)")
+    xs = list(ins)
+    if len({x.perm for x in xs}) > 1:
+        xs = [_std(c, x, "CONCATENATION of tensors in different layouts") for x in xs]
+    rank = len(xs[0].shape)
+    if len(xs) == 1:
+        return _act(c, xs[0], o.fusedActivationFunction)
+    y = c.new("concat", xs, xs[0].perm, axis=xs[0].perm[o.axis % rank])
+    return _act(c, y, o.fusedActivationFunction)
+
+
+def _split_into(c: _Converter, x: _V, sections: list[int], tfl_axis: int) -> list[_V]:
+    rank = len(x.shape)
+    axis = x.perm[tfl_axis % rank]
+    if sum(sections) != x.shape[axis]:
+        raise _Unsupported(f"split of {x.shape[axis]} elements into {sections}")
+    if len(sections) == 1:
+        return [x]
+    refs = c.g.add_multi("split", c.t(x), name=c._name(c.label_of(c.index)), sections=sections, axis=axis)
+    c.origins[refs[0].rpartition(":")[0]] = (c.index,)
+    return [_V(r, tuple(c.g.shape(r)), x.perm) for r in refs]
+
+
+@_handler("SPLIT")
+def _split(c: _Converter, i, ins, tin, tout, o):
+    axis, x = ins
+    [ax] = _int_list(axis, "the SPLIT axis")
+    n = x.tfl_shape[ax % len(x.shape)]
+    k = o.numSplits
+    if k < 1 or n % k:
+        raise _Unsupported(f"SPLIT of {n} elements into {k}")
+    return _split_into(c, x, [n // k] * k, ax)
+
+
+@_handler("SPLIT_V")
+def _split_v(c: _Converter, i, ins, tin, tout, o):
+    x, sizes, axis = ins
+    [ax] = _int_list(axis, "the SPLIT_V axis")
+    sections = _int_list(sizes, "the SPLIT_V sizes")
+    if -1 in sections:
+        n = x.tfl_shape[ax % len(x.shape)]
+        sections[sections.index(-1)] = n - (sum(sections) + 1)
+    return _split_into(c, x, sections, ax)
+
+
+def _reshape_to(c: _Converter, i: int, x: _V, target: list[int], tout: list[int]) -> _V:
+    """A RESHAPE of ``x`` to the TFLite shape ``target`` (resolved, batch included)."""
+    tfl = x.tfl_shape
+    numel = math.prod(tfl)
+    if -1 in target:
+        known = math.prod(d for d in target if d != -1)
+        target = [numel // known if d == -1 else d for d in target]
+    if math.prod(target) != numel or any(d < 1 for d in target):
+        raise _Unsupported(f"cannot reshape {tfl} to {target}")
+    if target == tfl and x.pending is None:
+        return x
+    # channel shuffle: [1, H, W, C] -> [1, H*W, g, C/g] or [1, H, W, g, C/g] -> swap the last two -> [1, H, W, C]
+    if x.pending == "shuffled":
+        _, ch, h, w = c.g.shape(x.ref)
+        if target == [1, h, w, ch]:
+            return c.new("channel_shuffle", _V(x.ref, tuple(c.g.shape(x.ref)), _canonical(4)), origin=(*x.origin, i), groups=x.data[0])
+        raise _Unsupported(_PENDING_WHAT["shuffled"])
+    if x.pending is not None:
+        x = c.plain(x)
+    if len(x.shape) == 4 and x.perm == _canonical(4) and x.shape[1] > 1 and x.shape[2] * x.shape[3] > 1:
+        _, ch, h, w = x.shape
+        lead = target[:-2]
+        if lead in ([1, h * w], [1, h, w]) and target[-2] * target[-1] == ch and target[-2] > 1 and target[-1] > 1:
+            reader = c.only_reader(tout[0])
+            if reader is not None and reader[0] == "TRANSPOSE":
+                return _V(x.ref, x.shape, x.perm, "grouped", (target[-2], target[-1], len(target)), (i,))
+    ident = tuple(range(len(x.shape)))
+    if _order(x.shape, x.perm) == _order(x.shape, ident):
+        # the data is in the IR's (NCHW) order: an IR reshape
+        if len(target) == 4 and (target[3] == 1 or target[1] * target[2] == 1):
+            shape, perm = [1, target[3], target[1], target[2]], _canonical(4)  # NHWC result, same element order
+        else:
+            shape, perm = list(target), tuple(range(len(target)))
+    else:
+        readers = c.readers.get(tout[0], [])
+        fc_only = readers and tout[0] not in c.outputs and all(c.ops[j][0] == "FULLY_CONNECTED" and p == 0 for j, p in readers)
+        if not (len(target) == 2 and fc_only):
+            raise _Unsupported(f"RESHAPE {tfl} -> {target} in NHWC element order (the IR reshapes in NCHW order; "
+                               "only a flatten read by FULLY_CONNECTED layers maps)")
+        shape, perm = list(target), (0, 1)
+    if shape[0] != 1:
+        raise _Unsupported(f"RESHAPE {tfl} -> {target} moves the batch dimension")
+    if list(x.shape) == shape:
+        return _V(x.ref, x.shape, perm)
+    if len(shape) == 2:
+        return c.new("flatten", x, perm)
+    return c.new("reshape", x, perm, shape=shape)
+
+
+def _batch_fix(target: list[int]) -> list[int]:
+    return [1 if k == 0 and d == -1 else d for k, d in enumerate(target)]
+
+
+@_handler("RESHAPE")
+def _reshape(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if not isinstance(x, _V):
+        raise _Unsupported("RESHAPE of a constant")
+    if len(ins) > 1 and isinstance(ins[1], _Const):
+        target = _int_list(ins[1], "the RESHAPE shape")
+    elif o is not None and o.newShape is not None and len(o.newShape):
+        target = [int(d) for d in o.newShape]
+    else:
+        target = list(c.r.tensors[tout[0]].shape)
+    return _reshape_to(c, i, x, _batch_fix(target), tout)
+
+
+@_handler("SQUEEZE")
+def _squeeze(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    tfl = x.tfl_shape
+    dims = [d % len(tfl) for d in (o.squeezeDims if o is not None and o.squeezeDims is not None else [])]
+    if not dims:
+        dims = [k for k, d in enumerate(tfl) if d == 1 and k > 0]
+    return _reshape_to(c, i, x, [d for k, d in enumerate(tfl) if k not in dims], tout)
+
+
+@_handler("EXPAND_DIMS")
+def _expand_dims(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    tfl = x.tfl_shape
+    [ax] = _int_list(ins[1], "the EXPAND_DIMS axis")
+    ax = ax % (len(tfl) + 1)
+    return _reshape_to(c, i, x, tfl[:ax] + [1] + tfl[ax:], tout)
+
+
+@_handler("TRANSPOSE")
+def _transpose(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if not isinstance(x, _V):
+        raise _Unsupported("TRANSPOSE of a constant")
+    p = _int_list(ins[1], "the TRANSPOSE permutation")
+    rank = len(p)
+    if x.pending == "grouped":
+        g1, g2, r = x.data
+        if p == list(range(r - 2)) + [r - 1, r - 2]:
+            return _V(x.ref, x.shape, x.perm, "shuffled", (g1, g2), (*x.origin, i))
+        raise _Unsupported(_PENDING_WHAT["grouped"])
+    if x.pending is not None:
+        x = c.plain(x)
+    if sorted(p) != list(range(len(x.perm))):
+        raise _Unsupported(f"TRANSPOSE permutation {p} of a rank-{len(x.perm)} tensor")
+    return _V(x.ref, x.shape, tuple(x.perm[p[k]] for k in range(rank)))
+
+
+def _ir_pads(x: _V, pads: np.ndarray) -> list[int]:
+    """TFLite per-axis [before, after] pads -> IR [top, bottom, left, right] (H, W only)."""
+    rank = len(x.shape)
+    if pads.shape != (rank, 2) or rank != 4:
+        raise _Unsupported(f"padding {pads.tolist()} of a rank-{rank} tensor (only H and W)")
+    by_ir = {x.perm[k]: pads[k] for k in range(rank)}
+    if any(by_ir[d].any() for d in (0, 1)):
+        raise _Unsupported(f"padding {pads.tolist()} of the batch or channel axis (only H and W)")
+    return [int(by_ir[2][0]), int(by_ir[2][1]), int(by_ir[3][0]), int(by_ir[3][1])]
+
+
+@_handler("PAD", "PADV2")
+def _pad(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if not isinstance(x, _V):
+        raise _Unsupported("PAD of a constant")
+    if not isinstance(ins[1], _Const):
+        raise _Unsupported("pads computed from the input")
+    if x.pending is not None:
+        x = c.plain(x)
+    pads = _ir_pads(x, ins[1].raw.reshape(-1, 2).astype(np.int64))
+    value = 0.0
+    if len(ins) > 2 and ins[2] is not None:
+        v = _scalar(ins[2])
+        if v is None:
+            raise _Unsupported("a pad value that is not a scalar constant")
+        value = f32(v)
+    if any(p < 0 for p in pads):
+        raise _Unsupported(f"negative pads {pads}")
+    reader = c.only_reader(tout[0])
+    if value == 0.0 and reader is not None and reader[0] in ("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D") and reader[2] == 0 \
+            and x.perm == _canonical(4):
+        return _V(x.ref, x.shape, x.perm, "padded", (*pads, value), (i,))
+    return c.new("pad", x, x.perm, pads=pads, value=value)
+
+
+@_handler("MIRROR_PAD")
+def _mirror_pad(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if o.mode != c.r.s.MirrorPadMode.SYMMETRIC:
+        raise _Unsupported("MIRROR_PAD in REFLECT mode (the IR has no mirror padding)")
+    pads = _ir_pads(x, ins[1].raw.reshape(-1, 2).astype(np.int64))
+    edge = max(pads) <= 1  # a one-wide SYMMETRIC pad replicates the edge
+    if x.pending == "mirror" and x.data[4] and edge:  # stacked one-wide pads: the edge, replicated
+        return _V(x.ref, x.shape, x.perm, "mirror", (*[p + q for p, q in zip(x.data[:4], pads)], True), (*x.origin, i))
+    if x.pending is not None:
+        x = c.plain(x)
+    return _V(x.ref, x.shape, x.perm, "mirror", (*pads, edge), (i,))
+
+
+def _crop(c: _Converter, x: _V, begin: list[int], end: list[int]) -> _V:
+    """Slice TFLite axes to [begin, end) (resolved, stride 1): H/W -> ``crop``, one other
+    axis -> one output of a ``split`` (shared by slices cutting at the same places)."""
+    tfl = x.tfl_shape
+    crops, other = [0, 0, 0, 0], []
+    for k in range(len(tfl)):
+        lo, hi = begin[k], end[k]
+        if (lo, hi) == (0, tfl[k]):
+            continue
+        d = x.perm[k]
+        if len(tfl) == 4 and d >= 2:
+            crops[2 * (d - 2)], crops[2 * (d - 2) + 1] = lo, tfl[k] - hi
+        else:
+            other.append((d, lo, hi))
+    if x.pending is not None:
+        x = c.plain(x)
+    if other:
+        if len(other) > 1 or any(crops) or other[0][0] == 0:
+            raise _Unsupported(f"a slice [{begin}, {end}) of {tfl} (one non-batch axis, or H and W)")
+        d, lo, hi = other[0]
+        ref = slice_as_split(c.g, c.split_cache, c.t(x), d, lo, hi, c._name(c.label_of(c.index)), c.origins, (c.index,))
+        return _V(ref, tuple(c.g.shape(ref)), x.perm)
+    if not any(crops):
+        return x
+    return c.new("crop", x, x.perm, crops=crops)
+
+
+@_handler("SLICE")
+def _slice(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    begin, size = _int_list(ins[1], "SLICE begin"), _int_list(ins[2], "SLICE size")
+    tfl = x.tfl_shape
+    end = [tfl[k] if size[k] == -1 else begin[k] + size[k] for k in range(len(tfl))]
+    if any(not 0 <= begin[k] < end[k] <= tfl[k] for k in range(len(tfl))):
+        raise _Unsupported(f"SLICE begin {begin} size {size} of {tfl}")
+    return _crop(c, x, begin, end)
+
+
+@_handler("STRIDED_SLICE")
+def _strided_slice(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    begin, end, strides = (_int_list(ins[k], f"STRIDED_SLICE {w}") for k, w in ((1, "begin"), (2, "end"), (3, "strides")))
+    if o.ellipsisMask or o.newAxisMask or o.shrinkAxisMask:
+        raise _Unsupported("STRIDED_SLICE with ellipsis, new-axis or shrink masks")
+    tfl = x.tfl_shape
+    lo_hi_b, lo_hi_e = [], []
+    for k in range(len(tfl)):
+        if strides[k] != 1:
+            raise _Unsupported(f"STRIDED_SLICE with stride {strides[k]} (only 1)")
+        b = None if o.beginMask >> k & 1 else begin[k]
+        e = None if o.endMask >> k & 1 else (b + end[k] if o.offset and b is not None else end[k])
+        lo, hi, _ = slice(b, e, 1).indices(tfl[k])
+        if hi <= lo:
+            raise _Unsupported(f"STRIDED_SLICE leaves nothing of axis {k}")
+        lo_hi_b.append(lo)
+        lo_hi_e.append(hi)
+    return _crop(c, x, lo_hi_b, lo_hi_e)
+
+
+@_handler("RESIZE_NEAREST_NEIGHBOR")
+def _resize(c: _Converter, i, ins, tin, tout, o):
+    x = _std(c, ins[0], "a resize")
+    if o.alignCorners:
+        raise _Unsupported("nearest resize with align_corners (its source pixels differ from the IR's upsample)")
+    oh, ow = _int_list(ins[1], "the resize size")
+    _, ch, h, w = x.shape
+    if oh % h or ow % w:
+        raise _Unsupported(f"nearest resize {h}x{w} -> {oh}x{ow} by a non-integer factor")
+    # for integer factors both the legacy and the half-pixel rule read source floor(dst / f)
+    scale = [oh // h, ow // w]
+    return x if scale == [1, 1] else c.new("upsample", x, scale=scale, mode="nearest")
+
+
+@_handler("QUANTIZE", "DEQUANTIZE")
+def _quantize(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if isinstance(x, _Const):
+        return _Const(value=x.real.astype(np.float32))
+    return x
+
+
+# ---------------------------------------------------------------- the entry point
+def _load(model: Any) -> tuple[bytes, str]:
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model), "tflite-model"
+    path = Path(model)
+    if not path.is_file():
+        raise UnsupportedModelError(f"{path}: no such TFLite file")
+    return path.read_bytes(), path.stem
+
+
+def _input_shape(c: _Converter, t: _Tensor, override: list[int] | None) -> list[int]:
+    dims = list(t.signature) if t.signature is not None and len(t.signature) == len(t.shape) else list(t.shape)
+    rank = len(dims)
+    if override is not None:
+        shape = [int(d) for d in override]
+        if len(shape) != rank or not shape or shape[0] != 1 or min(shape) < 1:
+            raise UnsupportedModelError(f"{c.model}: input_shape {list(override)} does not fit input {t.name!r} of rank {rank} "
+                                        "(batch 1, the IR's layout: NCHW for rank 4)")
+        return shape
+    if not dims:
+        raise UnsupportedModelError(f"{c.model}: input {t.name!r} is a scalar")
+    if dims[0] == -1:
+        dims[0] = 1  # a free batch dimension
+    if dims[0] != 1:
+        raise UnsupportedModelError(f"{c.model}: input {t.name!r} has batch {dims[0]}; the IR is batch 1 (give input_shape)")
+    free = [k for k, d in enumerate(dims) if d < 1]
+    if free:
+        raise UnsupportedModelError(f"{c.model}: input {t.name!r} has free dimension(s) at TFLite axes {free} "
+                                    f"(shape signature {t.signature}; give input_shape, NCHW; --shape on the command line)")
+    perm = _canonical(rank)
+    ir = [0] * rank
+    for k in range(rank):
+        ir[perm[k]] = dims[k]
+    return ir
+
+
+def import_tflite(model: Any, input_shape: list[int] | tuple[int, ...] | None = None, name: str | None = None) -> Graph:
+    """Import a TFLite flatbuffer (a path or its bytes) into an IR graph.
+
+    ``input_shape`` (the IR's layout: NCHW for a rank-4 input, batch 1) replaces the shape
+    of the model's single input; without it a free batch dimension becomes 1 and any other
+    free dimension is an error. Raises :class:`UnsupportedModelError`, one line naming the
+    model, the operator (index, output tensor, builtin name), for anything the IR cannot
+    express. The graph's source is ``"tflite"``.
+    """
+    return import_tflite_with_origins(model, input_shape, name)[0]
+
+
+def import_tflite_with_origins(model: Any, input_shape: list[int] | tuple[int, ...] | None = None,
+                               name: str | None = None) -> tuple[Graph, dict[str, tuple[int, ...]]]:
+    """:func:`import_tflite`, plus for each IR node (but the inputs) the indices of the
+    operators of subgraph 0 it came from (a conv's ``CONV_2D``; a batch norm's ``MUL`` and
+    ``ADD``; an average pool's pool and correction ``MUL``). Whoever holds the weights can
+    carry them over with it."""
+    buf, default_name = _load(model)
+    name = name or default_name
+    if len(buf) < 8 or buf[4:8] != b"TFL3":
+        raise UnsupportedModelError(f"{name}: not a TFLite flatbuffer (no TFL3 identifier)")
+    try:
+        r = _Reader(buf, name)
+    except UnsupportedModelError:
+        raise
+    except Exception as e:  # a damaged flatbuffer fails anywhere in the generated reader
+        raise UnsupportedModelError(f"{name}: unreadable TFLite flatbuffer ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    g = Graph(name=name, source="tflite", meta={"schema_version": int(r.m.Version())})
+    c = _Converter(g, name, r)
+    sg = r.sg
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        ins = [int(v) for v in op.InputsAsNumpy()] if op.InputsLength() else []
+        outs = [int(v) for v in op.OutputsAsNumpy()] if op.OutputsLength() else []
+        c.ops.append((r.codes[op.OpcodeIndex()], ins, outs, op))
+        for pos, t in enumerate(ins):
+            if t >= 0:
+                c.readers.setdefault(t, []).append((i, pos))
+    graph_inputs = [int(v) for v in sg.InputsAsNumpy()] if sg.InputsLength() else []
+    graph_outputs = [int(v) for v in sg.OutputsAsNumpy()] if sg.OutputsLength() else []
+    c.outputs = set(graph_outputs)
+    if input_shape is not None and len(graph_inputs) != 1:
+        raise UnsupportedModelError(f"{name}: input_shape given but the model has {len(graph_inputs)} inputs")
+    for t in graph_inputs:
+        info = r.tensors[t]
+        shape = _input_shape(c, info, None if input_shape is None else list(input_shape))
+        ref = g.input(shape, name=c._name(info.name or "input"))
+        c.env[t] = _V(ref, tuple(shape), _canonical(len(shape)))
+    for i, (opname, ins, outs, op) in enumerate(c.ops):
+        c.index = i
+        label = r.tensors[outs[0]].name if outs else "?"
+        where = f"TFLite operator {i} ({opname}, output {label!r})"
+        try:
+            if i in c.absorbed:  # folded into an earlier op; apply this op's fused activation
+                src = next(c.env[t] for t in ins if t >= 0 and isinstance(c.env.get(t), _V))
+                v = _act(c, src, c.absorbed[i])
+                c.env[outs[0]] = v
+                continue
+            handler = HANDLERS.get(opname)
+            if handler is None:
+                raise _Unsupported("unsupported operator")
+            vals = []
+            for t in ins:
+                if t < 0:
+                    vals.append(None)
+                elif t in c.env:
+                    vals.append(c.env[t])
+                elif r.is_const(t):
+                    vals.append(_Const(r, t))
+                else:
+                    raise _Unsupported(f"input tensor {t} ({r.tensors[t].name!r}) is produced by no earlier operator")
+            vals = [_materialize(c, v, opname) for v in vals]
+            out = handler(c, i, vals, ins, outs, r.options(op))
+            outs_v = out if isinstance(out, list) else [out]
+            if len(outs_v) != len(outs):
+                raise _Unsupported(f"{len(outs)} outputs, {len(outs_v)} mapped")
+            for t, v in zip(outs, outs_v):
+                c.env[t] = v
+        except _Unsupported as e:
+            raise UnsupportedModelError(f"{name}: {where}: {e}") from None
+        except IRError as e:
+            raise UnsupportedModelError(f"{name}: {where}: {e}") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+            raise UnsupportedModelError(
+                f"{name}: {where}: cannot map it: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            ) from e
+    refs = []
+    for t in graph_outputs:
+        v = c.env.get(t)
+        try:
+            if not isinstance(v, _V):
+                raise _Unsupported("is a constant, not computed from the input" if v is not None else "is produced by no operator")
+            v = _std(c, _materialize(c, v, ""), "a graph output")
+            refs.append(c.t(v))
+        except (_Unsupported, IRError) as e:
+            raise UnsupportedModelError(f"{name}: graph output {r.tensors[t].name!r}: {e}") from None
+    if not refs:
+        raise UnsupportedModelError(f"{name}: the model has no output")
+    g.set_outputs(*refs)
+    _prune_dead(g)
+    try:
+        g.validate()
+    except IRError as e:
+        raise UnsupportedModelError(f"{name}: {e}") from None
+    return g, {k: v for k, v in c.origins.items() if k in g.nodes}
+
+
+#: pending patterns an operator may receive as they are (it continues or ends the pattern)
+_PASSABLE: dict[str, tuple[str, ...]] = {
+    "CONV_2D": ("padded",),
+    "DEPTHWISE_CONV_2D": ("padded",),
+    "AVERAGE_POOL_2D": ("padded",),
+    "MAX_POOL_2D": ("mirror",),
+    "MUL": ("relu6_plus3", "x_relu6_plus3", "affine"),
+    "ADD": ("affine",),
+    "RELU": ("min",),
+    "RELU6": ("plus3",),
+    "MINIMUM": ("max",),
+    "MAXIMUM": ("min",),
+    "TRANSPOSE": ("grouped",),
+    "RESHAPE": ("shuffled",),
+    "MIRROR_PAD": ("mirror",),
+    "QUANTIZE": ("padded", "mirror", "plus3", "relu6_plus3", "x_relu6_plus3", "affine", "min", "max", "grouped", "shuffled"),
+    "DEQUANTIZE": ("padded", "mirror", "plus3", "relu6_plus3", "x_relu6_plus3", "affine", "min", "max", "grouped", "shuffled"),
+}
+
+
+def _materialize(c: _Converter, v: Any, opname: str) -> Any:
+    if isinstance(v, _V) and v.pending and v.pending not in _PASSABLE.get(opname, ()):
+        return c.plain(v)
+    return v

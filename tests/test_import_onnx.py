@@ -1,0 +1,493 @@
+"""The ONNX importer: round trips ONNX -> IR -> TFLite with equal outputs, mapping rules, errors.
+
+Round trip. A network is built as IR (a tiny MobileNetV2 with SE, a tiny ResNet, a
+ShuffleNet-like net, every other operator, synthetic-space networks, a NAS-Bench-201 net),
+turned into a real PyTorch module (``export.torch_module``, weights from ``export.weights``)
+and exported with PyTorch's TorchScript-based ONNX exporter (``dynamo=False``, a free batch
+dimension). The import must give back:
+
+- the same structure: the imported graph's ``model_id`` equals that of the source IR with
+  the one rewrite the exporter makes (a batch norm read only by a conv is folded into it,
+  which gains a bias): same operators, attributes, wiring and outputs; so the same FLOPs
+  and the same parameters less the folded batch norms;
+- the same function: the IR exported to TFLite by the project's exporter, with the weights
+  carried over from the ONNX file's initializers (the IR itself has none), computes what
+  the PyTorch module computes on the same input (fp32, 1e-4 relative).
+
+Hand-written PyTorch modules check the patterns the IR-built ones do not produce (MatMul +
+Add, decomposed h-swish, slices, pads, resize, view-based channel shuffle, reshape with
+shape arithmetic under a free batch) the same way: numerically against PyTorch.
+"""
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("tensorflow")
+pytest.importorskip("ai_edge_litert")
+
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+from generators import blocks as B  # noqa: E402
+from generators.export import tflite as T  # noqa: E402
+from generators.export.torch_module import to_module  # noqa: E402
+from generators.export.weights import example_input  # noqa: E402
+from generators.importers import UnsupportedModelError, import_onnx  # noqa: E402
+from generators.importers.onnx import import_onnx_with_origins  # noqa: E402
+from generators.ir import Graph, split_ref  # noqa: E402
+
+RTOL = 1e-4  # fp32 TFLite vs PyTorch: max |diff| <= RTOL * max |reference|
+
+
+# ------------------------------------------------------------------ source networks (IR)
+def mbv2_se(size: int = 32) -> Graph:
+    g = Graph("mbv2-se", source="test")
+    x = g.input([1, 3, size, size])
+    x = B.conv_bn_act(g, x, 16, 3, stride=2, act="relu6")
+    x = B.inverted_residual(g, x, 16, 3, expansion=1)
+    x = B.inverted_residual(g, x, 24, 3, stride=2, expansion=6)
+    x = B.inverted_residual(g, x, 24, 3, expansion=6)
+    x = B.inverted_residual(g, x, 32, 5, stride=2, expansion=3, se=True, act="hswish")
+    return g.set_outputs(B.classifier(g, x, 10, hidden=24, act="swish")).validate()
+
+
+def resnet_tiny(size: int = 32) -> Graph:
+    g = Graph("resnet-tiny", source="test")
+    x = g.input([1, 3, size, size])
+    x = B.conv_bn_act(g, x, 16, 7, stride=2)
+    x = g.add("maxpool", x, kernel=3, stride=2, padding=1)
+    for out, stride in ((16, 1), (32, 2)):
+        y = B.conv_bn_act(g, x, out, 3, stride=stride)
+        y = B.conv_bn_act(g, y, out, 3, act=None)
+        s = x if stride == 1 else B.conv_bn_act(g, x, out, 1, stride=stride, act=None)
+        x = g.add("relu", g.add("add", [s, y]))
+    return g.set_outputs(B.classifier(g, x, 10)).validate()
+
+
+def shufflenet_tiny(size: int = 32) -> Graph:
+    g = Graph("shufflenet-tiny", source="test")
+    x = g.input([1, 3, size, size])
+    x = B.conv_bn_act(g, x, 24, 3, stride=2)
+    a, b = g.add_multi("split", x, sections=[12, 12])
+    b = B.conv_bn_act(g, b, 12, 1)
+    b = B.conv_bn_act(g, b, 12, 3, groups=12, act=None)
+    b = B.conv_bn_act(g, b, 12, 1)
+    x = g.add("channel_shuffle", g.add("concat", [a, b]), groups=2)
+    x = g.add_multi("split", x, sections=[4, 16, 4])[1]  # outputs left unread (TFLite: one SLICE)
+    x = B.conv_bn_act(g, x, 48, 3, stride=2, groups=4, act="leaky_relu")
+    return g.set_outputs(B.classifier(g, x, 10)).validate()
+
+
+def misc_ops(size: int = 20) -> Graph:
+    """The remaining operators, and pool/pad geometries; two outputs."""
+    g = Graph("misc-ops", source="test")
+    x = g.input([1, 4, size, size])
+    x = g.add("conv2d", x, out_channels=8, kernel=3, padding=2, dilation=2, bias=False)
+    x = g.add("prelu", x, num_parameters=8)
+    x = g.add("avgpool", x, kernel=3, stride=2, padding=1, ceil_mode=True)  # count_include_pad, ceil
+    x2 = g.add("avgpool", x, kernel=3, stride=1, padding=1, count_include_pad=False)
+    x2 = g.add("clip", x2, min=-0.5, max=2.0)
+    x = g.add("add", [x, x2])
+    x = g.add("batchnorm", x)  # standalone (after an add): stays a batch norm
+    x = g.add("pad", x, pads=[1, 0, 2, 1], value=0.5)
+    x = g.add("upsample", x, scale=2)
+    x = g.add("crop", x, crops=[1, 2, 0, 3])
+    x = g.add("maxpool", x, kernel=2, stride=2, ceil_mode=True)
+    s = g.add("sigmoid", x)
+    t = g.add("tanh", x)
+    gate = g.add("hsigmoid", g.add("global_avgpool", x))
+    x = g.add("mul", [g.add("concat", [s, t], axis=1), g.add("concat", [gate, gate], axis=1)])
+    x = g.add("scale", x, factor=0.5)
+    f = g.add("flatten", x)
+    f = g.add("fc", f, out_features=12)
+    out1 = g.add("softmax", g.add("reshape", f, shape=[1, 3, 4]), axis=2)
+    out2 = g.add("hswish", g.add("fc", g.add("relu6", f), out_features=5, bias=False))
+    return g.set_outputs(out1, out2).validate()
+
+
+def synthetic_nets() -> dict[str, callable]:
+    from generators.synthetic import SyntheticConfig, build_network
+
+    cfg = SyntheticConfig(input_size=32, num_classes=10, head_channels=[96, 128], num_blocks=5, strides=[1, 2, 1, 2, 1],
+                          channel_ranges=[[8, 32]] * 5, split_ops=["identity", "relu", "hswish", "hsigmoid", "swish", "tanh"])
+    return {f"synthetic-{i}": (lambda i=i: build_network(cfg, 0, i)) for i in (0, 1, 2, 3)}
+
+
+def nb201() -> Graph:
+    from generators.nasbench201 import build
+
+    return build("|nor_conv_3x3~0|+|none~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|nor_conv_3x3~2|")
+
+
+NETS = {"mbv2-se": mbv2_se, "resnet-tiny": resnet_tiny, "shufflenet-tiny": shufflenet_tiny, "misc-ops": misc_ops,
+        **synthetic_nets(), "nb201": nb201}
+
+
+# ------------------------------------------------------------------ helpers
+class _Plain(nn.Module):
+    """Hides an fx.GraphModule's ``graph`` attribute, which the exporter takes for a TorchScript graph."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def _channel_shuffle_symbolic(g, x, groups):
+    """``aten::channel_shuffle`` as torchvision's ShuffleNet writes it (view, transpose,
+    view): the legacy exporter has no symbolic for the aten operator."""
+    from torch.onnx import symbolic_helper
+
+    groups = symbolic_helper._get_const(groups, "i", "groups")
+    _, c, h, w = symbolic_helper._get_tensor_sizes(x)
+    shape5 = g.op("Constant", value_t=torch.tensor([-1, groups, c // groups, h, w]))
+    y = g.op("Transpose", g.op("Reshape", x, shape5), perm_i=[0, 2, 1, 3, 4])
+    return g.op("Reshape", y, g.op("Constant", value_t=torch.tensor([-1, c, h, w])))
+
+
+def export_onnx(module: nn.Module, shape: list[int], dynamic: dict | None = None) -> bytes:
+    module = (_Plain(module) if hasattr(module, "graph") else module).eval()
+    buf = io.BytesIO()
+    torch.onnx.register_custom_op_symbolic("aten::channel_shuffle", _channel_shuffle_symbolic, 9)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the legacy exporter's deprecation notice
+            torch.onnx.export(module, (torch.zeros(shape),), buf, dynamo=False, input_names=["x"],
+                              dynamic_axes={"x": {0: "N"}} if dynamic is None else dynamic)
+    finally:
+        torch.onnx.unregister_custom_op_symbolic("aten::channel_shuffle", 9)
+    return buf.getvalue()
+
+
+def onnx_form(g: Graph) -> Graph:
+    """``g`` as the exporter writes it: every batch norm that is the sole reader of a conv
+    folded into it (bias=True), n-ary adds/muls as chains of binary ones (the module's own
+    left-to-right steps)."""
+    readers = g.consumers()
+    outputs = {split_ref(r)[0] for r in g.outputs}
+    out = Graph(g.name, g.source, g.meta)
+    alias: dict[str, str] = {}
+
+    def ref(r: str) -> str:
+        name, k = split_ref(r)
+        return alias.get(name, name) if r == name else f"{alias.get(name, name)}:{k}"
+
+    for n in g.nodes.values():
+        attrs = dict(n.attrs)
+        if n.op == "batchnorm":
+            src = split_ref(n.inputs[0])[0]
+            if g.nodes[src].op == "conv2d" and readers[src] == [n.name] and src not in outputs:
+                alias[n.name] = alias[src]
+                continue
+        if n.op == "conv2d" and len(readers[n.name]) == 1 and g.nodes[readers[n.name][0]].op == "batchnorm" \
+                and n.name not in outputs:
+            attrs["bias"] = True
+        inputs = [ref(r) for r in n.inputs]
+        while n.op in ("add", "mul") and len(inputs) > 2:
+            inputs = [out.add(n.op, inputs[:2], name=f"{n.name}/{len(inputs)}")] + inputs[2:]
+        alias[n.name] = out.add(n.op, inputs, name=n.name, **attrs)
+    return out.set_outputs(*[ref(r) for r in g.outputs])
+
+
+def onnx_weights(proto: "onnx.ModelProto", g: Graph, origins: dict) -> dict[str, dict[str, np.ndarray]]:
+    """The IR's weight dicts (export.weights layout) for ``g``, from the ONNX initializers."""
+    consts = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    for n in proto.graph.node:
+        if n.op_type == "Constant":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        elif n.op_type == "Identity" and n.input[0] in consts:  # the exporter shares equal constants
+            consts[n.output[0]] = consts[n.input[0]]
+    nodes = proto.graph.node
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for name, node in g.nodes.items():
+        if node.op not in ("conv2d", "fc", "batchnorm", "prelu"):
+            out[name] = {}
+            continue
+        src = nodes[origins[name][0]]
+        w: dict[str, np.ndarray] = {}
+        if node.op == "conv2d":
+            w["weight"] = consts[src.input[1]]
+            if node.attrs["bias"]:
+                w["bias"] = consts[src.input[2]]
+        elif node.op == "fc" and src.op_type == "Gemm":
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in src.attribute}
+            m = consts[src.input[1]] * attrs.get("alpha", 1.0)
+            w["weight"] = m if attrs.get("transB", 0) else m.T
+            if node.attrs["bias"]:
+                w["bias"] = consts[src.input[2]] * attrs.get("beta", 1.0)
+        elif node.op == "fc":  # MatMul (+ Add)
+            w["weight"] = consts[src.input[1]].T
+            if node.attrs["bias"]:
+                add = nodes[origins[name][1]]
+                w["bias"] = consts[next(i for i in add.input if i in consts)].reshape(-1)
+        elif node.op == "batchnorm":
+            w.update(zip(("weight", "bias", "running_mean", "running_var"), (consts[i] for i in src.input[1:5])))
+        else:
+            w["weight"] = consts[src.input[1]].reshape(-1)
+        out[name] = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in w.items()}
+    return out
+
+
+def tflite_with_weights(g: Graph, weights: dict) -> bytes:
+    """The project's TFLite export of ``g`` (fp32), with the given weights."""
+    tf = T._tf()
+    tf_graph, ins, outs = T.build_tf_graph(g, weights)
+    return tf.compat.v1.lite.TFLiteConverter(tf_graph.as_graph_def(), ins, outs).convert()
+
+
+def close(got: list[np.ndarray], ref: list[np.ndarray], what: str, rtol: float = RTOL) -> None:
+    assert len(got) == len(ref), what
+    for k, (a, r) in enumerate(zip(got, ref)):
+        assert a.shape == r.shape, f"{what} output {k}: shape {a.shape} != {r.shape}"
+        err, bound = float(np.abs(a - r).max()), rtol * max(float(np.abs(r).max()), 1e-6)
+        assert err <= bound, f"{what} output {k}: max |diff| {err:.3g} > {bound:.3g}"
+
+
+def check_same_function(blob: bytes, module: nn.Module, x: np.ndarray, name: str = "m") -> Graph:
+    """Import ``blob``; its TFLite export with the ONNX weights must compute ``module(x)``."""
+    proto = onnx.load_model_from_string(blob)
+    g, origins = import_onnx_with_origins(blob, name=name)
+    with torch.no_grad():
+        ref = module(torch.from_numpy(x))
+    ref = [t.numpy() for t in (ref if isinstance(ref, (list, tuple)) else [ref])]
+    got = T.run_tflite(tflite_with_weights(g, onnx_weights(proto, g, origins)), g, {g.input_nodes[0].name: x})
+    close(got, ref, f"{name}: TFLite of the imported IR vs PyTorch")
+    return g
+
+
+def ops(g: Graph) -> list[str]:
+    return [n.op for n in g.nodes.values() if n.op != "input"]
+
+
+# ------------------------------------------------------------------ round trips of IR-built networks
+@pytest.mark.parametrize("net", NETS)
+def test_round_trip_structure_and_function(net):
+    src = NETS[net]()
+    module = to_module(src)
+    blob = export_onnx(module, src.input_nodes[0].shape)
+    g = check_same_function(blob, module, example_input(src)[src.input_nodes[0].name], net)
+    expected = onnx_form(src)
+    assert g.op_counts() == expected.op_counts()
+    assert g.model_id == expected.model_id  # operators, attributes, wiring, outputs
+    assert g.flops == src.flops
+    folded = sum(2 * src.shape(n.name)[1] for n in src.nodes.values() if n.op == "batchnorm" and n.name not in expected.nodes)
+    added_bias = sum(src.nodes[n].attrs["out_channels"] for n in expected.nodes
+                     if expected.nodes[n].op == "conv2d" and expected.nodes[n].attrs["bias"] and not src.nodes[n].attrs["bias"])
+    assert g.params == src.params - folded + added_bias
+    assert (g.source, g.meta["opset"]) == ("onnx", onnx.load_model_from_string(blob).opset_import[0].version)
+    assert [n.shape for n in g.input_nodes] == [n.shape for n in src.input_nodes]  # the free batch is 1
+
+
+def test_nodes_are_named_after_the_onnx_nodes():
+    src = resnet_tiny()
+    blob = export_onnx(to_module(src), src.input_nodes[0].shape)
+    names = {n.name for n in onnx.load_model_from_string(blob).graph.node}
+    g = import_onnx(blob)
+    assert g.name == "main_graph" or g.name  # the graph's own name when imported from bytes
+    assert {n for n, node in g.nodes.items() if node.op != "input"} <= names
+    assert import_onnx(blob, name="r18").name == "r18"
+
+
+# ------------------------------------------------------------------ hand-written modules
+class Patterns(nn.Module):
+    """Patterns the IR-built modules do not produce, the way hand-written models write them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.bn = nn.BatchNorm2d(16)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+        self.pw = nn.Conv2d(16, 32, 1)
+        self.fc = nn.Parameter(torch.randn(32 * 3 * 3, 20) * 0.05)
+        self.fc_b = nn.Parameter(torch.randn(20) * 0.05)
+        self.head = nn.Linear(20, 7)
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = self.bn(x)
+        x = x * F.relu6(x + 3.0) / 6.0  # pytorchcv's HSwish
+        x = F.relu6(self.dw(x) + 3.0) / 6.0 * x  # HSigmoid gate
+        b, c, h, w = x.shape
+        x = x.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous().view(b, c, h, w)  # channel shuffle
+        x = x * torch.sigmoid(x)  # swish
+        a, b = x.chunk(2, dim=1)
+        x = torch.cat([b, a], dim=1)
+        x = self.pw(x)
+        x = F.pad(x, (1, 0, 0, 1))
+        x = x[:, :, 1:, :-1]
+        x = F.interpolate(F.max_pool2d(x, 2), scale_factor=2, mode="nearest")
+        x = torch.clamp(x, 0.0, 1.0) + torch.clamp(x, min=0.0)
+        x = F.avg_pool2d(x, 4)
+        x = x * F.adaptive_max_pool2d(x, 1)  # GlobalMaxPool
+        x = x.view(x.size(0), -1)  # Shape -> Gather -> Unsqueeze -> Concat -> Reshape under a free batch
+        x = torch.matmul(x, self.fc) + self.fc_b  # MatMul + Add
+        x = torch.tanh(x)
+        return F.softmax(self.head(x), dim=1)
+
+
+def test_hand_written_patterns_map_and_compute_the_same():
+    torch.manual_seed(0)
+    m = Patterns().eval()
+    with torch.no_grad():  # batch statistics away from the identity
+        m.bn.running_mean.uniform_(-0.2, 0.2)
+        m.bn.running_var.uniform_(0.5, 1.5)
+    blob = export_onnx(m, [1, 3, 24, 24])
+    x = np.random.default_rng(0).standard_normal((1, 3, 24, 24)).astype(np.float32)
+    g = check_same_function(blob, m, x, "patterns")
+    assert ops(g) == [
+        "conv2d", "hswish", "conv2d", "hsigmoid", "mul", "channel_shuffle", "swish", "split", "concat", "conv2d", "pad", "crop",
+        "maxpool", "upsample", "clip", "relu", "add", "avgpool", "maxpool", "mul", "flatten", "fc", "tanh", "fc", "softmax",
+    ]
+    fcs = [n for n in g.nodes.values() if n.op == "fc"]
+    assert [(n.attrs["out_features"], n.attrs["bias"]) for n in fcs] == [(20, True), (7, True)]
+
+
+def test_torchvision_style_models_compute_the_same():
+    """Hand-built torchvision-like blocks: nn.Sequential features, AdaptiveAvgPool + flatten."""
+    torch.manual_seed(1)
+
+    class Block(nn.Module):
+        def __init__(self, c, out, stride):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(c, c * 4, 1, bias=False), nn.BatchNorm2d(c * 4), nn.ReLU6(inplace=True),
+                                      nn.Conv2d(c * 4, c * 4, 3, stride, 1, groups=c * 4, bias=False),
+                                      nn.BatchNorm2d(c * 4), nn.ReLU6(inplace=True),
+                                      nn.Conv2d(c * 4, out, 1, bias=False), nn.BatchNorm2d(out))
+            self.res = stride == 1 and c == out
+
+        def forward(self, x):
+            return x + self.body(x) if self.res else self.body(x)
+
+    class MobileNetV2Like(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6(inplace=True),
+                                          Block(8, 8, 1), Block(8, 16, 2), Block(16, 16, 1),
+                                          nn.Conv2d(16, 64, 1, bias=False), nn.BatchNorm2d(64), nn.Hardswish())
+            self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(64, 10))
+
+        def forward(self, x):
+            x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))
+            return self.classifier(torch.flatten(x, 1))
+
+    m = MobileNetV2Like().eval()
+    blob = export_onnx(m, [1, 3, 32, 32])
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    g = check_same_function(blob, m, x, "mbv2-like")
+    assert g.op_counts() == {"add": 2, "conv2d": 11, "fc": 1, "flatten": 1, "global_avgpool": 1, "hswish": 1, "relu6": 7}
+    bn = sum(b.num_features for b in m.modules() if isinstance(b, nn.BatchNorm2d))
+    assert g.params == sum(p.numel() for p in m.parameters()) - bn  # gamma, beta folded away: a bias each
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        m(torch.from_numpy(x))
+    assert 2 * g.flops == counter.get_total_flops()
+
+
+def test_asymmetric_and_auto_pads():
+    """TF-style exports: auto_pad SAME_UPPER and explicit asymmetric pads (a pad before the
+    conv where no symmetric padding computes the same; pools by padding + ceil_mode)."""
+    from onnx import TensorProto, helper
+
+    w = numpy_helper.from_array(np.zeros((8, 3, 3, 3), np.float32), "w")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c1"], name="same_s2", kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
+        helper.make_node("MaxPool", ["c1"], ["p1"], name="pool", kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1]),
+        helper.make_node("AveragePool", ["p1"], ["p2"], name="avg", kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
+    ]
+
+    def model(nodes, out="p2"):
+        graph = helper.make_graph(nodes, "tfstyle", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+                                  [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], [w])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+    g = import_onnx(model(nodes))
+    assert ops(g) == ["pad", "conv2d", "maxpool", "avgpool"]
+    assert g.nodes["same_s2/pad"].attrs["pads"] == [0, 1, 0, 1] and g.shape("same_s2") == [1, 8, 8, 8]
+    # windows at 0, 2, 4, 6 reaching one past the end: PyTorch's ceil_mode computes that
+    assert (g.nodes["pool"].attrs["padding"], g.nodes["pool"].attrs["ceil_mode"], g.shape("pool")) == ([0, 0], True, [1, 8, 4, 4])
+    assert (g.nodes["avg"].attrs["padding"], g.nodes["avg"].attrs["ceil_mode"], g.shape("avg")) == ([0, 0], True, [1, 8, 2, 2])
+    # a stride-1 window hanging over the end: no IR pool has it
+    nodes[2] = helper.make_node("AveragePool", ["p1"], ["p2"], name="avg", kernel_shape=[2, 2], auto_pad="SAME_UPPER")
+    with pytest.raises(UnsupportedModelError, match=r"^tfstyle: ONNX node 'avg' \(AveragePool\): AveragePool pads \[0, 0, 1, 1\] "
+                       "that no symmetric padding reproduces$"):
+        import_onnx(model(nodes))
+
+
+# ------------------------------------------------------------------ shapes
+def test_dynamic_batch_resolves_to_one_and_input_shape_overrides():
+    src = resnet_tiny()
+    m = to_module(src)
+    g = import_onnx(export_onnx(m, [1, 3, 32, 32]))  # batch exported as the free dimension "N"
+    assert g.input_nodes[0].shape == [1, 3, 32, 32]
+    free_hw = export_onnx(m, [1, 3, 32, 32], dynamic={"x": {0: "N", 2: "H", 3: "W"}})
+    with pytest.raises(UnsupportedModelError, match=r"^m: input 'x' has free dimension\(s\) \['H', 'W'\] at axes \[2, 3\] \(give input_shape; --shape "):
+        import_onnx(free_hw, name="m")
+    g64 = import_onnx(free_hw, input_shape=[1, 3, 64, 64])
+    assert g64.input_nodes[0].shape == [1, 3, 64, 64]
+    assert g64.model_id == onnx_form(resnet_tiny(64)).model_id
+    static = export_onnx(m, [1, 3, 32, 32], dynamic={})
+    assert import_onnx(static, input_shape=(1, 3, 48, 48)).input_nodes[0].shape == [1, 3, 48, 48]
+    with pytest.raises(UnsupportedModelError, match=r"input_shape \[3, 48, 48\] does not fit input 'x' of rank 4"):
+        import_onnx(static, input_shape=[3, 48, 48])
+
+
+# ------------------------------------------------------------------ errors
+def test_unsupported_operator_names_model_node_and_op():
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ELU())
+    with pytest.raises(UnsupportedModelError) as e:
+        import_onnx(export_onnx(m, [1, 3, 8, 8]), name="elu-net")
+    msg = str(e.value)
+    assert msg == "elu-net: ONNX node '/1/Elu' (Elu): unsupported operator"
+    assert isinstance(e.value, ImportError)  # the PyTorch importer's type: callers catch one
+
+
+@pytest.mark.parametrize("fn, what", [
+    (lambda x: x + 2.0, r"\(Add\): adding the scalar 2 \(the IR has no scalar add\)"),
+    (lambda x: x - torch.relu(x), r"\(Sub\): Sub of two computed tensors"),
+    (lambda x: x.permute(0, 2, 3, 1), r"\(Transpose\): Transpose \[0, 2, 3, 1\] of \[1, 4, 6, 6\]"),
+    (lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"), r"\(Resize\): nearest resize by non-integer factors"),
+    (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), r"\(Resize\): interpolation mode 'linear'"),
+])
+def test_constructs_without_ir_operator_are_one_line_errors(fn, what):
+    class M(nn.Module):
+        def forward(self, x):
+            return fn(x)
+
+    with pytest.raises(UnsupportedModelError, match=r"^m: ONNX node '[^']+' " + what) as e:
+        import_onnx(export_onnx(M(), [1, 4, 6, 6]), name="m")
+    assert "\n" not in str(e.value)
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(UnsupportedModelError, match="no such ONNX file"):
+        import_onnx(tmp_path / "missing.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x01not a protobuf at all" * 3)
+    with pytest.raises(UnsupportedModelError, match=r"bad.onnx: not a readable ONNX model"):
+        import_onnx(bad)
+
+
+# ------------------------------------------------------------------ the predict loader
+def test_predict_loader_reads_onnx(tmp_path):
+    from pipelines.predict import load_model
+
+    src = mbv2_se()
+    path = tmp_path / "mbv2.onnx"
+    path.write_bytes(export_onnx(to_module(src), [1, 3, 32, 32], dynamic={"x": {0: "N", 2: "H", 3: "W"}}))
+    g = load_model(path, [1, 3, 64, 64])
+    assert g.name == "mbv2" and g.input_nodes[0].shape == [1, 3, 64, 64]
+    assert g.model_id == onnx_form(mbv2_se(64)).model_id
+    # the CLI reports ValueErrors as one line (latbench: error: ...)
+    with pytest.raises(ValueError, match=r"^mbv2: input 'x' has free dimension\(s\) \['H', 'W'\]"):
+        load_model(path)

@@ -1,0 +1,445 @@
+"""The TFLite importer: round trips TFLite -> IR -> TFLite with equal outputs, foreign files, errors.
+
+Round trip. A network built as IR (a MobileNetV3-like net, a tiny ResNet, a ShuffleNet-like
+net, every other operator, synthetic-space networks, a NAS-Bench-201 net) is exported by the
+project's exporter (fp32, weights from ``export.weights``), imported back and exported again
+with the weights carried over from the first file (the IR itself has none). Then:
+
+- the same function: the second file computes what the first computes on the same input
+  (1e-5 relative), and holds the same TFLite operators and parameter count;
+- the same structure: the imported graph's ``model_id`` equals that of the source IR in the
+  form the converter writes it (``tflite_form``: each rewrite is one of the exporter's
+  documented fusions, ``TFLITE_FUSIONS``: batch norm folded into the conv/fc before it,
+  a standalone one as its MUL + ADD, a scale folded into the conv/fc before it, an
+  h-sigmoid after a conv/fc as relu6 + MUL 1/6 with the +3 in the bias, relu6-range clips as
+  relu6, common subexpressions merged, n-ary adds as binary ones; and an unpadded average
+  pool's ``count_include_pad``, moot there, is the default); the same FLOPs.
+
+The int8 and fp16 files of a network import to the same operators (QUANTIZE/DEQUANTIZE
+vanish), and TFLite files written from plain TF graphs (TF SAME padding, free batch, Keras'
+NHWC flatten before a dense layer, free spatial dims) import with the same function.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+pytest.importorskip("ai_edge_litert")
+
+from ai_edge_litert import schema_py_generated as S  # noqa: E402
+
+from generators import blocks as B  # noqa: E402
+from generators.export import tflite as T  # noqa: E402
+from generators.export.weights import example_input  # noqa: E402
+from generators.importers import UnsupportedModelError, import_tflite  # noqa: E402
+from generators.importers.onnx import f32  # noqa: E402
+from generators.importers.tflite import import_tflite_with_origins  # noqa: E402
+from generators.ir import Graph, split_ref  # noqa: E402
+
+RTOL = 1e-5  # the second TFLite file vs the first: max |diff| <= RTOL * max |first|
+
+
+# ------------------------------------------------------------------ source networks (IR)
+def mbv3ish(size: int = 32) -> Graph:
+    g = Graph("mbv3ish", source="test")
+    x = g.input([1, 3, size, size])
+    x = B.conv_bn_act(g, x, 16, 3, stride=2, act="hswish")
+    x = B.inverted_residual(g, x, 16, 3, expansion=1, se=True, act="relu")
+    x = B.inverted_residual(g, x, 24, 5, stride=2, expansion=4, se=True, act="hswish")
+    x = B.inverted_residual(g, x, 24, 3, expansion=3, act="relu6")
+    x = B.conv_bn_act(g, x, 48, 1, act="swish")
+    return g.set_outputs(B.classifier(g, x, 10, hidden=32, act="relu")).validate()
+
+
+def resnet_tiny(size: int = 32) -> Graph:
+    g = Graph("resnet-tiny", source="test")
+    x = g.input([1, 3, size, size])
+    x = B.conv_bn_act(g, x, 16, 7, stride=2)
+    x = g.add("maxpool", x, kernel=3, stride=2, padding=1)  # even input: MIRROR_PAD + MAX_POOL_2D
+    for out, stride in ((16, 1), (32, 2)):
+        y = B.conv_bn_act(g, x, out, 3, stride=stride)  # stride 2 on an even input: PAD + CONV_2D
+        y = B.conv_bn_act(g, y, out, 3, act=None)
+        s = x if stride == 1 else B.conv_bn_act(g, x, out, 1, stride=stride, act=None)
+        x = g.add("relu", g.add("add", [s, y]))
+    return g.set_outputs(B.classifier(g, x, 10)).validate()
+
+
+def shufflenet_tiny(size: int = 32) -> Graph:
+    g = Graph("shufflenet-tiny", source="test")
+    x = g.input([1, 3, size, size])
+    x = B.conv_bn_act(g, x, 24, 3, stride=2)
+    a, b = g.add_multi("split", x, sections=[12, 12])
+    b = B.conv_bn_act(g, b, 12, 1)
+    b = B.conv_bn_act(g, b, 12, 3, groups=12, act=None)
+    b = B.conv_bn_act(g, b, 12, 1)
+    x = g.add("channel_shuffle", g.add("concat", [a, b]), groups=2)
+    x = g.add_multi("split", x, sections=[4, 16, 4])[1]  # outputs left unread (TFLite: one SLICE)
+    x = B.conv_bn_act(g, x, 48, 3, stride=2, groups=4, act="leaky_relu")
+    return g.set_outputs(B.classifier(g, x, 10)).validate()
+
+
+def misc_ops(size: int = 20) -> Graph:
+    """The remaining operators and geometries; two outputs."""
+    g = Graph("misc-ops", source="test")
+    x = g.input([1, 4, size, size])
+    x = g.add("conv2d", x, out_channels=8, kernel=3, padding=2, dilation=2, bias=False)  # zero bias
+    x = g.add("prelu", x, num_parameters=8)
+    x = g.add("avgpool", x, kernel=3, stride=2, padding=1, ceil_mode=True)  # PAD + pool + correction MUL
+    x2 = g.add("avgpool", x, kernel=3, stride=1, padding=1, count_include_pad=False)  # SAME
+    x2 = g.add("clip", x2, min=-0.5, max=2.0)  # MINIMUM + MAXIMUM
+    x = g.add("add", [x, x2])
+    x = g.add("batchnorm", x)  # standalone: MUL + ADD
+    x = g.add("clip", x, min=0.0, max=3.0)  # MINIMUM + RELU
+    x = g.add("pad", x, pads=[1, 0, 2, 1], value=0.5)  # PADV2
+    x = g.add("upsample", x, scale=2)
+    x = g.add("maxpool", x, kernel=3, stride=2, padding=1, ceil_mode=True)  # stacked one-wide MIRROR_PADs
+    x = g.add("crop", x, crops=[1, 1, 0, 3])
+    x = g.add("maxpool", x, kernel=2, stride=2, ceil_mode=True)  # 11 x 12 -> 6 x 6
+    s = g.add("sigmoid", x)
+    t = g.add("clip", g.add("tanh", x), min=-1.0, max=1.0)  # RELU_N1_TO_1
+    gate = g.add("hsigmoid", g.add("global_avgpool", x))  # ADD (+3, RELU6) + MUL
+    x = g.add("mul", [g.add("concat", [s, t], axis=1), g.add("concat", [gate, gate], axis=1)])
+    x = g.add("scale", x, factor=0.5)
+    f = g.add("fc", g.add("flatten", x), out_features=12)  # NHWC RESHAPE, permuted fc weights
+    r = g.add("reshape", f, shape=[1, 3, 2, 2])  # RESHAPE + TRANSPOSE to NHWC
+    out1 = g.add("softmax", r, axis=1)  # TRANSPOSE + SOFTMAX + TRANSPOSE (merged with the one before)
+    out2 = g.add("hswish", g.add("fc", f, out_features=5, bias=False))  # (a relu6 here would duplicate f's FC)
+    return g.set_outputs(out1, out2).validate()
+
+
+def synthetic_nets() -> dict:
+    from generators.synthetic import SyntheticConfig, build_network
+
+    cfg = SyntheticConfig(input_size=32, num_classes=10, head_channels=[96, 128], num_blocks=5, strides=[1, 2, 1, 2, 1],
+                          channel_ranges=[[8, 32]] * 5, split_ops=["identity", "relu", "hswish", "hsigmoid", "swish", "tanh"])
+    return {f"synthetic-{i}": (lambda i=i: build_network(cfg, 0, i)) for i in (0, 1, 2, 3)}
+
+
+def nb201() -> Graph:
+    from generators.nasbench201 import build
+
+    return build("|nor_conv_3x3~0|+|none~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|nor_conv_3x3~2|")
+
+
+NETS = {"mbv3ish": mbv3ish, "resnet-tiny": resnet_tiny, "shufflenet-tiny": shufflenet_tiny, "misc-ops": misc_ops,
+        **synthetic_nets(), "nb201": nb201}
+
+
+# ------------------------------------------------------------------ the form the converter writes
+def tflite_form(g: Graph) -> Graph:
+    """``g`` with the rewrites the exporter and converter make (see the module doc)."""
+    g = T.merge_common_subexpressions(g)
+    readers = g.consumers()
+    outputs = {split_ref(r)[0] for r in g.outputs}
+    out = Graph(g.name, g.source, g.meta)
+    alias: dict[str, str] = {}
+    layer_tail: dict[str, str] = {}  # IR node -> the conv/fc whose output it is (foldable into)
+
+    def ref(r: str) -> str:
+        name, k = split_ref(r)
+        return alias[name] if r == name else f"{alias[name]}:{k}"
+
+    def sole(src: str, name: str) -> bool:
+        return readers[src] == [name] and src not in outputs
+
+    for n in g.nodes.values():
+        attrs = dict(n.attrs)
+        src = split_ref(n.inputs[0])[0] if n.inputs else None
+        inputs = [ref(r) for r in n.inputs]
+        if n.op in ("conv2d", "fc"):
+            bn = readers[n.name]
+            if len(bn) == 1 and g.nodes[bn[0]].op == "batchnorm" and n.name not in outputs:
+                attrs["bias"] = True
+            if any(g.nodes[r].op == "hsigmoid" for r in bn) and len(bn) == 1 and n.name not in outputs:
+                attrs["bias"] = True  # +3 folded into the bias
+            alias[n.name] = out.add(n.op, inputs, name=n.name, **attrs)
+            layer_tail[n.name] = alias[n.name]
+            continue
+        if n.op == "batchnorm" and src in layer_tail and g.nodes[src].op in ("conv2d", "fc") and sole(src, n.name):
+            alias[n.name] = alias[src]
+            layer_tail[n.name] = alias[src]
+            continue
+        if n.op == "scale" and src in layer_tail and sole(src, n.name):
+            alias[n.name] = alias[src]  # folded into the layer's weights
+            layer_tail[n.name] = alias[src]
+            continue
+        if n.op == "hsigmoid" and (src in layer_tail or g.nodes[src].op == "batchnorm") and sole(src, n.name):
+            y = out.add("relu6", inputs, name=f"{n.name}/relu6")
+            alias[n.name] = out.add("scale", y, name=n.name, factor=f32(1 / 6))
+            continue
+        if n.op == "batchnorm":
+            attrs["eps"] = 0.0  # a MUL + ADD of constants
+        if n.op == "avgpool" and attrs["padding"] == [0, 0] and not attrs["ceil_mode"]:
+            attrs["count_include_pad"] = True  # moot without padding: the importer takes the default
+        if n.op == "clip" and (attrs["min"], attrs["max"]) == (0.0, 6.0):
+            n_op, attrs = "relu6", {}
+        else:
+            n_op = n.op
+        while n_op in ("add", "mul") and len(inputs) > 2:
+            inputs = [out.add(n_op, inputs[:2], name=f"{n.name}/{len(inputs)}")] + inputs[2:]
+        alias[n.name] = out.add(n_op, inputs, name=n.name, **attrs)
+    return out.set_outputs(*[ref(r) for r in g.outputs])
+
+
+def structure_key(g: Graph) -> tuple:
+    """``g``'s structure up to the order of independent nodes and of the operands of add and
+    mul (the converter reorders both): each node is known by its operator, attributes and
+    the keys of its inputs (a Merkle hash of the DAG); the multiset of node keys and the
+    output keys are compared."""
+    import hashlib
+    import json
+
+    key: dict[str, str] = {}
+    for n in g.nodes.values():
+        ins = [f"{key[split_ref(r)[0]]}:{split_ref(r)[1]}" for r in n.inputs]
+        if n.op in ("add", "mul"):
+            ins.sort()
+        key[n.name] = hashlib.sha256(json.dumps([n.op, n.attrs, ins], sort_keys=True).encode()).hexdigest()[:20]
+    return tuple(sorted(key.values())), tuple(f"{key[split_ref(r)[0]]}:{split_ref(r)[1]}" for r in g.outputs)
+
+
+# ------------------------------------------------------------------ carrying the weights over
+def _flatbuffer(blob: bytes):
+    m = S.Model.GetRootAs(blob, 0)
+    sg = m.Subgraphs(0)
+    names = {v: k for k, v in vars(S.BuiltinOperator).items() if not k.startswith("_")}
+    ops = []
+    for i in range(sg.OperatorsLength()):
+        o = sg.Operators(i)
+        c = m.OperatorCodes(o.OpcodeIndex())
+        ops.append((names[max(c.BuiltinCode(), c.DeprecatedBuiltinCode())], list(o.InputsAsNumpy()), list(o.OutputsAsNumpy())))
+
+    def const(t: int) -> np.ndarray | None:
+        ten = sg.Tensors(t)
+        b = m.Buffers(ten.Buffer())
+        if ten.Buffer() <= 0 or b.DataLength() == 0:
+            return None
+        assert ten.Type() == S.TensorType.FLOAT32
+        return np.frombuffer(b.DataAsNumpy().tobytes(), np.float32).reshape(list(ten.ShapeAsNumpy()))
+
+    def shape(t: int) -> list[int]:
+        return [int(d) for d in sg.Tensors(t).ShapeAsNumpy()]
+
+    return ops, const, shape
+
+
+def tflite_weights(blob: bytes, g: Graph, origins: dict) -> dict[str, dict[str, np.ndarray]]:
+    """The IR's weight dicts (export.weights layout) for ``g``, from the constants of ``blob``."""
+    ops, const, shape = _flatbuffer(blob)
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for name, node in g.nodes.items():
+        w: dict[str, np.ndarray] = {}
+        if node.op == "conv2d":
+            op, ins, _ = ops[origins[name][0]]
+            f = const(ins[1])
+            w["weight"] = f.transpose(0, 3, 1, 2) if op == "CONV_2D" else f.transpose(3, 0, 1, 2)
+            if node.attrs["bias"]:
+                w["bias"] = const(ins[2])
+        elif node.op == "fc":
+            _, ins, _ = ops[origins[name][0]]
+            wt = const(ins[1])
+            flat = g.nodes[split_ref(node.inputs[0])[0]]
+            if flat.op == "flatten":
+                c, h, wd = (g.shape(flat.inputs[0]) + [1, 1])[1:4]
+                read = ops[origins[flat.name][0]][1][0]  # the tensor the RESHAPE (or FC) flattened
+                if c > 1 and h * wd > 1 and shape(read) == [1, h, wd, c]:  # NHWC order: permute back
+                    perm = np.arange(c * h * wd).reshape(c, h, wd).transpose(1, 2, 0).ravel()
+                    wt = wt[:, np.argsort(perm)]
+            w["weight"] = wt
+            if node.attrs["bias"]:
+                w["bias"] = const(ins[2])
+        elif node.op == "batchnorm":
+            c = g.shape(node.inputs[0])[1]
+            w = {"weight": np.ones(c), "bias": np.zeros(c), "running_mean": np.zeros(c), "running_var": np.ones(c)}
+            for k in origins[name]:
+                op, ins, _ = ops[k]
+                k_const = next(v for v in (const(t) for t in ins) if v is not None).reshape(-1)
+                w["weight" if op == "MUL" else "bias"] = k_const
+        elif node.op == "prelu":
+            w["weight"] = const(ops[origins[name][0]][1][1]).reshape(-1)
+        out[name] = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in w.items()}
+    return out
+
+
+def tflite_with_weights(g: Graph, weights: dict) -> bytes:
+    tf_graph, ins, outs = T.build_tf_graph(g, weights)
+    return tf.compat.v1.lite.TFLiteConverter(tf_graph.as_graph_def(), ins, outs).convert()
+
+
+def close(got: list[np.ndarray], ref: list[np.ndarray], what: str, rtol: float = RTOL) -> None:
+    assert len(got) == len(ref), what
+    for k, (a, r) in enumerate(zip(got, ref)):
+        assert a.shape == r.shape, f"{what} output {k}: shape {a.shape} != {r.shape}"
+        err, bound = float(np.abs(a - r).max()), rtol * max(float(np.abs(r).max()), 1e-6)
+        assert err <= bound, f"{what} output {k}: max |diff| {err:.3g} > {bound:.3g}"
+
+
+def round_trip(blob: bytes, x: np.ndarray, name: str, first_graph: Graph | None = None) -> tuple[Graph, bytes]:
+    """Import ``blob``, export the IR again with its weights; both files must compute the same."""
+    g, origins = import_tflite_with_origins(blob, name=name)
+    blob2 = tflite_with_weights(g, tflite_weights(blob, g, origins))
+    first = T.run_tflite(blob, first_graph or g, {(first_graph or g).input_nodes[0].name: x})
+    close(T.run_tflite(blob2, g, {g.input_nodes[0].name: x}), first, f"{name}: TFLite -> IR -> TFLite vs TFLite")
+    return g, blob2
+
+
+def ops(g: Graph) -> list[str]:
+    return [n.op for n in g.nodes.values() if n.op != "input"]
+
+
+# ------------------------------------------------------------------ round trips of IR-built networks
+@pytest.mark.parametrize("net", NETS)
+def test_round_trip_function_operators_and_structure(net):
+    src = NETS[net]()
+    blob = T.convert(src, "fp32")
+    x = example_input(src, sample=7)[src.input_nodes[0].name]
+    g, blob2 = round_trip(blob, x, net, src)
+    first, second = T.inspect_tflite(blob), T.inspect_tflite(blob2)
+    assert second["op_counts"] == first["op_counts"]
+    assert second["params"] == first["params"]
+    expected = tflite_form(src)
+    assert g.op_counts() == expected.op_counts()
+    assert structure_key(g) == structure_key(expected)  # operators, attributes, wiring, outputs
+    assert g.flops == src.flops
+    assert [n.shape for n in g.input_nodes] == [n.shape for n in src.input_nodes]
+    assert g.source == "tflite"
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+@pytest.mark.parametrize("net", ["mbv3ish", "misc-ops", "nb201"])
+def test_fp16_and_int8_files_import_to_the_same_operators(net, precision):
+    src = NETS[net]()
+    g32 = import_tflite(T.convert(src, "fp32"))
+    g = import_tflite(T.convert(src, precision))
+    assert g.op_counts() == g32.op_counts() and g.flops == g32.flops and g.params == g32.params
+    # scalars (hsigmoid's 1/6, clip bounds, a pad value) are fp16 or int8 there: close, not equal
+    # (int8: a clip bound outside the calibrated range is stored clamped to it)
+    if precision == "fp16":
+        assert np.allclose(float_attrs(g), float_attrs(g32), rtol=1e-3, atol=1e-3)
+    assert structure_key(without_floats(g)) == structure_key(without_floats(g32))
+
+
+_FLOAT_ATTRS = ("factor", "min", "max", "value", "alpha")
+
+
+def float_attrs(g: Graph) -> list[float]:
+    return [n.attrs[k] for n in g.nodes.values() for k in _FLOAT_ATTRS if k in n.attrs]
+
+
+def without_floats(g: Graph) -> Graph:
+    """``g`` with its float attributes left out (set to placeholders)."""
+    d = g.to_dict()
+    del d["model_id"]
+    for n in d["nodes"]:
+        for k in _FLOAT_ATTRS:
+            if k in n["attrs"]:
+                n["attrs"][k] = 1.0 if k == "max" else 0.0
+    return Graph.from_dict(d)
+
+
+# ------------------------------------------------------------------ TFLite files from plain TF graphs
+def _tf_model(build, shape: list, seed: int = 0) -> bytes:
+    """A TFLite file of a TF1-style graph: ``build(x, rng)`` of a float32 placeholder of ``shape``."""
+    rng = np.random.default_rng(seed)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape, name="image")
+        y = tf.identity(build(x, rng), name="out")
+    return tf.compat.v1.lite.TFLiteConverter(graph.as_graph_def(), [x], [y]).convert()
+
+
+def _w(rng, *shape):
+    return tf.constant((rng.standard_normal(shape) * 0.3).astype(np.float32))
+
+
+def keras_like(x, rng):
+    """What Keras writes: SAME padding everywhere (stride 2 on even inputs pads after), Flatten
+    in NHWC order before Dense."""
+    y = tf.nn.relu6(tf.nn.conv2d(x, _w(rng, 3, 3, 3, 8), 2, "SAME") + _w(rng, 8))
+    y = tf.nn.relu(tf.nn.depthwise_conv2d(y, _w(rng, 3, 3, 8, 2), [1, 1, 1, 1], "SAME") + _w(rng, 16))
+    y = tf.image.resize(y, [16, 16], "nearest")  # half-pixel centres: the same pixels for a factor 2
+    y = tf.nn.max_pool2d(y, 3, 2, "SAME")
+    y = tf.nn.avg_pool2d(y, 3, 1, "SAME")
+    y = y[:, 1:, :-1, :]  # STRIDED_SLICE
+    y = tf.nn.conv2d(y, _w(rng, 1, 1, 16, 12), 1, "VALID")
+    f = tf.reshape(y, [-1, 7 * 7 * 12])
+    return tf.nn.softmax(tf.matmul(f, _w(rng, 7 * 7 * 12, 10)) + _w(rng, 10))
+
+
+def test_keras_like_file_with_free_batch():
+    blob = _tf_model(keras_like, [None, 16, 16, 3])
+    g, _ = round_trip(blob, np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32), "keras")
+    assert g.input_nodes[0].shape == [1, 3, 16, 16]  # shape_signature -1: batch 1
+    assert ops(g) == ["pad", "conv2d", "relu6", "conv2d", "relu", "upsample", "maxpool", "avgpool", "crop", "conv2d", "flatten",
+                      "fc", "softmax"]
+    n = {node.op: node for node in g.nodes.values()}
+    assert n["pad"].attrs["pads"] == [0, 1, 0, 1]  # TF SAME, stride 2, even input: all padding after
+    assert (n["maxpool"].attrs["padding"], n["maxpool"].attrs["ceil_mode"]) == ([0, 0], True)
+    assert (n["avgpool"].attrs["padding"], n["avgpool"].attrs["count_include_pad"]) == ([1, 1], False)
+    assert [c.attrs["groups"] for c in g.nodes.values() if c.op == "conv2d"] == [1, 8, 1]
+
+
+def test_free_spatial_dims_need_input_shape():
+    def build(x, rng):
+        y = tf.nn.relu(tf.nn.conv2d(x, _w(rng, 3, 3, 3, 8), 1, "SAME") + _w(rng, 8))
+        return tf.matmul(tf.reduce_mean(y, axis=[1, 2]), _w(rng, 8, 4))
+
+    blob = _tf_model(build, [None, None, None, 3])
+    with pytest.raises(UnsupportedModelError, match=r"^free: input 'image' has free dimension\(s\) at TFLite axes \[1, 2\] .*give input_shape, NCHW; --shape on the command line\)$"):
+        import_tflite(blob, name="free")
+    g = import_tflite(blob, input_shape=[1, 3, 24, 20])
+    assert g.input_nodes[0].shape == [1, 3, 24, 20] and g.shape(next(iter(g.nodes.values())).name) == [1, 3, 24, 20]
+    assert ops(g) == ["conv2d", "relu", "global_avgpool", "flatten", "fc"]
+    assert g.flops == 24 * 20 * 8 * 27 + 8 * 4
+    with pytest.raises(UnsupportedModelError, match=r"input_shape \[1, 24, 20\] does not fit input 'image' of rank 4"):
+        import_tflite(blob, input_shape=[1, 24, 20])
+
+
+def test_input_shape_overrides_a_static_input(tmp_path):
+    src = resnet_tiny()
+    path = tmp_path / "resnet.tflite"
+    path.write_bytes(T.convert(src))
+    g = import_tflite(path, input_shape=[1, 3, 64, 64])
+    assert g.name == "resnet" and g.input_nodes[0].shape == [1, 3, 64, 64]
+    assert structure_key(g) == structure_key(tflite_form(resnet_tiny(64)))
+
+
+# ------------------------------------------------------------------ errors
+def test_unsupported_operator_names_index_tensor_and_op():
+    blob = _tf_model(lambda x, rng: tf.exp(tf.nn.relu(x)), [1, 4, 4, 3])
+    with pytest.raises(UnsupportedModelError) as e:
+        import_tflite(blob, name="exp-net")
+    assert str(e.value) == "exp-net: TFLite operator 1 (EXP, output 'out'): unsupported operator"
+    assert isinstance(e.value, ImportError)  # the PyTorch importer's type: callers catch one
+
+
+@pytest.mark.parametrize("build, what", [
+    (lambda x, rng: x + 2.0, r"\(ADD, output '[^']*'\): adding the scalar 2 \(the IR has no scalar add\)"),
+    (lambda x, rng: tf.transpose(x, [0, 3, 1, 2]), r"graph output 'out': a tensor in a transposed layout"),
+    (lambda x, rng: tf.reshape(x, [1, 16, 3]) * 2.0, r"\(RESHAPE, output '[^']*'\): RESHAPE \[1, 4, 4, 3\] -> \[1, 16, 3\] in NHWC element order"),
+    (lambda x, rng: tf.image.resize(x, [6, 6], "nearest"), r"\(RESIZE_NEAREST_NEIGHBOR, .*nearest resize 4x4 -> 6x6 by a non-integer factor"),
+    (lambda x, rng: x - tf.nn.relu(x), r"\(SUB, .*SUB of two computed tensors"),
+])
+def test_constructs_without_ir_operator_are_one_line_errors(build, what):
+    blob = _tf_model(build, [1, 4, 4, 3])
+    with pytest.raises(UnsupportedModelError, match=r"^m: (TFLite operator \d+ )?" + what) as e:
+        import_tflite(blob, name="m")
+    assert "\n" not in str(e.value)
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(UnsupportedModelError, match="no such TFLite file"):
+        import_tflite(tmp_path / "missing.tflite")
+    with pytest.raises(UnsupportedModelError, match=r"^junk: not a TFLite flatbuffer \(no TFL3 identifier\)$"):
+        import_tflite(b"\x00" * 64, name="junk")
+
+
+# ------------------------------------------------------------------ the predict loader
+def test_predict_loader_reads_tflite(tmp_path):
+    from pipelines.predict import load_model
+
+    path = tmp_path / "mbv3.tflite"
+    path.write_bytes(T.convert(mbv3ish()))
+    g = load_model(path)
+    assert g.name == "mbv3" and structure_key(g) == structure_key(tflite_form(mbv3ish()))
