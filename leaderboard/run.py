@@ -181,6 +181,8 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
             continue
         seconds[name] = round(time.perf_counter() - t0, 2)
         shutil.rmtree(resume)  # the track is whole: its predictions go into the entry below
+        if not any(resume.parent.iterdir()):
+            resume.parent.rmdir()
         log(f"{entry}: {name}: {len(frames[-1])} predictions in {seconds[name]} s")
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["track", "scenario_id", "model_id", "predicted_ms"])
     doc = (cls.__doc__ or "").strip().splitlines()

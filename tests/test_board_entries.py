@@ -78,7 +78,7 @@ def test_a_stopped_training_run_resumes_where_it_stopped(public, tmp_path, monke
     out = train_entry("flops", {}, [A], public, tmp_path / "stopped") / "predictions.parquet"
     assert done_before and not done_before & set(fits)  # the finished scenario was not fitted again
     pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(whole))
-    assert not partial.exists()
+    assert not partial.parent.exists()
     # other parameters: what an interrupted run left is not reused
     stale = run_mod._resume_folder(tmp_path / "x", A, {"predictor": "flops", "params": {}})
     (stale / "usc-some.parquet").write_bytes(b"")
