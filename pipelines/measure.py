@@ -437,6 +437,7 @@ class Sweep:
         k = len(pair.processes)
         run = self._run(pair, "e2e", self._e2e_runs(pair), f"p{k}")
         check_affinity(run, self.scenario)
+        check_threads(run, self.scenario)
         samples = [int(r["duration_ns"]) for r in run.runs]
         self.runs_made += len(samples)
         proc = {"digest": self.digest, "process": k, "samples_ns": samples,
@@ -451,6 +452,7 @@ class Sweep:
     def _profiled_process(self, pair: Pair, mode: str) -> None:
         run = self._run(pair, mode, self.cfg.op_runs, mode)
         check_affinity(run, self.scenario)
+        check_threads(run, self.scenario)
         d = {"digest": self.digest, "mode": mode, "meta": _meta_digest(run.meta),
              "samples_ns": [int(r["duration_ns"]) for r in run.runs], "overhead": run.overhead,
              "ops": aggregate_events(run.ops, run.runs) if run.ops else [],
@@ -576,6 +578,26 @@ def check_affinity(run: NativeRun, scenario: Scenario) -> None:
         bad = [t for t in end.get("thread_affinity", []) if sorted(t.get("cpus", [])) != list(scenario.cpus)]
         raise MeasureError(f"{run.meta.get('model')}: threads ran outside CPUs {list(scenario.cpus)}: "
                            + ", ".join(f"{t.get('name')}/{t.get('tid')} on {t.get('cpus')}" for t in bad[:3]), "cpus")
+
+
+def check_threads(run: NativeRun, scenario: Scenario) -> None:
+    """The process computed with the scenario's thread count: the runtime reports the threads
+    it could compute on (``compute_threads_observed``: main + its pool threads, read from the
+    OS at the end). Fewer than ``scenario.threads`` means the backend ignored the setting (as
+    LiteRT's builtin kernels did before they got it under "cpu_delegate"): the numbers belong
+    to a narrower scenario, so the pair fails rather than keeping them. More is allowed: the
+    builtin kernels keep two pools (Eigen's and ruy's), every thread inside the CPU set."""
+    if not scenario.cpus or not scenario.threads:
+        return  # a GPU scenario: the host threads are not the compute
+    end = run.end
+    seen = end.get("compute_threads_observed")
+    if seen is None:  # a runtime that does not count them: main + every non-writer thread
+        seen = sum(t.get("role") != "writer" for t in end.get("thread_affinity", [])) or None
+    if seen is None or seen < scenario.threads:
+        raise MeasureError(f"{run.meta.get('model')}: {run.meta.get('mode')} process computed on {seen} thread(s), "
+                           f"the scenario asks for {scenario.threads} (threads {end.get('threads_observed')}: "
+                           + ", ".join(f"{t.get('role')}/{t.get('tid')}" for t in end.get("thread_affinity", [])[:6])
+                           + ")", "threads")
 
 
 # what an aggregated op/kernel entry keeps of its per-run events (the first run's value): the

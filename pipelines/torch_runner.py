@@ -173,7 +173,10 @@ def thread_affinities() -> list[dict[str, Any]]:
 def _affinity_fields(cpus: list[int]) -> tuple[dict[str, Any], str | None]:
     threads = thread_affinities()
     bad = next((t for t in threads if t["cpus"] != cpus), None)
+    # every thread here may compute (no writer thread): main + torch's intra-op pool
     fields = {"thread_affinity": threads, "threads_observed": len(threads),
+              "compute_threads_observed": len(threads),
+              "runtime_threads_active": sum(t["role"] == "runtime" and t["cpu_time_ns"] > 0 for t in threads),
               "affinity_ok": bad is None and bool(threads)}
     return fields, (f"thread {bad['tid']} ({bad['name']}) on CPUs {bad['cpus']}" if bad else None)
 

@@ -227,3 +227,35 @@ def test_a_killed_sweep_resumes_with_one_record_per_pair(data, tmp_path):
         assert rec["protocol"]["processes"] == 3 and [len(s) for s in rec["e2e"]["samples_ns"]] == [10, 10, 10]
     names = [p.name for p in out.iterdir() if p.name.endswith(".json") and ".trace" not in p.name]
     assert len(names) == len(set(names)) == 3  # 2 records + SCENARIO.json
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs this process may use")
+def test_a_process_computing_on_fewer_threads_than_the_scenario_is_refused(data):
+    """A real runtime process run with one thread where the scenario (2large) asks for two,
+    as op mode did before the builtin kernels got their thread count: the pair fails with
+    kind `threads` and no record is kept."""
+    from pipelines.devices import make_device
+
+    _, cfg = params(data, "measure.granularities=[e2e,op]")
+    device = make_device(cfg.device)
+    real_run = device.run
+
+    def narrow(framework, artifact, *, scenario, mode="e2e", **kw):
+        if mode == "op":  # the op process runs single-threaded, the e2e ones as asked
+            from dataclasses import replace
+            scenario = replace(scenario, threads=1)
+        return real_run(framework, artifact, scenario=scenario, mode=mode, **kw)
+
+    device.run = narrow
+    r = run_measure(cfg, "tflite", "fp32", "2large", device=device, progress=False)
+    assert (r["ok"], r["failed"]) == (0, 2)
+    for p in r["out"].glob("*.error.json"):
+        err = json.loads(p.read_text())
+        assert err["kind"] == "threads" and "computed on 1 thread(s), the scenario asks for 2" in err["error"]
+    assert not records(r["out"])
+    # measured as asked, the same pairs are kept, op records included
+    cfg.measure.retry_failed = True
+    r = run_measure(cfg, "tflite", "fp32", "2large", progress=False)
+    assert (r["ok"], r["failed"]) == (2, 0)
+    for rec in records(r["out"]).values():
+        assert rec["op"]["end"]["compute_threads_observed"] >= 2

@@ -242,6 +242,24 @@ def test_affinity_of_every_thread(runner, models, mode, tmp_path):
         assert got == cpus, f"thread {tid} had CPU set {got}, expected {cpus}"
 
 
+@pytest.mark.skipif(len(ALLOWED) < 2, reason="needs two CPUs this process may use")
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_op_mode_computes_with_the_requested_threads(runner, models, precision, tmp_path):
+    """Op mode runs LiteRT's builtin kernels: with --threads 2 their pool threads exist, run
+    and stay inside the set; with --threads 1 there is none (before the "cpu_delegate"
+    option they ran single-threaded whatever --threads said: main + writer only)."""
+    cpus = ALLOWED[:2]
+    two = nr.run_native(models[precision], cpus=cpus, threads=2, mode="op", warmup=2, runs=5)
+    one = nr.run_native(models[precision], cpus=cpus, threads=1, mode="op", warmup=2, runs=5)
+    pool = [t for t in two.end["thread_affinity"] if t["role"] == "runtime"]
+    assert pool, f"no compute worker thread in a 2-thread op process: {two.end['thread_affinity']}"
+    assert any(t["cpu_time_ns"] > 0 for t in pool) and two.end["runtime_threads_active"] >= 1
+    _check_affinity(pool, cpus)
+    assert two.end["compute_threads_observed"] == 1 + len(pool) >= 2
+    assert one.end["compute_threads_observed"] == 1
+    assert [t["role"] for t in one.end["thread_affinity"]].count("runtime") == 0
+
+
 def _parse_cpu_list(s: str) -> list[int]:
     out: list[int] = []
     for part in s.split(","):

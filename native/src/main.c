@@ -202,7 +202,10 @@ static void print_help(void) {
         "           median_recording_ratio (profiled/armed: same compiled model); e2e mode:\n"
         "           median_unprofiled_ns = block time / 5, median_profiled_ns = instrumented\n"
         "           run, ratio = their quotient\n"
-        "  end      last line: counts, final thread_affinity, affinity_ok, wall time\n"
+        "  end      last line: counts, final thread_affinity, affinity_ok, wall time,\n"
+        "           compute_threads_observed (main + the runtime's pool threads: below\n"
+        "           --threads means the backend ran narrower than asked),\n"
+        "           runtime_threads_active (pool threads that ran at all)\n"
         "Profiler durations have 1 us resolution (converted to ns).\n"
         "\n"
         "Exit codes: 0 ok; 2 bad arguments (unknown mode, precision or accelerator, bad\n"
@@ -413,6 +416,11 @@ static void compile_model(compiled_t *c, LrEnvironment env, LrModel model, LrSig
     snprintf(toml, sizeof toml, "num_threads = %d\n%s", a->threads,
              a->mode == MODE_OP ? "kernel_mode = \"builtin\"\n" : "");
     add_opaque(opts, "xnnpack", toml);
+    /* The XNNPACK accelerator reads "xnnpack", but the compiled model's own TFLite
+     * interpreter (the builtin kernels of op mode, and any node XNNPACK leaves) takes its
+     * thread count from the CPU options under "cpu_delegate" and runs single-threaded
+     * without them (LiteRT 2.x, litert/runtime/compiled_model.cc). Same payload for both. */
+    if (!gpu) add_opaque(opts, "cpu_delegate", toml);
     if (profiling) add_opaque(opts, "runtime_options_string", "enable_profiling = true\n");
     if (gpu) add_opaque(opts, "gpu_options", gpu_options_toml(g_gpu));
     st = LiteRtCreateCompiledModel(env, model, opts, &c->cm);
@@ -696,7 +704,19 @@ static const char *affinity_json(sbuf *b, const int *cpus, int ncpus, long write
             ok = false;
         }
     }
-    sb_printf(b, "],\"threads_observed\":%d,\"affinity_ok\":%s", n, ok ? "true" : "false");
+    /* The CPU backend's parallelism as the OS shows it: the main thread plus every pool
+     * thread the runtime created (XNNPACK's pthreadpool has threads-1 of them, the builtin
+     * kernels keep Eigen's pool of `threads` and ruy's of threads-1). Fewer than the
+     * scenario's threads means the backend ignored --threads: the pipeline refuses such a
+     * record (pipelines/measure.py, check_threads). "active": pool threads that have run. */
+    int pool = 0, active = 0;
+    for (int i = 0; i < n && i < 512; i++) {
+        if (th[i].tid == plat_process_id() || th[i].tid == writer_tid) continue;
+        pool++;
+        if (th[i].run_ns > 0) active++;
+    }
+    sb_printf(b, "],\"threads_observed\":%d,\"compute_threads_observed\":%d,\"runtime_threads_active\":%d,"
+                 "\"affinity_ok\":%s", n, 1 + pool, active, ok ? "true" : "false");
     return ok ? NULL : bad;
 }
 
