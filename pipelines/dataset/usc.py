@@ -417,9 +417,17 @@ def op_features(framework: str, operation: str, feat: dict) -> dict[str, Any]:
                        out_channels=g.get("output_channel"), kernel=g.get("kernel_size"), stride=g.get("stride"),
                        padding=g.get("padding"), groups=g.get("groups"))
             if operation == "vulkan_prepack::run_conv2d_context":
-                groups, cout = g.get("groups") or 1, g.get("output_channel")
+                cout = g.get("output_channel")
+                # the source drops the "groups" key on its depthwise rows (kernels vulkan.conv2d_dw*):
+                # the weight's size still tells, filter_size = cout * (cin / groups) * k^2
+                groups = g.get("groups") or _groups_from_filter(cin, cout, g.get("kernel_size"), g.get("filter_size"))
+                out["groups"] = groups
                 if groups > 1:
                     op_type = "dwconv2d" if groups == cin == cout else "group_conv2d"
+            elif op_type == "avgpool" and g.get("kernel_size") is None and g.get("output_shape") is None:
+                # a pool the source gives no window nor output for is pytorchcv's final pool, whose
+                # window is the whole feature map (AvgPool2d(kernel_size=<final size>)): 1x1 out
+                out.update(out_channels=cin, kernel=g.get("input_shape"), stride=1, padding=0, out_hw=1)
             elif op_type in ("avgpool", "maxpool"):
                 out["out_channels"] = cin
             elif op_type == "global_avgpool":
@@ -428,6 +436,16 @@ def op_features(framework: str, operation: str, feat: dict) -> dict[str, Any]:
                 out.update(out_channels=cin, out_hw=g.get("input_shape"))
     out["op_type"] = op_type
     return out
+
+
+def _groups_from_filter(cin: int | None, cout: int | None, k: int | None, filter_size: int | None) -> int:
+    """A convolution's groups from its weight size (1 when the numbers do not divide evenly)."""
+    if not (cin and cout and k and filter_size):
+        return 1
+    per_group, rest = divmod(filter_size, cout * k * k)  # input channels per group
+    if rest or per_group <= 0 or cin % per_group:
+        return 1
+    return cin // per_group
 
 
 # ---------------------------------------------------------------- models
