@@ -336,7 +336,25 @@ def e2e_row(rec: dict, path: Path, rel: str) -> dict[str, Any]:
     for mode in ("op", "kernel"):
         if isinstance(rec.get(mode), dict):
             row[f"{mode}_run_ms"] = _pos((rec[mode].get("summary") or {}).get("median_ms"))
+    row.update(load_columns(rec))
     return row
+
+
+def load_columns(rec: dict) -> dict[str, Any]:
+    """The machine's state while the pair was measured (pipelines/machine_load.py); records
+    made before the measure stage read it have none (load_observed stays empty)."""
+    out: dict[str, Any] = {"host": (rec.get("runtime") or {}).get("hostname")}
+    load = rec.get("load")
+    if not isinstance(load, dict):
+        return out
+    out["load_observed"] = bool(load.get("observed"))
+    out["remeasured"] = _int(load.get("remeasured"))
+    if load.get("observed"):
+        out.update(foreign_busy_frac=_num(load.get("max_foreign_busy_frac")), steal_frac=_num(load.get("max_steal_frac")),
+                   loadavg_max=_num(load.get("max_loadavg")))
+        f = load.get("cpu_freq_khz")
+        out["cpu_freq_khz"] = f"{f['min']}-{f['max']}" if isinstance(f, dict) else "unknown"
+    return out
 
 
 _STATS = ("runs", "median_ms", "mean_ms", "min_ms", "max_ms")

@@ -59,8 +59,9 @@ def _cmd_measure(args: argparse.Namespace) -> None:
     if r["status"] == "not_offered":
         print(f"measure {r['scenario_id']}: not offered on this device: {r['reason']} (recorded in {r['out']})")
     else:
-        print(f"measure {r['scenario_id']}: {r['ok']} measured, {r['failed']} failed, {r['skipped']} already done "
-              f"(see {r['out']})")
+        print(f"measure {r['scenario_id']}: {r['ok']} measured, {r['failed']} failed "
+              f"({r.get('refused', 0)} refused as taken under load), {r['skipped']} already done, "
+              f"{r.get('remeasured', 0)} processes measured again under load (see {r['out']})")
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> None:

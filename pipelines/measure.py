@@ -62,6 +62,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from .machine_load import LoadConfig, LoadWindow, judge, validate_load
 from .native_runner import NativeRun, NativeRunError
 from .scenarios import PRECISIONS, Scenario, ScenarioGridConfig
 from .stats import make_stopper, pooled_summary, summarize
@@ -70,7 +71,8 @@ RECORD_SCHEMA = "latbench.measurement/1"
 GRANULARITIES = ("e2e", "op", "kernel")
 # failures of the device rather than of the model (a phone that disconnected): a rerun
 # measures those pairs again without being asked (the sweep resumes)
-TRANSIENT_KINDS = ("device",)
+# and processes taken under load (kind "loaded"): a quieter rerun should measure them
+TRANSIENT_KINDS = ("device", "loaded")
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,11 @@ class MeasureConfig:
     order_seed: int = 0  # seed of the interleaving order
     pytorch_engine: str = "x86"  # quantized engine for PyTorch int8: x86 (host) or qnnpack (ARM)
     retry_failed: bool = False  # measure again the pairs whose failure is on record
+    load: LoadConfig = field(default_factory=LoadConfig)  # when a process counts as taken under load
+    # the committed release (datasets/<name>-v<N>/): its (model, scenario) pairs are not measured
+    # again unless reuse_release is false (pipelines/release.py); empty or absent: none
+    release: str = "datasets/host-v1"
+    reuse_release: bool = True
 
 
 def validate_config(cfg: MeasureConfig) -> MeasureConfig:
@@ -169,6 +176,10 @@ def validate_config(cfg: MeasureConfig) -> MeasureConfig:
         raise ValueError(f"timeout: must be > 0 seconds, got {cfg.timeout}")
     if cfg.pytorch_engine not in ("x86", "qnnpack"):
         raise ValueError(f"pytorch_engine: unknown engine {cfg.pytorch_engine!r} (known: x86, qnnpack)")
+    try:
+        validate_load(cfg.load)
+    except ValueError as e:
+        raise ValueError(str(e)) from None
     for key in cfg.runner_sources:
         framework, _, accelerator = key.partition("-")
         if runner_for(framework, accelerator) is None:
@@ -237,7 +248,9 @@ def protocol_digest(cfg: MeasureConfig, scenario: Scenario) -> str:
     """What makes two records comparable: the scenario and every setting of the protocol that
     changes the numbers (not which models are selected, not retries, not timeouts)."""
     d = asdict(cfg)
-    for k in ("sources", "runner_sources", "models", "retry_failed", "timeout"):
+    # the load thresholds decide which processes are kept, not how they measure
+    for k in ("sources", "runner_sources", "models", "retry_failed", "timeout", "load", "release",
+              "reuse_release"):
         d.pop(k)
     d["scenario"] = scenario.to_dict()
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
@@ -307,6 +320,7 @@ class Pair:
     processes: list[dict] = field(default_factory=list)  # finished e2e processes (samples, meta)
     profiled: dict[str, dict] = field(default_factory=dict)  # mode -> finished op/kernel process
     done: bool = False
+    remeasured: int = 0  # processes of this pair measured again because they ran under load
 
     def samples(self) -> list[list[int]]:
         return [p["samples_ns"] for p in self.processes]
@@ -340,7 +354,9 @@ class Sweep:
         self.not_offered = {g: runner.missing_granularities.get(g, "not recorded by this runner")
                             for g in cfg.granularities if g not in runner.granularities}
         self.progress = progress
-        self.counts = {"ok": 0, "failed": 0, "skipped": 0}
+        # remeasured: processes run again because they were taken under load; refused: pairs
+        # failed because they stayed loaded (kind "loaded")
+        self.counts = {"ok": 0, "failed": 0, "skipped": 0, "remeasured": 0, "refused": 0}
         self._log_file = self.out / "measure.log"
         self._log_extra = log
         self.runs_made = 0  # timed e2e runs made by this sweep (benchmarks read it)
@@ -433,9 +449,33 @@ class Sweep:
         finally:
             records.unlink(missing_ok=True)  # the record keeps what matters; traces stay
 
+    def _observed_run(self, pair: Pair, mode: str, runs: int, tag: str) -> tuple[NativeRun, dict]:
+        """One measuring process with what the machine did meanwhile (machine_load.py); a
+        process taken under load is run again (``load.retries``) and, still loaded, fails
+        the pair (kind ``loaded``): its numbers are never kept."""
+        if getattr(self.device, "kind", None) != "host":
+            run = self._run(pair, mode, runs, tag)
+            return run, {"observed": False, "reason": f"load is read on the host only (device kind "
+                                                      f"{getattr(self.device, 'kind', '?')})"}
+        lc = self.cfg.load
+        for attempt in range(lc.retries + 1):
+            if attempt:
+                self.counts["remeasured"] += 1
+                pair.remeasured += 1
+                time.sleep(lc.wait_s)
+            with LoadWindow(self.scenario.cpus or None) as w:
+                run = self._run(pair, mode, runs, tag)
+            load = {"observed": True, **w.result, "attempt": attempt}
+            why = judge(load, lc)
+            if why is None:
+                return run, load
+            self.log(f"loaded {pair.model_id} {tag} (attempt {attempt + 1} of {lc.retries + 1}): {why}")
+        raise MeasureError(f"{pair.artifact}: the {mode} process was taken under load {lc.retries + 1} times, "
+                           f"last: {why}", "loaded")
+
     def _e2e_process(self, pair: Pair) -> None:
         k = len(pair.processes)
-        run = self._run(pair, "e2e", self._e2e_runs(pair), f"p{k}")
+        run, load = self._observed_run(pair, "e2e", self._e2e_runs(pair), f"p{k}")
         check_affinity(run, self.scenario)
         check_threads(run, self.scenario)
         samples = [int(r["duration_ns"]) for r in run.runs]
@@ -443,14 +483,14 @@ class Sweep:
         proc = {"digest": self.digest, "process": k, "samples_ns": samples,
                 "start_ns": min(r["start_ns"] for r in run.runs), "end_ns": max(r["end_ns"] for r in run.runs),
                 "meta": _meta_digest(run.meta), "affinity_ok": run.end.get("affinity_ok"),
-                "unix_ns": run.meta.get("start_unix_ns")}
+                "unix_ns": run.meta.get("start_unix_ns"), "load": load}
         _write_json(pair.work / f"p{k}.json", proc)
         pair.processes.append(proc)
         if self.on_process:
             self.on_process(proc)
 
     def _profiled_process(self, pair: Pair, mode: str) -> None:
-        run = self._run(pair, mode, self.cfg.op_runs, mode)
+        run, load = self._observed_run(pair, mode, self.cfg.op_runs, mode)
         check_affinity(run, self.scenario)
         check_threads(run, self.scenario)
         d = {"digest": self.digest, "mode": mode, "meta": _meta_digest(run.meta),
@@ -458,7 +498,7 @@ class Sweep:
              "ops": aggregate_events(run.ops, run.runs) if run.ops else [],
              "kernels": aggregate_events(run.kernels, run.runs) if mode == "kernel" else [],
              "end": {k: v for k, v in run.end.items() if k != "thread_affinity"},
-             "trace": f"{pair.model_id}.{mode}.trace.json"}
+             "trace": f"{pair.model_id}.{mode}.trace.json", "load": load}
         _write_json(pair.work / f"{mode}.json", d)
         pair.profiled[mode] = d
 
@@ -498,8 +538,9 @@ class Sweep:
         with_work = self.out / ".work"
         if with_work.is_dir() and not any(with_work.iterdir()):
             with_work.rmdir()
-        self.log(f"end: {self.counts['ok']} measured, {self.counts['failed']} failed, "
-                 f"{self.counts['skipped']} already done")
+        self.log(f"end: {self.counts['ok']} measured, {self.counts['failed']} failed "
+                 f"({self.counts['refused']} refused as taken under load), {self.counts['skipped']} already done, "
+                 f"{self.counts['remeasured']} processes measured again under load")
         return dict(self.counts)
 
     def _finish(self, pair: Pair) -> None:
@@ -519,6 +560,7 @@ class Sweep:
             "processes_done": len(pair.processes)})
         shutil.rmtree(pair.work, ignore_errors=True)
         self.counts["failed"] += 1
+        self.counts["refused"] += kind == "loaded"
         self.log(f"failed {pair.model_id}: {kind}: {msg}")
         tqdm.write(f"measure: {pair.model_id}: {kind}: {msg}")
 
@@ -547,6 +589,7 @@ class Sweep:
                 # per process: its statistics and, on phones, the device state it ran in
                 # (clocks, thermal status) which may change between processes
                 "per_process": [{**s, "start_ns": p["start_ns"], "end_ns": p["end_ns"],
+                                 **({"load": p["load"]} if "load" in p else {}),
                                  **({"device": p["meta"]["device"]} if "device" in p["meta"] else {})}
                                 for s, p in zip(pooled["per_process"], pair.processes)],
                 "samples_ns": pair.samples(),
@@ -554,11 +597,29 @@ class Sweep:
                 "end_ns": max(p["end_ns"] for p in pair.processes),
             },
             "runtime": pair.processes[0]["meta"],
+            "load": load_summary([p.get("load") for p in pair.processes]
+                                 + [d.get("load") for d in pair.profiled.values()], pair.remeasured),
         }
         for mode, d in pair.profiled.items():
             rec[mode] = {"summary": summarize(d["samples_ns"]), "overhead": d["overhead"], "ops": d["ops"],
                          "kernels": d["kernels"], "trace": d["trace"], "end": d["end"], "runtime": d["meta"]}
         return rec
+
+
+def load_summary(loads: Sequence[dict | None], remeasured: int) -> dict[str, Any]:
+    """The machine's state over all kept processes of a pair (the worst of each figure)."""
+    seen = [x for x in loads if x and x.get("observed")]
+    if not seen:
+        why = next((x.get("reason") for x in loads if x and x.get("reason")), "no load recorded")
+        return {"observed": False, "reason": why, "remeasured": remeasured}
+    freqs = [x["cpu_freq_khz"] for x in seen]
+    khz = [v for f in freqs if isinstance(f, dict) for end in f.values() for v in end.values()]
+    la = [v for x in seen for v in (x.get("loadavg_start"), x.get("loadavg_end")) if v is not None]
+    return {"observed": True, "processes": len(seen), "remeasured": remeasured,
+            "max_foreign_busy_frac": max(x["foreign_busy_frac"] for x in seen),
+            "max_steal_frac": max(x["steal_frac"] for x in seen),
+            "max_loadavg": max(la) if la else None,
+            "cpu_freq_khz": {"min": min(khz), "max": max(khz)} if khz else "unknown"}
 
 
 def _meta_digest(meta: dict) -> dict:

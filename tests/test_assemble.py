@@ -27,8 +27,9 @@ from pipelines.dataset.opfeatures import OP_TYPES, xnnpack_kernel_type
 from pipelines.measure import run_measure
 
 ROOT = Path(__file__).resolve().parents[1]
+# on the shared test machine the load is recorded, not refused (tests/test_measure.py tests refusing)
 QUICK = ["measure.processes=2", "measure.warmup=2", "measure.stopping.policy=fixed", "measure.stopping.runs=6",
-         "measure.op_runs=3", "measure.overhead_pairs=2"]
+         "measure.op_runs=3", "measure.overhead_pairs=2", "measure.load.check=false"]
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
 FP32, INT8, FP32_2 = "host-tflite-cpu-1large-fp32", "host-tflite-cpu-1large-int8", "host-tflite-cpu-2large-fp32"
 TORCH = "host-pytorch-cpu-1large-fp32"
@@ -107,6 +108,24 @@ def test_tables_follow_the_schema_with_provenance(measured, built, ds):
     assert s.framework_version.startswith("litert ") and s.heterogeneous is False and "1 large core" in s.description
     assert s.source_file == f"measurements/host/{FP32}/SCENARIO.json"
     assert ds.scenario(TORCH).framework_version.startswith("torch ")
+
+
+def test_rows_carry_the_machine_load_and_host(measured, ds):
+    """Each e2e row: the host that measured it and the load its processes saw (the record's
+    `load` summary), and the card states them per scenario."""
+    import socket
+
+    e = ds.e2e
+    assert (e["host"] == socket.gethostname()).all() and e["load_observed"].all()
+    for _, row in e.iterrows():
+        load = _record(measured, row["scenario_id"], row["model_id"])["load"]
+        assert row["foreign_busy_frac"] == load["max_foreign_busy_frac"] and row["remeasured"] == 0
+        assert row["steal_frac"] == load["max_steal_frac"] and row["loadavg_max"] == load["max_loadavg"]
+        f = load["cpu_freq_khz"]
+        assert row["cpu_freq_khz"] == ("unknown" if f == "unknown" else f"{f['min']}-{f['max']}")
+    card = (ds.path / "DATASET.md").read_text()
+    assert "### Machine load while measuring" in card and "noise floor" in card
+    assert all(sid in card.split("### Machine load while measuring")[1] for sid in e["scenario_id"].unique())
 
 
 def test_e2e_statistics_are_the_records_in_milliseconds(measured, ds):

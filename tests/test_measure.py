@@ -22,8 +22,10 @@ from pipelines.measure import run_measure
 
 ROOT = Path(__file__).resolve().parents[1]
 XNN_NAME = re.compile(r"^[A-Z][A-Za-z0-9 ]*? \((?:N[A-Z]*|ND|NC)(?:, [A-Z0-9]+)*\)(?: [A-Za-z0-9 ]+)?$")
+# the machine running the tests is shared: these tests are about records and resuming, so the
+# load is recorded but never refused (test_a_busy_core_... turns the check on)
 QUICK = ["measure.processes=2", "measure.warmup=2", "measure.stopping.policy=fixed", "measure.stopping.runs=6",
-         "measure.op_runs=3", "measure.overhead_pairs=2"]
+         "measure.op_runs=3", "measure.overhead_pairs=2", "measure.load.check=false"]
 
 
 def params(data_dir: Path, *overrides: str):
@@ -259,3 +261,47 @@ def test_a_process_computing_on_fewer_threads_than_the_scenario_is_refused(data)
     assert (r["ok"], r["failed"]) == (2, 0)
     for rec in records(r["out"]).values():
         assert rec["op"]["end"]["compute_threads_observed"] >= 2
+
+
+def _busy_loop(cpu: int) -> subprocess.Popen:
+    """Another process keeping one CPU busy (pinned there before it starts spinning)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+
+
+def test_a_busy_core_is_seen_measured_again_and_refused(data):
+    """A real busy loop on the measured core: every process sees other processes' CPU time on
+    its pinned core, is measured again (load.retries) and the pair is refused (kind loaded),
+    never kept; the stage's output counts both. Without the loop the same pairs are kept,
+    with the load each process saw in the record."""
+    _, cfg = params(data, "measure.granularities=[e2e]", "measure.load.check=true", "measure.load.retries=1",
+                    "measure.load.wait_s=0.1", "measure.load.max_foreign_busy=0.2")
+    cpu = sorted(os.sched_getaffinity(0))[0]  # 1large is the first allowed CPU
+    loop = _busy_loop(cpu)
+    try:
+        time.sleep(0.3)
+        r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)
+    finally:
+        loop.kill()
+        loop.wait()
+    out = r["out"]
+    assert (r["ok"], r["failed"], r["refused"], r["remeasured"]) == (0, 2, 2, 2)
+    for p in out.glob("*.error.json"):
+        err = json.loads(p.read_text())
+        m = re.search(r"taken under load 2 times, last: other processes used (\d+)% of CPUs \[(\d+)\]", err["error"])
+        assert err["kind"] == "loaded" and m, err["error"]
+        assert int(m.group(1)) >= 20 and int(m.group(2)) == cpu
+    assert not records(out)
+    log = (out / "measure.log").read_text()
+    assert log.count("loaded ") == 4 and "(2 refused as taken under load)" in log
+
+    cfg.measure.load.check = False  # the loop is gone; the shared test machine may still be busy
+    r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)  # `loaded` is retried by any rerun
+    assert (r["ok"], r["failed"], r["refused"]) == (2, 0, 0)
+    for rec in records(out).values():
+        load = rec["load"]
+        assert load["observed"] and load["processes"] == 2 and load["remeasured"] == 0
+        assert 0 <= load["max_foreign_busy_frac"] <= 1 and load["max_loadavg"] is not None
+        assert load["cpu_freq_khz"] == "unknown" or load["cpu_freq_khz"]["min"] > 0
+        for proc in rec["e2e"]["per_process"]:
+            assert proc["load"]["cpus"] == [cpu] and proc["load"]["own_cpu_s"] > 0

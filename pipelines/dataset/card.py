@@ -343,6 +343,38 @@ def markdown_table(rows: list[list[Any]], header: list[str]) -> str:
 _table = markdown_table
 
 
+def load_section(ds: Dataset) -> tuple[str, str] | None:
+    """The machine's state while the suite measured, per scenario (pipelines/machine_load.py):
+    a latency taken while other processes shared the pinned cores is the wrong scenario's."""
+    e = ds.e2e[ds.e2e["dataset"] == "latbench"]
+    if e.empty or "load_observed" not in e.columns:
+        return None
+    rows = []
+    for sid, g in e.groupby("scenario_id", sort=True):
+        obs = g[g["load_observed"].fillna(False).astype(bool)]
+        freqs = sorted(set(obs["cpu_freq_khz"].dropna()))
+        rows.append([sid, len(g), len(obs),
+                     f"{obs['foreign_busy_frac'].median():.1%}" if len(obs) else "-",
+                     f"{obs['foreign_busy_frac'].max():.1%}" if len(obs) else "-",
+                     f"{obs['steal_frac'].max():.1%}" if len(obs) else "-",
+                     f"{obs['loadavg_max'].max():.2f}" if len(obs) else "-",
+                     int(g["remeasured"].fillna(0).sum()),
+                     "unknown" if freqs == ["unknown"] else (", ".join(freqs[:2]) + (" ..." if len(freqs) > 2 else "")
+                                                              if freqs else "-"),
+                     f"{g['between_cv'].median():.1%}" if g["between_cv"].notna().any() else "-"])
+    body = ("Every measuring process records what the host did meanwhile: the share of the pinned cores' "
+            "time other processes used (/proc/stat busy time minus the process's own CPU time), the "
+            "hypervisor's steal, the load average and the cores' clock (scaling_cur_freq; `unknown` where "
+            "the machine has no cpufreq). A process above the `measure.load` thresholds was measured again, "
+            "and a pair still loaded was refused (`failures.csv`, kind `loaded`), never kept. Rows measured "
+            "before this check have no load columns (`load observed` counts those that have). The noise "
+            "floor is the median spread between independent processes (`between_cv`).\n\n"
+            + _table(rows, ["scenario", "pairs", "load observed", "others' share (median)", "others' share (max)",
+                            "steal (max)", "load avg (max)", "processes re-measured", "clock (kHz)",
+                            "noise floor"]))
+    return "Machine load while measuring", body
+
+
 def write_card(ds: Dataset | str | Path, out_dir: str | Path | None = None, notes: list[str] | None = None,
                sections: list[tuple[str, str]] | None = None) -> Path:
     """Write ``DATASET.md`` and its figures into ``out_dir`` (default: the dataset's folder);
@@ -387,7 +419,7 @@ def write_card(ds: Dataset | str | Path, out_dir: str | Path | None = None, note
         if commits:
             head += f", commit {', '.join(commits)}"
         lines += [head + ".", "", info["how"], ""]
-    for title, body in sections or []:
+    for title, body in [*(sections or []), *filter(None, [load_section(ds)])]:
         lines += [f"### {title}", "", body.rstrip(), ""]
 
     # figures

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 TABLES = ("models", "scenarios", "e2e", "ops", "kernels")
 PARQUET_META_KEY = b"latbench"  # parquet key-value metadata: {"table": ..., "schema_version": ...}
 
@@ -210,6 +210,20 @@ _E2E = TableSchema(
            "(docs/gpu.md): `ok`, or `fp16_overflow` (fp16 outputs inf/NaN: the network exceeds fp16's range; "
            "the time is that of the fp16 computation); empty where not checked"),
         _c("output_rel_err", "float64", "relative L2 error of those outputs against the CPU's", nonnegative=True),
+        _c("host", "string", "hostname of the machine that ran the measuring processes"),
+        _c("load_observed", "boolean", "the machine's load was read while the processes ran (the host: "
+           "/proc and /sys; not on phones)"),
+        _c("foreign_busy_frac", "float64", "largest share, over the kept processes, of the pinned cores' time "
+           "that other processes used while one ran (/proc/stat busy time minus the process's own CPU time)",
+           nonnegative=True),
+        _c("steal_frac", "float64", "largest share of the pinned cores' time stolen by the hypervisor",
+           nonnegative=True),
+        _c("loadavg_max", "float64", "largest 1-minute load average seen at the start or end of a process",
+           nonnegative=True),
+        _c("cpu_freq_khz", "string", "clock of the pinned cores (scaling_cur_freq, `min-max` kHz over the "
+           "processes), or `unknown` where the machine exposes no cpufreq"),
+        _c("remeasured", "Int64", "processes of this pair measured again because they ran under load",
+           nonnegative=True),
         *_provenance("measurement"),
     ),
     key=("model_id", "scenario_id"),
