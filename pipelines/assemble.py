@@ -538,7 +538,35 @@ def _protocol(folder: ScenarioFolder, recs: list[dict]) -> dict[str, Any]:
     }
 
 
-def assemble(data_dir: str | Path, progress: bool = False) -> Assembly:
+def merge_release(frames: dict, release: str | Path, local_pairs: set[tuple[str, str]]) -> dict:
+    """The committed release's rows of the pairs measured elsewhere (no local record of them):
+    a sweep continued on another machine assembles into one dataset. Local records win; a
+    released scenario or model row is taken where no local one exists."""
+    import pandas as pd
+
+    from .release import resolve
+
+    root = resolve(release)
+    if not (root / "e2e.parquet").is_file():
+        return frames
+    from .dataset.load import load_dataset
+
+    rel = load_dataset(root)
+    out = dict(frames)
+    for t in ("e2e", "ops", "kernels"):
+        r = rel.tables()[t]
+        keep = [(m, s) not in local_pairs for m, s in zip(r["model_id"], r["scenario_id"])]
+        out[t] = pd.concat([frames[t], r[keep]], ignore_index=True) if any(keep) else frames[t]
+    used_s = set(out["e2e"]["scenario_id"])
+    used_m = set(out["e2e"]["model_id"])
+    for t, key, used in (("scenarios", "scenario_id", used_s), ("models", "model_id", used_m)):
+        r = rel.tables()[t]
+        r = r[r[key].isin(used) & ~r[key].isin(set(frames[t][key]))]
+        out[t] = pd.concat([frames[t], r], ignore_index=True) if len(r) else frames[t]
+    return out
+
+
+def assemble(data_dir: str | Path, progress: bool = False, release: str | Path | None = None) -> Assembly:
     """Build the tables from ``<data_dir>/{measurements,models,artifacts}`` (see the module doc)."""
     data = Path(data_dir)
     folders = scan(data / "measurements")
@@ -614,7 +642,10 @@ def assemble(data_dir: str | Path, progress: bool = False) -> Assembly:
         b["models"].add(**model_row(irs[mid], rel(irs[mid])))
     keys = {"models": ["model_id"], "scenarios": ["scenario_id"], "e2e": ["scenario_id", "model_id"],
             "ops": ["scenario_id", "model_id", "op_index"], "kernels": ["scenario_id", "model_id", "kernel_index"]}
-    tables = {t: b[t].frame().sort_values(keys[t], kind="stable").reset_index(drop=True) for t in TABLES}
+    frames = {t: b[t].frame() for t in TABLES}
+    if release:
+        frames = merge_release(frames, release, set(seen_pairs))
+    tables = {t: frames[t].sort_values(keys[t], kind="stable").reset_index(drop=True) for t in TABLES}
     failures.sort(key=lambda f: (str(f["scenario_id"]), f["model_id"]))
     not_offered.sort(key=lambda f: (f["device"], f["folder"]))
     protocols.sort(key=lambda p: p["scenario_id"])
@@ -772,7 +803,9 @@ def run_assemble(cfg: Any = None, *, data_dir: str | Path | None = None, out_dir
 
     data = Path(data_dir if data_dir is not None else cfg.data_dir)
     out = Path(out_dir) if out_dir is not None else data / OUT
-    a = assemble(data, progress=progress)
+    m = getattr(cfg, "measure", None)
+    release = m.release if (m is not None and m.reuse_release and m.release) else None
+    a = assemble(data, progress=progress, release=release)
     out.mkdir(parents=True, exist_ok=True)
     save_tables(a.tables, out)
     write_failures(out / FAILURES, a.failures)

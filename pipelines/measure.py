@@ -356,7 +356,11 @@ class Sweep:
         self.progress = progress
         # remeasured: processes run again because they were taken under load; refused: pairs
         # failed because they stayed loaded (kind "loaded")
-        self.counts = {"ok": 0, "failed": 0, "skipped": 0, "remeasured": 0, "refused": 0}
+        self.counts = {"ok": 0, "failed": 0, "skipped": 0, "remeasured": 0, "refused": 0, "released": 0}
+        # pairs the committed release holds are not measured again (pipelines/release.py)
+        from .release import released_pairs
+
+        self.released = released_pairs(cfg.release) if cfg.reuse_release else set()
         self._log_file = self.out / "measure.log"
         self._log_extra = log
         self.runs_made = 0  # timed e2e runs made by this sweep (benchmarks read it)
@@ -403,6 +407,10 @@ class Sweep:
         pairs = []
         for source, mid in models:
             if self._is_done(mid):
+                self.counts["skipped"] += 1
+                continue
+            if (mid, self.scenario.scenario_id) in self.released:  # landed from another machine
+                self.counts["released"] += 1
                 self.counts["skipped"] += 1
                 continue
             pair = Pair(mid, source, artifact_path(self.artifacts, mid, self.format), self.out / ".work" / mid)
@@ -507,6 +515,7 @@ class Sweep:
         pairs = self.plan(models)
         order = random.Random(self.cfg.order_seed).sample(pairs, len(pairs))
         self.log(f"start: {len(pairs)} pairs to measure, {self.counts['skipped']} already done "
+                 f"({self.counts['released']} of them in the release {self.cfg.release}) "
                  f"(protocol {self.digest}, {self.cfg.stopping.policy} stopping)")
         bar = tqdm(total=sum(self._remaining(p) for p in order), desc=f"measure {self.scenario.scenario_id}", unit="proc",
                    disable=not self.progress, dynamic_ncols=True)

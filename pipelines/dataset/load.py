@@ -296,6 +296,9 @@ def load_dataset(path: str | Path, check: bool = True) -> Dataset:
     """Read ``<path>/{models,scenarios,e2e,ops,kernels}.parquet``. A missing table file reads as
     empty (e.g. a dataset without op records); no table at all is an error."""
     root = Path(path)
+    if not root.is_dir() and not root.is_absolute():  # a committed release, e.g. "datasets/host-v1"
+        from_project = Path(__file__).resolve().parents[2] / root
+        root = from_project if from_project.is_dir() else root
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such dataset folder")
     files = {n: root / f"{n}.parquet" for n in TABLES}

@@ -1,0 +1,123 @@
+"""The dataset release that travels with the project: ``datasets/<name>-v<N>/``.
+
+The ``release`` stage copies the assembled tables (``data/dataset``: compact zstd parquet) and
+the card into a committed folder with ``RELEASE.json`` (name, version, when, the pairs it
+holds per scenario, sizes). ``load_dataset("datasets/host-v1")`` reads it like any dataset.
+
+On another machine the release is what has landed: the measure stage does not measure a
+(model, scenario) pair the release already holds (``measure.reuse_release: false`` measures
+them again, an explicit choice), and ``assemble`` takes the released rows of pairs it has no
+local record of, so a sweep stopped part-way continues elsewhere without measuring a pair
+twice. Every released e2e row carries its provenance (host, runtime version, the machine's
+load while it ran, the record it came from).
+
+    python -m pipelines.release [--params params.yaml]     # data/dataset -> ${measure.release}
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]*?)-v(?P<version>\d+)$")
+MANIFEST = "RELEASE.json"
+LIMIT_BYTES = 100 * 2**20  # a release is committed to git: it must stay well under this
+
+
+class ReleaseError(ValueError):
+    """A release folder that cannot be written or read; one line naming the path."""
+
+
+def resolve(path: str | Path) -> Path:
+    """A release path as configured (relative paths are relative to the project root)."""
+    p = Path(path)
+    return p if p.is_absolute() else ROOT / p
+
+
+def parse_name(folder: Path) -> tuple[str, int]:
+    m = NAME.match(folder.name)
+    if not m:
+        raise ReleaseError(f"{folder}: a release folder is named <name>-v<N>, e.g. host-v1")
+    return m["name"], int(m["version"])
+
+
+def released_pairs(release: str | Path | None) -> set[tuple[str, str]]:
+    """(model_id, scenario_id) of every e2e row of the release (empty if there is none)."""
+    if not release:
+        return set()
+    path = resolve(release) / "e2e.parquet"
+    if not path.is_file():
+        return set()
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=["model_id", "scenario_id"])
+    return set(zip(t.column("model_id").to_pylist(), t.column("scenario_id").to_pylist()))
+
+
+def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
+    """Copy the assembled tables and card of ``dataset_dir`` into ``release_dir`` (replaced
+    whole, atomically) with its manifest; returns the manifest."""
+    from .dataset import TABLES
+    from .dataset.load import load_dataset
+
+    src, out = Path(dataset_dir), resolve(release_dir)
+    name, version = parse_name(out)
+    ds = load_dataset(src)  # checked against the schema before anything is written
+    tmp = out.with_name(f".{out.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for t in TABLES:
+        if (src / f"{t}.parquet").is_file():
+            shutil.copyfile(src / f"{t}.parquet", tmp / f"{t}.parquet")
+    for extra in ("DATASET.md", "failures.csv"):
+        if (src / extra).is_file():
+            shutil.copyfile(src / extra, tmp / extra)
+    for png in src.glob("*.png"):
+        shutil.copyfile(png, tmp / png.name)
+    size = sum(p.stat().st_size for p in tmp.iterdir())
+    if size > LIMIT_BYTES:
+        shutil.rmtree(tmp)
+        raise ReleaseError(f"{out}: {size / 2**20:.1f} MB, over the {LIMIT_BYTES // 2**20} MB a committed release may take")
+    e = ds.e2e
+    manifest = {"name": name, "version": version, "created_unix": int(time.time()),
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": str(src),
+                "bytes": size, "rows": {t: len(ds.tables()[t]) for t in TABLES},
+                "pairs_per_scenario": {str(k): int(v) for k, v in e.groupby("scenario_id").size().items()},
+                "hosts": sorted(str(h) for h in e["host"].dropna().unique()) if "host" in e else []}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    old = out.with_name(f".{out.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .config import ConfigError, load_params
+
+    p = argparse.ArgumentParser(prog="python -m pipelines.release", description=__doc__.split("\n\n")[0])
+    p.add_argument("--params", default=str(ROOT / "params.yaml"))
+    p.add_argument("--dataset", default=None, help="assembled dataset folder (default: <data_dir>/dataset)")
+    args = p.parse_args(argv)
+    try:
+        cfg = load_params(args.params)
+        if not cfg.measure.release:
+            raise ReleaseError("measure.release: empty, no release folder to write")
+        m = write_release(args.dataset or Path(cfg.data_dir) / "dataset", cfg.measure.release)
+    except (ConfigError, ReleaseError, FileNotFoundError) as e:
+        print(f"latbench: error: {e}", file=sys.stderr)
+        return 2
+    print(f"release {m['name']}-v{m['version']}: {m['rows']['e2e']} e2e rows in "
+          f"{len(m['pairs_per_scenario'])} scenarios, {m['bytes'] / 2**20:.2f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The release that travels: a tiny sweep -> assemble -> datasets/<name>-v<N>/ -> a fresh data
+folder (another machine) measures only the pairs the release does not hold, and assembles
+them with the released rows into one dataset.
+
+Three NAS-Bench-201 cells are generated and exported; two are measured (e2e, TFLite fp32,
+one core), assembled and released; the fresh folder has all three.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.assemble import run_assemble
+from pipelines.config import compose, validate, write_params
+from pipelines.dataset import load_dataset
+from pipelines.measure import run_measure
+from pipelines.release import ReleaseError, released_pairs, write_release
+
+ROOT = Path(__file__).resolve().parents[1]
+SID = "host-tflite-cpu-1large-fp32"
+
+
+def _cfg(data: Path, release: Path, *more: str):
+    return validate(compose(["generator=[nasbench201]", "generator.nasbench201.n=3", f"data_dir={data}",
+                             "export.formats=[tflite_fp32]", "export.workers=2", "measure.processes=2",
+                             "measure.warmup=1", "measure.stopping.policy=fixed", "measure.stopping.runs=4",
+                             "measure.granularities=[e2e]", "measure.load.check=false",
+                             f"measure.release={release}", *more]))
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    from pipelines.export import run_export
+    from pipelines.generate import run_generate
+
+    data = tmp_path_factory.mktemp("release") / "data"
+    cfg = _cfg(data, data.parent / "none-v1")
+    run_generate(cfg, progress=False)
+    assert run_export(cfg, progress=False)["failed"] == 0
+    return data
+
+
+def _ids(data: Path) -> list[str]:
+    return sorted(p.stem for p in (data / "models").glob("*/*.json"))
+
+
+def test_a_released_sweep_continues_elsewhere_without_measuring_a_pair_twice(exported, tmp_path):
+    release = tmp_path / "datasets" / "tiny-v1"
+    ids = _ids(exported)
+    assert len(ids) == 3
+    # machine A measures two of the three networks, assembles and releases them
+    first = tmp_path / "a"
+    shutil.copytree(exported, first)
+    cfg = _cfg(first, release, f"measure.models=[{ids[0]},{ids[1]}]")
+    assert run_measure(cfg, "tflite", "fp32", "1large", progress=False)["ok"] == 2
+    run_assemble(cfg, progress=False)
+    manifest = write_release(first / "dataset", release)
+    assert (manifest["name"], manifest["version"]) == ("tiny", 1)
+    assert manifest["pairs_per_scenario"] == {SID: 2} and manifest["bytes"] < 2**20
+    assert {p.name for p in release.iterdir()} >= {"DATASET.md", "RELEASE.json", "e2e.parquet", "models.parquet",
+                                                   "scenarios.parquet"}
+    assert released_pairs(release) == {(ids[0], SID), (ids[1], SID)}
+    ds = load_dataset(release)
+    e = ds.e2e
+    assert len(e) == 2 and e["host"].notna().all() and e["runtime_version"].notna().all()
+    assert e["load_observed"].all() and e["foreign_busy_frac"].notna().all() and e["source_file"].notna().all()
+
+    # machine B: a fresh data folder with all three networks and no measurements
+    second = tmp_path / "b"
+    shutil.copytree(exported, second)
+    cfg_b = _cfg(second, release)
+    r = run_measure(cfg_b, "tflite", "fp32", "1large", progress=False)
+    assert (r["ok"], r["released"], r["skipped"]) == (1, 2, 2)
+    out = second / "measurements" / "host" / SID
+    assert sorted(p.stem for p in out.glob("*.json") if p.name != "SCENARIO.json") == [ids[2]]
+    assert "(2 of them in the release" in (out / "measure.log").read_text()
+    # assembled: the released rows and the new one, one row per pair
+    run_assemble(cfg_b, progress=False)
+    both = load_dataset(second / "dataset")
+    assert sorted(both.e2e["model_id"]) == ids and sorted(both.models["model_id"]) == ids
+    assert list(both.scenarios["scenario_id"]) == [SID]
+
+    # re-measuring released pairs is an explicit choice
+    cfg_c = _cfg(second, release, "measure.reuse_release=false")
+    r = run_measure(cfg_c, "tflite", "fp32", "1large", progress=False)
+    assert (r["ok"], r["released"], r["skipped"]) == (2, 0, 1)
+
+
+def test_release_stage_and_bad_names(exported, tmp_path):
+    with pytest.raises(ReleaseError, match="named <name>-v<N>"):
+        write_release(exported, tmp_path / "datasets" / "host")
+    data = tmp_path / "d"
+    shutil.copytree(exported, data)
+    cfg = _cfg(data, tmp_path / "datasets" / "x-v2", f"measure.models=[{_ids(exported)[0]}]")
+    run_measure(cfg, "tflite", "fp32", "1large", progress=False)
+    run_assemble(cfg, progress=False)
+    raw = compose(["generator=[nasbench201]", f"data_dir={data}", f"measure.release={tmp_path / 'datasets' / 'x-v2'}"])
+    p = tmp_path / "params.yaml"
+    write_params(raw, p)
+    proc = subprocess.run([sys.executable, "-m", "pipelines.release", "--params", str(p)], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("release x-v2: 1 e2e rows in 1 scenarios")
+    assert json.loads((tmp_path / "datasets" / "x-v2" / "RELEASE.json").read_text())["version"] == 2
+    raw["measure"]["release"] = str(tmp_path / "datasets" / "nover")
+    write_params(raw, p)
+    proc = subprocess.run([sys.executable, "-m", "pipelines.release", "--params", str(p)], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "named <name>-v<N>" in proc.stderr
