@@ -130,6 +130,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from .submission import SubmissionError
 
         write_status(_roots(args), results)
+        from .noise import write_noise_floor
+
+        write_noise_floor(_roots(args), results)  # the board's reference row: measurement against measurement
         rejected: dict[str, list[str]] = {}
         scored: dict[str, tuple[Path, bool]] = {}  # entry name -> (its folder, submitted): the first keeps the name
         for folder in args.entries:

@@ -7,7 +7,9 @@
 
 The input is a dict with three equally long 1-D sequences: ``scenario_id`` (strings, each one
 of the track's scenarios), ``y_true`` (measured ms) and ``y_pred`` (predicted ms), numbers
-that are finite and > 0. Anything else raises :class:`EvaluationError` with one line that
+that are finite and > 0; on a track of repeated draws (seeds) a fourth, ``fold`` (ints): each
+fold is scored on its own, the per-scenario and aggregate figures are the mean over folds and
+``seeds`` holds each fold's aggregate and the spread (sample standard deviation) over folds. Anything else raises :class:`EvaluationError` with one line that
 says which key is wrong and how (first offending position and value). Like OGB's
 ``Evaluator``, it knows nothing about models or splits: it scores arrays (the submission
 validator checks that the right networks were predicted).
@@ -20,6 +22,11 @@ import numpy as np
 import pandas as pd
 
 from .metrics import aggregate, compute
+
+
+# What the board's per-scenario views need to know of a scenario (phone x core set x precision,
+# framework); recorded in each result beside the metrics, whatever the track groups by.
+SCENARIO_COLUMNS = ("device", "framework", "accelerator", "cores", "precision")
 
 
 class EvaluationError(ValueError):
@@ -71,7 +78,9 @@ class Evaluator:
         return (f"==== Expected output format of Evaluator for {self.track.name}\n"
                 "{'per_scenario': {scenario_id: {metric: float}}, 'aggregate': {metric: float}, "
                 "'groups': {column: {value: {metric: float}}}, 'n': {scenario_id: int}}\n"
-                f"- metrics: {m} (aggregate = unweighted mean over scenarios)")
+                f"- metrics: {m} (aggregate = unweighted mean over scenarios)\n"
+                "- with a fold key (repeated draws): per_scenario/aggregate are means over folds, and "
+                "'seeds': {'folds', 'per_fold', 'aggregate_std', 'per_scenario_std'} their spread")
 
     def check(self, input_dict: Any) -> pd.DataFrame:
         """The checked input as a frame (scenario_id, y_true, y_pred); EvaluationError if wrong."""
@@ -81,7 +90,7 @@ class Evaluator:
         missing = [k for k in keys if k not in input_dict]
         if missing:
             raise EvaluationError(f"input: missing key(s) {', '.join(missing)} (expected exactly {', '.join(keys)})")
-        extra = sorted(set(input_dict) - set(keys))
+        extra = sorted(set(input_dict) - set(keys) - {"fold"})
         if extra:
             raise EvaluationError(f"input: unexpected key(s) {', '.join(map(str, extra))} (expected exactly {', '.join(keys)})")
         sid = _as_array("scenario_id", input_dict["scenario_id"], numeric=False)
@@ -91,6 +100,15 @@ class Evaluator:
             raise EvaluationError(f"input: lengths differ: scenario_id {len(sid)}, y_true {len(yt)}, y_pred {len(yp)}")
         if len(sid) == 0:
             raise EvaluationError("input: no predictions (the sequences are empty)")
+        fold = None
+        if "fold" in input_dict:
+            fold = _as_array("fold", input_dict["fold"], numeric=False)
+            if len(fold) != len(sid):
+                raise EvaluationError(f"input: lengths differ: scenario_id {len(sid)}, fold {len(fold)}")
+            bad = [i for i, x in enumerate(fold.tolist())
+                   if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0]
+            if bad:
+                raise EvaluationError(f"fold: expected ints >= 0, position {bad[0]} is {fold[bad[0]]!r}")
         bad = [i for i, s in enumerate(sid.tolist()) if not isinstance(s, str)]
         if bad:
             raise EvaluationError(f"scenario_id: expected strings, position {bad[0]} is {sid[bad[0]]!r}")
@@ -99,14 +117,26 @@ class Evaluator:
             if unknown:
                 raise EvaluationError(f"scenario_id: {unknown[0]!r} is not a scenario of track {self.track.name}"
                                       f" ({len(unknown)} unknown)")
-        return pd.DataFrame({"scenario_id": sid.astype(str), "y_true": yt, "y_pred": yp})
+        df = pd.DataFrame({"scenario_id": sid.astype(str), "y_true": yt, "y_pred": yp})
+        return df if fold is None else df.assign(fold=fold.astype("int64"))
 
-    def eval(self, input_dict: Any) -> dict[str, Any]:
-        df = self.check(input_dict)
+    def _per_scenario(self, df: pd.DataFrame) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
         per, n = {}, {}
         for sid, g in df.groupby("scenario_id", sort=True):
             per[sid] = compute(g["y_true"].to_numpy(), g["y_pred"].to_numpy(), self.metrics)
             n[sid] = len(g)
+        return per, n
+
+    def eval(self, input_dict: Any) -> dict[str, Any]:
+        df = self.check(input_dict)
+        seeds = None
+        if "fold" in df.columns:
+            # each draw scored as its own board, then averaged: a lucky draw cannot hide in a pooled figure
+            by_fold = {int(k): self._per_scenario(g)[0] for k, g in df.groupby("fold", sort=True)}
+            per, seeds = _mean_over_folds(by_fold, self.metrics)
+            n = self._per_scenario(df[df["fold"] == min(by_fold)])[1]
+        else:
+            per, n = self._per_scenario(df)
         groups: dict[str, dict[str, dict[str, float]]] = {}
         for col in self.track.group_by:
             by: dict[str, list[str]] = {}
@@ -114,7 +144,47 @@ class Evaluator:
                 v = self.scenario_groups.get(sid, {}).get(col)
                 by.setdefault("-" if v is None else str(v), []).append(sid)
             groups[col] = {v: aggregate({s: per[s] for s in sids}, self.metrics) for v, sids in sorted(by.items())}
-        return {"per_scenario": per, "aggregate": aggregate(per, self.metrics), "groups": groups, "n": n}
+        out = {"per_scenario": per, "aggregate": aggregate(per, self.metrics), "groups": groups, "n": n}
+        if self.scenario_groups:
+            out["scenarios"] = {sid: {k: _plain(v) for k, v in self.scenario_groups.get(sid, {}).items()} for sid in per}
+        if seeds is not None:
+            out["aggregate"] = seeds.pop("aggregate_mean")
+            out["seeds"] = seeds
+        return out
+
+
+def _plain(v: Any) -> Any:
+    """A scenario attribute as a JSON value (numpy scalars to Python, missing to None)."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _mean_over_folds(by_fold: Mapping[int, Mapping[str, Mapping[str, float]]],
+                     metrics: Iterable[str]) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """Per-scenario means over folds, and the folds' spread: each fold's aggregate, the mean and
+    sample standard deviation (ddof=1; 0 with one fold) of those aggregates, and per scenario
+    the standard deviation over folds. NaN values (an undefined rank correlation) are left out."""
+    metrics = list(metrics)
+    sids = sorted({s for per in by_fold.values() for s in per})
+    folds = sorted(by_fold)
+
+    def stats(vals: list[float]) -> tuple[float, float]:
+        v = np.array([x for x in vals if not np.isnan(x)], dtype="float64")
+        if v.size == 0:
+            return float("nan"), float("nan")
+        return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+    per, per_std = {}, {}
+    for sid in sids:
+        cells = {m: stats([by_fold[f][sid][m] for f in folds if sid in by_fold[f]]) for m in metrics}
+        per[sid] = {m: c[0] for m, c in cells.items()}
+        per_std[sid] = {m: c[1] for m, c in cells.items()}
+    fold_agg = {f: aggregate(by_fold[f], metrics) for f in folds}
+    cells = {m: stats([fold_agg[f][m] for f in folds]) for m in metrics}
+    return per, {"folds": folds, "per_fold": {str(f): a for f, a in fold_agg.items()},
+                 "aggregate_mean": {m: c[0] for m, c in cells.items()},
+                 "aggregate_std": {m: c[1] for m, c in cells.items()}, "per_scenario_std": per_std}
 
 
 def scenario_groups(dataset: Any, scenario_ids: Iterable[str], columns: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -128,4 +198,4 @@ def scenario_groups(dataset: Any, scenario_ids: Iterable[str], columns: Iterable
     return out
 
 
-__all__ = ["Evaluator", "EvaluationError", "scenario_groups"]
+__all__ = ["Evaluator", "EvaluationError", "SCENARIO_COLUMNS", "scenario_groups"]

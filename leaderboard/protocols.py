@@ -17,7 +17,9 @@ into a split file the first time, so later code changes cannot move a split sile
   family out, train on the others).
 - ``help-nb201``: HELP's NAS-Bench-201 protocol per device (HELP's loader): test = architectures
   with NAS-Bench-201 index in [900, 1900) without the 10% fastest and 10% slowest on that device
-  (800 networks); training = ``n_train`` architectures drawn from indices [0, 900).
+  (800 networks); training = ``n_train`` architectures drawn from indices [0, 900). With
+  ``seeds: [s0, s1, ...]`` instead of ``seed``, one fold per seed (fold i draws with seed si)
+  and every fold tests the same architectures: repeated draws, scored per seed by the evaluator.
 """
 from __future__ import annotations
 
@@ -194,10 +196,23 @@ PROTOCOLS.register("leave-one-out")(Protocol("leave-one-out", _check_loo, _loo))
 _NB201_NAME = re.compile(r"nb201-(\d+)")
 
 
+def _help_seeds(p: Mapping[str, Any]) -> list[int]:
+    """The draws of a help-nb201 track: ``seeds`` (several, one fold each) or the one ``seed``."""
+    return list(p["seeds"]) if "seeds" in p else [p["seed"]]
+
+
 def _check_help(p: Mapping[str, Any]) -> None:
-    _only(p, "n_train", "seed", "pool", "test", "trim")
+    _only(p, "n_train", "seed", "seeds", "pool", "test", "trim")
     _int(p, "n_train", 1)
-    _int(p, "seed")
+    if ("seed" in p) == ("seeds" in p):
+        raise ValueError("seed/seeds: give exactly one (an int seed, or a list of seeds for repeated draws)")
+    if "seed" in p:
+        _int(p, "seed")
+    else:
+        s = p["seeds"]
+        if not (isinstance(s, (list, tuple)) and s and len(set(s)) == len(s)
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in s)):
+            raise ValueError(f"seeds: expected a non-empty list of distinct ints >= 0, got {s!r}")
     for k in ("pool", "test"):
         v = p.get(k)
         if not (isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) for x in v) and v[0] < v[1]):
@@ -226,9 +241,11 @@ def _help(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
         test = test.sort_values(["latency_ms", "index"], kind="stable")
         n = len(test)
         test = test.iloc[int(n * p["trim"]): int(n * (1 - p["trim"]))]
-        rng = np.random.default_rng([p["seed"], zlib.crc32(sid.encode())])  # per device, whatever else is loaded
-        pick = pool.sort_values("index")["name"].to_numpy()[np.sort(rng.choice(len(pool), p["n_train"], replace=False))]
-        out.append(Fold(0, sid, tuple(pick), tuple(sorted(test["name"]))))
+        ordered = pool.sort_values("index")["name"].to_numpy()
+        for fold, seed in enumerate(_help_seeds(p)):
+            rng = np.random.default_rng([seed, zlib.crc32(sid.encode())])  # per device, whatever else is loaded
+            pick = ordered[np.sort(rng.choice(len(pool), p["n_train"], replace=False))]
+            out.append(Fold(fold, sid, tuple(pick), tuple(sorted(test["name"]))))
     return out
 
 

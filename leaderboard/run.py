@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from .evaluator import Evaluator, scenario_groups
+from .evaluator import SCENARIO_COLUMNS, Evaluator, scenario_groups
 from .protocols import InsufficientData
 from .tracks import TRACKS, Split, Track, TrackData, TrackError, Unavailable, ensure_split, resolve
 
@@ -103,7 +103,10 @@ def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
             pred = np.asarray(est.predict(Networks(view, tuple(test), sid)), dtype="float64")
             if pred.shape != (len(test),):
                 raise ValueError(f"{type(est).__name__}.predict returned shape {pred.shape} for {len(test)} networks")
-            rows.append(pd.DataFrame({"track": data.track.name, "scenario_id": sid, "model_id": test, "predicted_ms": pred}))
+            part = pd.DataFrame({"track": data.track.name, "scenario_id": sid, "model_id": test, "predicted_ms": pred})
+            if split.repeated:  # repeated draws (seeds) predict the same networks once per fold
+                part["fold"] = pd.array([f.fold] * len(test), dtype="Int64")
+            rows.append(part)
         part = pd.concat(rows, ignore_index=True) if rows else _no_predictions()
         if done is not None:
             tmp = done.with_name(f".{done.name}.tmp")
@@ -228,7 +231,12 @@ def _merge_entry(out: Path, preds: pd.DataFrame, meta: dict[str, Any], run: dict
             old = pd.read_parquet(path)
             preds = pd.concat([old[~old["track"].isin(replace)], preds], ignore_index=True)
         preds = preds.astype({"track": "string", "scenario_id": "string", "model_id": "string", "predicted_ms": "float64"})
-        preds.sort_values(["track", "scenario_id", "model_id"], kind="stable").to_parquet(path, index=False)
+        if "fold" in preds.columns:  # set on tracks of repeated draws only (seeds), NA elsewhere
+            preds["fold"] = preds["fold"].astype("Int64")
+            if preds["fold"].isna().all():
+                preds = preds.drop(columns="fold")
+        order = ["track", "scenario_id"] + (["fold"] if "fold" in preds.columns else []) + ["model_id"]
+        preds.sort_values(order, kind="stable").to_parquet(path, index=False)
         (out / "metadata.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
         rp = out / "run.json"
         old_run = json.loads(rp.read_text()) if rp.is_file() else {}
@@ -285,9 +293,12 @@ def evaluate_entry(entry_dir: str | Path, roots: Mapping[str, Any] | None, resul
     for name, df in checked.tracks.items():
         track = TRACKS.get(name)
         data = resolve(track, roots)
-        groups = scenario_groups(data.dataset, data.scenario_ids, track.group_by)
-        res = Evaluator(track, groups).eval({"scenario_id": df["scenario_id"].tolist(),
-                                             "y_true": df["latency_ms"].to_numpy(), "y_pred": df["predicted_ms"].to_numpy()})
+        groups = scenario_groups(data.dataset, data.scenario_ids, tuple(dict.fromkeys((*track.group_by, *SCENARIO_COLUMNS))))
+        given = {"scenario_id": df["scenario_id"].tolist(), "y_true": df["latency_ms"].to_numpy(),
+                 "y_pred": df["predicted_ms"].to_numpy()}
+        if "fold" in df.columns:  # repeated draws (seeds): scored per fold, mean and spread
+            given["fold"] = [int(x) for x in df["fold"]]
+        res = Evaluator(track, groups).eval(given)
         doc = {"entry": entry_dir.name, "track": name, "track_version": track.version, "meta": checked.meta,
                "result": res, "plot": _plot_data(df), "networks": int(len(df))}
         path = Path(results_dir) / name / f"{entry_dir.name}.json"

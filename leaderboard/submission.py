@@ -4,7 +4,10 @@ Predictions (``.parquet`` or ``.csv``): one row per predicted network x scenario
 the columns ``track``, ``scenario_id``, ``model_id`` (the dataset's id) and ``predicted_ms``.
 A submission may cover several tracks; for each track it covers it must predict exactly the
 track's test networks in every scenario of the track (the union of the test folds: each
-network is predicted once, by the model of the fold that holds it out).
+network is predicted once, by the model of the fold that holds it out). On a track of repeated
+draws (several seeds, e.g. ``help-nb201-n10``: every fold tests the same networks) a fifth
+column ``fold`` (int) says which draw a prediction comes from, and every fold is predicted;
+elsewhere ``fold`` may be left out (or empty).
 
 Metadata (``.yaml``/``.yml`` or ``.json``): ``method`` (name on the board), ``authors``,
 ``code`` (a link, http(s); the suite's own baselines say ``repo:<path>``), ``training_data`` (what the method trained on beyond each track's
@@ -33,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 COLUMNS = ("track", "scenario_id", "model_id", "predicted_ms")
+FOLD = "fold"  # optional column: required on tracks of repeated draws (seeds), ignored elsewhere
 META_REQUIRED = ("method", "authors", "code", "training_data", "seeds")
 META_OPTIONAL = ("description", "kind", "predictor", "params", "date")
 MAX_LISTED = 5  # examples listed per problem
@@ -162,14 +166,23 @@ def read_predictions(path: str | Path, problems: list[str]) -> pd.DataFrame | No
 
 def _check_predictions(p: Path, df: pd.DataFrame, problems: list[str]) -> pd.DataFrame | None:
     missing = [c for c in COLUMNS if c not in df.columns]
-    extra = [c for c in df.columns if c not in COLUMNS]
+    extra = [c for c in df.columns if c not in COLUMNS and c != FOLD]
     if missing:
         problems.append(f"{p}: missing column(s) {', '.join(missing)} (expected exactly {', '.join(COLUMNS)})")
     if extra:
         problems.append(f"{p}: unexpected column(s) {', '.join(map(str, extra))} (expected exactly {', '.join(COLUMNS)})")
     if missing:
         return None
-    df = df[list(COLUMNS)].reset_index(drop=True)
+    df = df[list(COLUMNS) + ([FOLD] if FOLD in df.columns else [])].reset_index(drop=True)
+    if FOLD in df.columns:
+        f = pd.to_numeric(df[FOLD], errors="coerce")
+        bad = (f.isna() & df[FOLD].notna()) | (f.notna() & ((f % 1 != 0) | (f < 0)))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            problems.append(f"{p}: fold: {int(bad.sum())} value(s) not a fold number (int >= 0), first at "
+                            f"{_row_label(p, i)}: {df[FOLD].iloc[i]!r}")
+            return None
+        df[FOLD] = f.astype("Int64")
     if len(df) == 0:
         problems.append(f"{p}: no predictions (the file has a header but no rows)")
         return None
@@ -206,11 +219,11 @@ def _check_predictions(p: Path, df: pd.DataFrame, problems: list[str]) -> pd.Dat
             problems.append(f"{p}: predicted_ms: {int(mask.sum())} value(s) {what}, first at {_row_label(p, i)} "
                             f"({df['scenario_id'].iloc[i]}, {df['model_id'].iloc[i]})")
     df["predicted_ms"] = v
-    key = ["track", "scenario_id", "model_id"]
+    key = ["track", "scenario_id", "model_id"] + ([FOLD] if FOLD in df.columns else [])
     dup = df.duplicated(key, keep="first")
     if dup.any():
         i = int(np.flatnonzero(dup)[0])
-        problems.append(f"{p}: {int(dup.sum())} duplicate (track, scenario_id, model_id) row(s), first at {_row_label(p, i)}: "
+        problems.append(f"{p}: {int(dup.sum())} duplicate ({', '.join(key)}) row(s), first at {_row_label(p, i)}: "
                         f"{df['track'].iloc[i]}, {df['scenario_id'].iloc[i]}, {df['model_id'].iloc[i]}")
     return df
 
@@ -296,7 +309,8 @@ def _check_lengths(p: Path, meta: Mapping[str, Any], problems: list[str]) -> Non
 @dataclass
 class Checked:
     """A valid submission: metadata and, per track, its predictions joined with the measured
-    latency (columns scenario_id, model_id, name, predicted_ms, latency_ms)."""
+    latency (columns scenario_id, model_id, name, predicted_ms, latency_ms; and fold on tracks
+    of repeated draws)."""
 
     meta: dict[str, Any]
     tracks: dict[str, pd.DataFrame] = field(default_factory=dict)
@@ -327,25 +341,47 @@ def check_against_tracks(df: pd.DataFrame, source: str, roots: Mapping[str, Any]
             problems.append(f"{source}: track {track_name}: unknown scenario(s) {_examples(unknown_s)}"
                             f" (the track's: {_examples(data.scenario_ids)})")
         rows = []
+        repeated = split.repeated
+        if not repeated and FOLD in g.columns:  # one fold per network: the fold says nothing
+            dup = g[g.duplicated(["scenario_id", "model_id"], keep="first")]
+            if len(dup):
+                problems.append(f"{source}: track {track_name}: {len(dup)} network(s) predicted twice (its split tests "
+                                f"each network once; fold is only for repeated draws): {_examples(dup['model_id'])}")
+            g = g.drop(columns=FOLD)
+        if repeated and (FOLD not in g.columns or g[FOLD].isna().any()):
+            n = len(g) if FOLD not in g.columns else int(g[FOLD].isna().sum())
+            problems.append(f"{source}: track {track_name}: fold: missing on {n} row(s); this track repeats its "
+                            f"draws (folds {_examples(sorted({f.fold for f in split.folds}))}), predict each fold")
+            continue
         for sid in data.scenario_ids:
             e = data.measured(sid)
             test_names = set(split.test_names(sid))
             test = e[e["name"].isin(test_names)][["model_id", "name", "latency_ms"]]
             train_ids = set(e["model_id"]) - set(test["model_id"])
             got = g[g["scenario_id"] == sid]
-            outside = got[~got["model_id"].isin(set(test["model_id"]))]["model_id"].tolist()
-            if outside:
-                kind = "training networks" if set(outside) <= train_ids else "networks not in the test split"
-                problems.append(f"{source}: track {track_name}, {sid}: {len(outside)} prediction(s) for {kind}: "
-                                f"{_examples(outside)}")
-            missing = sorted(set(test["model_id"]) - set(got["model_id"]))
-            if missing:
-                problems.append(f"{source}: track {track_name}, {sid}: {len(missing)} test network(s) not predicted: "
-                                f"{_examples(missing)}")
-            j = test.merge(got[["model_id", "predicted_ms"]].drop_duplicates("model_id"), on="model_id", how="inner")
-            rows.append(j.assign(scenario_id=sid))
+            folds = sorted({f.fold for f in split.for_scenario(sid)}) if repeated else [None]
+            if repeated:
+                odd = sorted(set(got[FOLD].astype(int)) - set(folds))
+                if odd:
+                    problems.append(f"{source}: track {track_name}, {sid}: fold(s) {_examples(odd)} not in the split "
+                                    f"(its folds: {_examples(folds)})")
+            for fold in folds:
+                part = got if fold is None else got[got[FOLD] == fold]
+                where = f"{sid}" if fold is None else f"{sid} fold {fold}"
+                outside = part[~part["model_id"].isin(set(test["model_id"]))]["model_id"].tolist()
+                if outside:
+                    kind = "training networks" if set(outside) <= train_ids else "networks not in the test split"
+                    problems.append(f"{source}: track {track_name}, {where}: {len(outside)} prediction(s) for {kind}: "
+                                    f"{_examples(outside)}")
+                missing = sorted(set(test["model_id"]) - set(part["model_id"]))
+                if missing:
+                    problems.append(f"{source}: track {track_name}, {where}: {len(missing)} test network(s) not predicted: "
+                                    f"{_examples(missing)}")
+                j = test.merge(part[["model_id", "predicted_ms"]].drop_duplicates("model_id"), on="model_id", how="inner")
+                rows.append(j.assign(scenario_id=sid, fold=fold if fold is not None else 0))
         if rows:
-            out[track_name] = pd.concat(rows, ignore_index=True)[["scenario_id", "model_id", "name", "predicted_ms", "latency_ms"]]
+            cols = ["scenario_id", "model_id", "name", "predicted_ms", "latency_ms"] + ([FOLD] if repeated else [])
+            out[track_name] = pd.concat(rows, ignore_index=True)[cols]
     return out
 
 

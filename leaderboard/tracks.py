@@ -242,7 +242,17 @@ class Split:
         return own or [f for f in self.folds if f.scenario_id == "*"]
 
     def test_names(self, scenario_id: str) -> list[str]:
-        return [n for f in self.for_scenario(scenario_id) for n in f.test]
+        """The scenario's test networks, each once (repeated folds test the same ones)."""
+        return list(dict.fromkeys(n for f in self.for_scenario(scenario_id) for n in f.test))
+
+    @property
+    def repeated(self) -> bool:
+        """Repeated draws (seeds): some scenario has several folds that test the same networks,
+        so predictions carry a ``fold`` column (one prediction per network and fold)."""
+        by: dict[str, list[frozenset[str]]] = {}
+        for f in self.folds:
+            by.setdefault(f.scenario_id, []).append(frozenset(f.test))
+        return any(len(v) > 1 and len(set(v)) == 1 for v in by.values())
 
     def to_json(self) -> str:
         d = {"track": self.track, "version": self.version, "spec_hash": self.spec_hash,
@@ -264,6 +274,14 @@ def compute_split(data: TrackData) -> Split:
     """Run the track's protocol on its data (what :func:`ensure_split` freezes into a file)."""
     t = data.track
     folds = PROTOCOLS.get(t.protocol).folds(t.params, data)
+    split = Split(t.name, t.version, t.spec_hash(), folds)
+    if split.repeated:  # repeated draws (seeds): every fold of a scenario tests the same networks
+        for f in folds:
+            first = split.for_scenario(f.scenario_id)[0]
+            if set(f.test) != set(first.test):
+                raise TrackError(f"{t.path}: protocol {t.protocol}: fold {f.fold} of {f.scenario_id} tests other "
+                                 f"networks than fold {first.fold} (repeated folds must test the same ones)")
+        return split
     seen: dict[tuple[str, str], int] = {}
     for f in folds:  # every (scenario, network) is tested once: submissions carry no fold column
         for n in f.test:
@@ -271,7 +289,7 @@ def compute_split(data: TrackData) -> Split:
             if key in seen:
                 raise TrackError(f"{t.path}: protocol {t.protocol} tests {n!r} in folds {seen[key]} and {f.fold}")
             seen[key] = f.fold
-    return Split(t.name, t.version, t.spec_hash(), folds)
+    return split
 
 
 def read_split(track: Track, folder: Path | None = None) -> Split | None:

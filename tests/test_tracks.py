@@ -71,8 +71,10 @@ def test_help_split_follows_helps_protocol(public):
         # HELP's remove_outlier: nothing kept is faster than the cut 10% or slower than the cut 10%
         assert kept.min() >= rng.quantile(0.099) and kept.max() <= rng.quantile(0.901)
     # the few-shot tracks share the test set; N=10 draws from the same pool
+    # (every one of its repeated draws, one fold per seed)
     small = read_split(TRACKS.get("help-nb201-n10"))
-    assert [f.test for f in small.folds] == [f.test for f in split.folds]
+    assert {f.scenario_id for f in small.folds} == {f.scenario_id for f in split.folds}
+    assert all(f.test == split.for_scenario(f.scenario_id)[0].test for f in small.folds)
 
 
 def test_kfold_tests_every_network_once(public):
