@@ -50,8 +50,13 @@ def _cmd_measure(args: argparse.Namespace) -> None:
     if args.retry_failed:
         cfg.measure.retry_failed = True
     try:
-        r = run_measure(cfg, args.framework, args.precision, args.cores, threads=args.threads,
-                        accelerator=args.accelerator, progress=not args.quiet)
+        if args.farm:  # the phones of a Ray device farm instead of the configured device (docs/farm.md)
+            from .farm.cli import farm_measure
+
+            r = farm_measure(cfg, args)
+        else:
+            r = run_measure(cfg, args.framework, args.precision, args.cores, threads=args.threads,
+                            accelerator=args.accelerator, progress=not args.quiet)
     except (DeviceBusy, NativeRunError) as e:  # e.g. an unknown serial, a phone without taskset
         raise ConfigError(str(e)) from None
     except ValueError as e:
@@ -272,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--accelerator", default="cpu", help="cpu | gpu (default: %(default)s)")
     m.add_argument("--models", nargs="*", default=None, help="only these model ids")
     m.add_argument("--retry-failed", action="store_true", help="measure again pairs whose failure is on record")
+    m.add_argument("--farm", default=None, metavar="ADDRESS", help="measure on every phone named device.name in "
+                   "the Ray device farm at ADDRESS (HOST:PORT; docs/farm.md)")
+    m.add_argument("--farm-serials", nargs="*", default=None, help="--farm: only these phones")
+    m.add_argument("--farm-no-reassign", action="store_true", help="--farm: leave the pairs of a vanished phone "
+                   "to the next run instead of giving them to the other phones")
     m.add_argument("--params", default=str(PARAMS), help="composed parameters (default: %(default)s)")
     m.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     m.set_defaults(func=_cmd_measure)
@@ -361,6 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
     da.add_argument("--catalog", default=None, help="another catalog file (default: the suite's)")
     da.add_argument("--overwrite", action="store_true", help="replace a different entry of that name")
     da.set_defaults(func=_cmd_devices_add)
+
+    from .farm.cli import add_farm_parser
+
+    add_farm_parser(sub)
 
     s = sub.add_parser("show", help="print a network's summary: costs, operator counts, metadata")
     s.add_argument("model", help="an IR JSON file")

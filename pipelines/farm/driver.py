@@ -1,0 +1,283 @@
+"""The farm's sweep driver: one scenario measured on every phone of one device name in the farm.
+
+``run_farm_measure(cfg, framework, precision, cores, address=...)`` is ``run_measure`` with the
+phones of a Ray cluster instead of one configured device (``latbench measure --farm ADDRESS``).
+The device name is the config's (``device.name``: pixel4); every online phone of that name in
+the farm takes part (``serials`` narrows them). Then:
+
+1. Claim: one :class:`pipelines.farm.host.PhoneWorker` per phone, placed by the phone's resource
+   on its host. A phone whose resource stays taken for ``lock_wait`` seconds is swept by another
+   driver: the sweep stops at once with :class:`pipelines.devices.DeviceBusy` (one line naming
+   the phone), as a local sweep does on a locked device. The data folder's lock file is held as
+   by a local sweep, so a local and a farm sweep of one device name never write together.
+2. Plan: the pairs of the scenario not yet done (same record store, same protocol digest) are
+   dealt round-robin to the phones; each phone runs a :class:`pipelines.measure.Sweep` over its
+   share in a thread of the driver (one process at a time per phone, interleaved over its
+   pairs as a local sweep), all writing into ``<data_dir>/measurements/<name>/<scenario_id>/``.
+3. Faults: a phone or host that vanishes has its pairs recorded as device failures. With
+   ``reassign`` (default) the driver then deals those pairs to the phones still there, when they
+   offer the same scenario (same core set on the same CPUs); otherwise the next run retries them.
+   A killed driver leaves finished records and finished processes (``.work/``); the next run
+   skips and reuses them, so no finished pair is measured twice.
+4. Cost: per process, the round trip minus the time spent inside the adb run (the farm's own
+   cost); per sweep, pairs per minute. Both go into the result and ``measure.log``.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import json
+import statistics
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import ray
+
+from pipelines.devices import DeviceBusy, sweep_lock
+from pipelines.measure import StageScenario, Sweep, _read_json, _write_json, grid_dir_name, list_models, stage_scenario
+
+from .host import PhoneWorker
+from .phone import ArtifactCache, FarmPhone, one_line
+from .resources import NAMESPACE, agent_name, hosts_of
+
+
+class FarmError(ValueError):
+    """The farm cannot run the sweep (no such phone, no cluster); one line."""
+
+
+def connect(address: str | None) -> None:
+    """Joins the Ray cluster at ``address`` as a driver (no-op when already connected)."""
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, include_dashboard=False,
+                 logging_level="WARNING")
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise FarmError(f"farm {address}: cannot join the Ray cluster: {one_line(e)}") from None
+
+
+def farm_hosts(timeout: float = 30.0) -> list[dict]:
+    """Every live host of the farm: its agent's info and phones (``online`` now or not)."""
+    found = []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        for host in hosts_of(node.get("Resources", {})):
+            try:
+                agent = ray.get_actor(agent_name(host), namespace=NAMESPACE)
+            except ValueError:
+                found.append({"host": host, "node_id": node["NodeID"], "phones": [],
+                              "problem": "its host agent is not running (latbench farm join again)"})
+                continue
+            found.append({"host": host, "node_id": node["NodeID"], "ref": agent.phones.remote()})
+    for h in found:
+        if "ref" in h:
+            try:
+                h["phones"] = ray.get(h.pop("ref"), timeout=timeout)
+            except ray.exceptions.RayError as e:
+                h["phones"], h["problem"] = [], f"its host agent does not answer: {one_line(e)}"
+    return sorted(found, key=lambda h: h["host"])
+
+
+def farm_phones(name: str | None = None, serials: Sequence[str] | None = None) -> list[dict]:
+    """The online phones (of device ``name``, among ``serials``), in (host, serial) order."""
+    phones = [p for h in farm_hosts() for p in h["phones"] if p["online"]]
+    if name:
+        phones = [p for p in phones if p["name"] == name]
+    if serials:
+        phones = [p for p in phones if p["serial"] in set(serials)]
+    return sorted(phones, key=lambda p: (p["host"], p["serial"]))
+
+
+def claim(phones: list[dict], artifacts: ArtifactCache, *, lock_wait: float = 10.0,
+          adb: dict | None = None) -> list[FarmPhone]:
+    """A worker per phone, each holding its phone (see the module doc); all or none."""
+    workers = [PhoneWorker.options(resources={p["resource"]: 1.0}).remote(p, adb) for p in phones]
+    refs = [w.begin.remote() for w in workers]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=lock_wait)
+    out, problem = [], None
+    for p, w, ref in zip(phones, workers, refs):
+        label = f"device {p['name']} (serial {p['serial']} on farm host {p['host']})"
+        if ref not in ready:
+            problem = problem or DeviceBusy(f"{label}: a sweep is already running (its farm resource {p['resource']} "
+                                            f"stayed taken for {lock_wait:g} s)")
+            continue
+        try:
+            begun = ray.get(ref)
+        except ray.exceptions.RayError as e:
+            problem = problem or FarmError(f"{label}: its worker did not start: {one_line(e)}")
+            continue
+        if "error" in begun:
+            problem = problem or (DeviceBusy(begun["error"]) if begun["kind"] == "busy"
+                                  else FarmError(f"{label}: {begun['error']}"))
+            continue
+        out.append(FarmPhone(p, w, begun, artifacts))
+    if problem is not None:
+        release(out)
+        for w in workers:
+            with contextlib.suppress(Exception):
+                ray.kill(w)
+        raise problem
+    return out
+
+
+def release(phones: Sequence[FarmPhone], timeout: float = 30.0) -> None:
+    """Gives the phones back (best effort: a phone's host may be gone)."""
+    refs = [p.worker.end.remote() for p in phones if not p.gone]
+    with contextlib.suppress(Exception):
+        ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    for p in phones:
+        with contextlib.suppress(Exception):
+            ray.kill(p.worker)
+
+
+def deal(models: Sequence[tuple[str, str]], phones: Sequence[FarmPhone]) -> list[list[tuple[str, str]]]:
+    """Round-robin shares of the pairs, one per phone."""
+    shares: list[list[tuple[str, str]]] = [[] for _ in phones]
+    for i, m in enumerate(models):
+        shares[i % len(phones)].append(m)
+    return shares
+
+
+def _failed_on_device(out: Path, model_ids: Sequence[str], digest: str) -> list[str]:
+    found = []
+    for mid in model_ids:
+        rec = _read_json(out / f"{mid}.json")
+        if rec is not None and rec.get("protocol", {}).get("digest") == digest:
+            continue
+        err = _read_json(out / f"{mid}.error.json")
+        if err is not None and err.get("kind") == "device" and err.get("protocol_digest") == digest:
+            found.append(mid)
+    return found
+
+
+def run_farm_measure(cfg: Any, framework: str, precision: str, cores: str | None, *, address: str | None,
+                     threads: int | None = None, accelerator: str = "cpu", models_dir: str | Path | None = None,
+                     artifacts_dir: str | Path | None = None, out_root: str | Path | None = None,
+                     progress: bool = True, serials: Sequence[str] | None = None, reassign: bool = True,
+                     lock_wait: float = 10.0, adb: dict | None = None,
+                     on_start: Callable[[list[FarmPhone]], None] | None = None) -> dict[str, Any]:
+    """Measures the selected networks in one scenario on the farm's phones (module doc).
+
+    Returns ``run_measure``'s result (``scenario_id``, ``status``, ``out``, ``ok``, ``failed``,
+    ``skipped``, ``runs_made``) plus ``farm``: the phones, reassigned pairs, pairs per minute and
+    the farm's own cost per process. ``on_start`` (tests) sees the claimed phones."""
+    if accelerator != "cpu":
+        raise FarmError(f"accelerator: the farm measures CPU scenarios only, got {accelerator!r}")
+    connect(address)
+    name = cfg.device.name
+    phones_info = farm_phones(name, serials)
+    if not phones_info:
+        known = sorted({f"{p['name']} ({p['serial']} on {p['host']})" for h in farm_hosts() for p in h["phones"]})
+        raise FarmError(f"farm {address}: no online phone named {name!r}"
+                        + (f" among serials {', '.join(serials)}" if serials else "")
+                        + f" (phones: {', '.join(known) or 'none'}; set device.name to one of them)")
+    models_dir = Path(models_dir or Path(cfg.data_dir) / "models")
+    artifacts_dir = Path(artifacts_dir or Path(cfg.data_dir) / "artifacts")
+    out_root = Path(out_root or Path(cfg.data_dir) / "measurements" / name)
+    say = print if progress else (lambda msg: None)
+    t_start = time.perf_counter()
+    with sweep_lock(out_root / ".lock", name):
+        phones = claim(phones_info, ArtifactCache(), lock_wait=lock_wait, adb=adb)
+        try:
+            return _sweep(cfg, framework, precision, cores, threads, accelerator, phones, models_dir, artifacts_dir,
+                          out_root, reassign, say, on_start, t_start)
+        finally:
+            release(phones)
+
+
+def _sweep(cfg, framework, precision, cores, threads, accelerator, phones, models_dir, artifacts_dir, out_root,
+           reassign, say, on_start, t_start) -> dict[str, Any]:
+    scenarios = {p.serial: stage_scenario(p, framework, precision, cores, threads, accelerator) for p in phones}
+    first: StageScenario = scenarios[phones[0].serial]
+    if first.scenario is None:
+        out = out_root / grid_dir_name(phones[0].name, framework, precision, cores, accelerator)
+        _write_json(out / "SCENARIO.json", {"status": "not_offered", "reason": first.reason, "device": phones[0].name,
+                                            "framework": framework, "precision": precision, "cores": cores,
+                                            "accelerator": accelerator})
+        return {"scenario_id": out.name, "status": "not_offered", "reason": first.reason, "out": out,
+                "ok": 0, "failed": 0, "skipped": 0}
+    scenario = first.scenario
+    out = out_root / scenario.scenario_id
+    left_out = [p for p in phones if scenarios[p.serial].scenario != scenario]
+    phones = [p for p in phones if scenarios[p.serial].scenario == scenario]
+    probe = Sweep(phones[0], scenario, cfg.measure, out, artifacts_dir, progress=False)
+    for p in left_out:
+        probe.log(f"farm: {p.label()} left out: it does not offer {scenario.scenario_id} as "
+                  f"{phones[0].label()} does ({scenarios[p.serial].reason or 'other CPUs'})")
+    models = list_models(cfg, models_dir, f"{framework}-{accelerator}")
+    todo = [(pair.source, pair.model_id) for pair in probe.plan(models)]
+    skipped = probe.counts["skipped"]
+    _write_json(out / "SCENARIO.json", {
+        "status": "measured", "scenario": scenario.to_dict(), "device": phones[0].describe(),
+        "protocol_digest": probe.digest, "measure": asdict(cfg.measure), "models": len(models),
+        "granularities": ["e2e", *probe.modes], "granularities_not_offered": probe.not_offered,
+        "farm": {"phones": [{"serial": p.serial, "host": p.host, "name": p.name} for p in phones]}})
+    probe.log(f"farm: {len(todo)} pairs over {len(phones)} phones on "
+              f"{len({p.host for p in phones})} hosts ({', '.join(p.serial + '@' + p.host for p in phones)})")
+    if on_start:
+        on_start(phones)
+    counts = {"ok": 0, "runs_made": 0}
+    reassigned, active, pending = 0, list(phones), todo
+    while pending and active:
+        shares = deal(pending, active)
+        with cf.ThreadPoolExecutor(max_workers=len(active)) as pool:
+            futures = [pool.submit(_phone_sweep, p, scenario, cfg, out, artifacts_dir, share, say)
+                       for p, share in zip(active, shares) if share]
+            for f in futures:
+                ok, runs = f.result()
+                counts["ok"] += ok
+                counts["runs_made"] += runs
+        gone = [mid for p, share in zip(active, shares) if p.gone
+                for mid in _failed_on_device(out, [m for _, m in share], probe.digest)]
+        active = [p for p in active if not p.gone]
+        if not (reassign and gone and active):
+            break
+        probe.log(f"farm: reassigning {len(gone)} pairs of vanished phones to "
+                  f"{', '.join(p.serial + '@' + p.host for p in active)}")
+        reassigned += len(gone)
+        pending = [(s, m) for s, m in todo if m in set(gone)]
+    failed = [m for _, m in todo if not (out / f"{m}.json").is_file() and (out / f"{m}.error.json").is_file()]
+    wall = time.perf_counter() - t_start
+    overhead = [s for p in phones for s in p.overhead_s]
+    farm = {"phones": [{"serial": p.serial, "host": p.host, "processes": p.processes,
+                        **({"gone": p.gone} if p.gone else {})} for p in phones],
+            "left_out": [p.serial for p in left_out], "reassigned": reassigned, "wall_s": wall,
+            "pairs_per_minute": counts["ok"] / wall * 60 if wall > 0 else None,
+            "overhead_ms_per_process": statistics.median(overhead) * 1e3 if overhead else None,
+            "processes": len(overhead)}
+    probe.log(f"farm: end: {counts['ok']} measured, {len(failed)} failed, {skipped} already done; "
+              f"{farm['pairs_per_minute'] or 0:.1f} pairs/min, farm overhead "
+              f"{farm['overhead_ms_per_process'] or 0:.1f} ms per process (median of {len(overhead)})")
+    return {"scenario_id": scenario.scenario_id, "status": "measured", "out": out, "ok": counts["ok"],
+            "failed": len(failed), "skipped": skipped, "runs_made": counts["runs_made"], "farm": farm}
+
+
+def _phone_sweep(phone: FarmPhone, scenario, cfg, out: Path, artifacts_dir: Path,
+                 share: list[tuple[str, str]], say) -> tuple[int, int]:
+    """One phone's share, swept as a local sweep does (its own interleaving and failure records)."""
+    sweep = Sweep(phone, scenario, cfg.measure, out, artifacts_dir, progress=False,
+                  log=lambda msg: say(f"farm {phone.serial}@{phone.host}: {msg}"))
+    try:
+        sweep.run(share)
+    except OSError as e:  # two phones' sweeps tidying the shared .work folder at once
+        sweep.log(f"farm: {phone.label()}: {one_line(e)}")
+    return sweep.counts["ok"], sweep.runs_made
+
+
+def status_lines(hosts: list[dict]) -> list[str]:
+    """``latbench farm status``: one line per host and per phone."""
+    lines = []
+    for h in hosts:
+        lines.append(f"host {h['host']} (node {h['node_id'][:12]})" + (f": {h['problem']}" if h.get("problem") else ""))
+        for p in h["phones"]:
+            state = "online" if p["online"] else "offline" + (f" ({p['offline_reason']})" if p.get("offline_reason")
+                                                             else "")
+            lines.append(f"  {p['name']:<12} {p['serial']:<24} {p.get('model') or '?':<16} {state}")
+    return lines or ["no farm host has joined this cluster (latbench farm join --address ...)"]
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=1, default=str)
