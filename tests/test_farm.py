@@ -23,6 +23,9 @@ from pathlib import Path
 
 import pytest
 
+# Ray resolves 127.0.0.1 to the machine's outward address unless told it runs on one machine:
+# the test cluster stays on loopback (read when ray is imported; its nodes and workers inherit this)
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 ray = pytest.importorskip("ray", reason="ray is not installed (pyproject.toml lists it: bash scripts/setup.sh)")
 
 from adbd_emulator import AdbServer, EmulatorProcess, exported_models  # noqa: E402
@@ -33,9 +36,6 @@ from pipelines.farm.resources import NAMESPACE, discover_phones, host_resources 
 from test_adb_device import measure_cfg, record_files, record_form  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-# Ray resolves 127.0.0.1 to the machine's outward address unless told it runs on one machine:
-# the test cluster stays on loopback (its nodes and workers inherit this)
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 N_MODELS = 4
 ADB = {"retry_wait": 0.2}
 

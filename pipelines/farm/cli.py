@@ -100,6 +100,9 @@ def add_farm_parser(sub) -> None:
     s = fs.add_parser("status", help="the farm's hosts and phones (online or not)")
     s.add_argument("--address", required=True, help="the farm's head, HOST:PORT")
     s.set_defaults(func=cmd_status)
+    # `latbench farm --help` shows what its actions take, not only their names
+    f.epilog = "actions:\n" + "".join("  " + a.format_usage().removeprefix("usage: ") for a in (j, s))
+    f.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def farm_measure(cfg, args: argparse.Namespace) -> dict:
