@@ -137,6 +137,19 @@ class StoppingConfig:
 
 
 @dataclass
+class PointConfig:
+    """What one grid point measures (``measure.points.<point>``)."""
+
+    granularities: list[str] = field(default_factory=list)  # empty: measure.granularities
+    sources: list[str] = field(default_factory=list)  # empty: measure.sources / runner_sources
+
+
+def point_name(framework: str, precision: str, cores: str | None, accelerator: str = "cpu") -> str:
+    """A grid point as DVC's matrix names its stage: tflite-fp32-1large (CPU), tflite-gpu-fp16."""
+    return f"{framework}-{accelerator}-{precision}" if accelerator != "cpu" else f"{framework}-{precision}-{cores}"
+
+
+@dataclass
 class MeasureConfig:
     sources: list[str] = field(default_factory=list)  # generator sources to measure; empty: all exported
     # per runner ("<framework>-<accelerator>"): the sources it measures instead of `sources`
@@ -158,6 +171,10 @@ class MeasureConfig:
     # again unless reuse_release is false (pipelines/release.py); empty or absent: none
     release: str = "datasets/host-v1"
     reuse_release: bool = True
+    # grid point (tflite-fp32-1large, tflite-gpu-fp16, ...) -> what it measures; empty: every
+    # point of the grid measures the above. Not empty: a point not listed measures nothing and
+    # records why (a release protocol that is not a full cross product of the grid)
+    points: dict[str, PointConfig] = field(default_factory=dict)
 
 
 def validate_config(cfg: MeasureConfig) -> MeasureConfig:
@@ -176,6 +193,17 @@ def validate_config(cfg: MeasureConfig) -> MeasureConfig:
         raise ValueError(f"timeout: must be > 0 seconds, got {cfg.timeout}")
     if cfg.pytorch_engine not in ("x86", "qnnpack"):
         raise ValueError(f"pytorch_engine: unknown engine {cfg.pytorch_engine!r} (known: x86, qnnpack)")
+    for name, point in cfg.points.items():
+        bad = [g for g in point.granularities if g not in GRANULARITIES]
+        if bad:
+            raise ValueError(f"points.{name}.granularities: unknown granularity {bad[0]!r} "
+                             f"(known: {', '.join(GRANULARITIES)})")
+        if point.granularities and "e2e" not in point.granularities:
+            raise ValueError(f"points.{name}.granularities: must include e2e")
+        parts = name.split("-")
+        if len(parts) != 3 or not (parts[1] in PRECISIONS or parts[1] == "gpu"):
+            raise ValueError(f"points.{name}: a grid point is <framework>-<precision>-<cores> or "
+                             "<framework>-gpu-<precision>, e.g. tflite-fp32-1large")
     try:
         validate_load(cfg.load)
     except ValueError as e:
@@ -249,8 +277,9 @@ def protocol_digest(cfg: MeasureConfig, scenario: Scenario) -> str:
     changes the numbers (not which models are selected, not retries, not timeouts)."""
     d = asdict(cfg)
     # the load thresholds decide which processes are kept, not how they measure
+    # (points: a Sweep gets the effective granularities of its point, see point_config)
     for k in ("sources", "runner_sources", "models", "retry_failed", "timeout", "load", "release",
-              "reuse_release"):
+              "reuse_release", "points"):
         d.pop(k)
     d["scenario"] = scenario.to_dict()
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
@@ -611,7 +640,8 @@ class Sweep:
         }
         for mode, d in pair.profiled.items():
             rec[mode] = {"summary": summarize(d["samples_ns"]), "overhead": d["overhead"], "ops": d["ops"],
-                         "kernels": d["kernels"], "trace": d["trace"], "end": d["end"], "runtime": d["meta"]}
+                         "kernels": d["kernels"], "trace": d["trace"], "end": d["end"], "runtime": d["meta"],
+                         **({"load": d["load"]} if "load" in d else {})}
         return rec
 
 
@@ -723,6 +753,25 @@ def list_models(cfg: Any, models_dir: Path, runner: str | None = None) -> list[t
     return out
 
 
+def point_config(m: MeasureConfig, point: str) -> MeasureConfig | None:
+    """The protocol of one grid point: ``m`` with the point's granularities and sources
+    (``measure.points``); None when the points leave it out."""
+    if not m.points:
+        return m
+    p = m.points.get(point)
+    if p is None:
+        return None
+    import copy
+
+    out = copy.deepcopy(m)
+    out.points = {}
+    if p.granularities:
+        out.granularities = list(p.granularities)
+    if p.sources:
+        out.sources, out.runner_sources = list(p.sources), {}
+    return out
+
+
 def scenario_dir(data_dir: str | Path, device_name: str, scenario_id: str) -> Path:
     return Path(data_dir) / "measurements" / device_name / scenario_id
 
@@ -757,8 +806,12 @@ def run_measure(cfg: Any, framework: str, precision: str, cores: str | None, *, 
     artifacts_dir = Path(artifacts_dir or Path(cfg.data_dir) / "artifacts")
     out_root = Path(out_root or Path(cfg.data_dir) / "measurements" / device.name)
     grid_accelerators = list(getattr(getattr(cfg, "scenario", None), "accelerators", None) or [accelerator])
+    point = point_name(framework, precision, cores, accelerator)
+    m = point_config(cfg.measure, point)
     if accelerator not in grid_accelerators:
         st = StageScenario(None, f"scenario.accelerators ({', '.join(grid_accelerators)}) leaves out {accelerator}")
+    elif m is None:
+        st = StageScenario(None, f"measure.points ({', '.join(cfg.measure.points)}) leaves out {point}")
     else:
         st = stage_scenario(device, framework, precision, cores, threads, accelerator)
     if st.scenario is None:
@@ -772,12 +825,16 @@ def run_measure(cfg: Any, framework: str, precision: str, cores: str | None, *, 
                 "ok": 0, "failed": 0, "skipped": 0}
     scenario = st.scenario
     out = out_root / scenario.scenario_id
+    import copy
+
+    cfg = copy.copy(cfg)
+    cfg.measure = m  # the point's protocol (measure.points)
     models = list_models(cfg, models_dir, f"{framework}-{accelerator}")
     with device.lock(out_root / ".lock"):
-        sweep = Sweep(device, scenario, cfg.measure, out, artifacts_dir, progress=progress)
+        sweep = Sweep(device, scenario, m, out, artifacts_dir, progress=progress)
         _write_json(out / "SCENARIO.json", {"status": "measured", "scenario": scenario.to_dict(),
                                             "device": device.describe(), "protocol_digest": sweep.digest,
-                                            "measure": asdict(cfg.measure), "models": len(models),
+                                            "measure": asdict(m), "models": len(models),
                                             "granularities": ["e2e", *sweep.modes],
                                             "granularities_not_offered": sweep.not_offered})
         counts = sweep.run(models)

@@ -112,3 +112,29 @@ def test_release_stage_and_bad_names(exported, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pipelines.release", "--params", str(p)], capture_output=True,
                           text=True, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "named <name>-v<N>" in proc.stderr
+
+
+def test_the_release_configuration(tmp_path):
+    """conf/{scenario,measure,generator}/release.yaml: the issue's network counts and scenario
+    points; a grid point the points leave out records why and measures nothing; a bad point
+    is one line naming the key."""
+    from pipelines.config import ConfigError
+
+    over = ["scenario=release", "measure=release", "generator=[synthetic,zoo,nasbench201,pytorch,release]",
+            f"data_dir={tmp_path / 'data'}"]
+    cfg = validate(compose(over))
+    g = cfg.generator
+    assert (g.synthetic.n, g.zoo.variants, len(g.zoo.families), g.nasbench201.n, len(g.pytorch.models)) == \
+        (1000, 30, 12, 100, 102)
+    assert g.zoo.include_reference
+    pts = cfg.measure.points
+    assert {k: (v.granularities, v.sources) for k, v in pts.items()} == {
+        "tflite-fp32-1large": (["e2e", "op", "kernel"], []), "tflite-int8-1large": (["e2e", "op"], []),
+        "tflite-fp32-2large": (["e2e"], ["synthetic"]), "pytorch-fp32-1large": (["e2e"], ["synthetic"])}
+    assert cfg.scenario.accelerators == ["cpu"] and cfg.measure.load.check
+    r = run_measure(cfg, "pytorch", "int8", "1large", progress=False)
+    assert r["status"] == "not_offered" and "measure.points" in r["reason"] and "pytorch-int8-1large" in r["reason"]
+    with pytest.raises(ConfigError, match=r"^params: measure\.points\.tflite-fp32: a grid point is"):
+        validate(compose([*over, "+measure.points.tflite-fp32.granularities=[e2e]"]))
+    with pytest.raises(ConfigError, match=r"^params: measure\.points\.tflite-fp32-1large\.granularities: must include e2e"):
+        validate(compose([*over, "measure.points.tflite-fp32-1large.granularities=[op]"]))
