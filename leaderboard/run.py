@@ -8,9 +8,10 @@ outside submissions alike, and never executes a submission.
 Training on a track (:func:`predict_track`): for every scenario and every fold of the frozen
 split, the predictor is built from its name and parameters, fitted on the fold's training
 networks measured in that scenario and asked for the fold's test networks. It sees the track's
-dataset with the test networks' measurements in that scenario hidden (:func:`mask`): their e2e
+dataset with the test networks' measurements hidden in every scenario (:func:`mask`): their e2e
 rows removed and their op/kernel times blanked (on ``uses: e2e`` tracks every op/kernel time of
-the scenario is blanked), so nothing of the answer leaks through ``Networks.dataset``.
+the scenario is blanked too), so nothing of the answer leaks through ``Networks.dataset``, even to
+a predictor that learns from the training networks' other scenarios.
 
 Scoring (:func:`evaluate_entry`): validate the entry, then the track's :class:`Evaluator`;
 one ``<results>/<track>/<entry>.json`` per track with the metrics and the data of the plots.
@@ -33,7 +34,7 @@ import pandas as pd
 import yaml
 
 from .evaluator import SCENARIO_COLUMNS, Evaluator, scenario_groups
-from .protocols import InsufficientData
+from .protocols import InsufficientData, training_view
 from .tracks import TRACKS, Split, Track, TrackData, TrackError, Unavailable, ensure_split, resolve
 
 PLOT_POINTS = 1500  # predicted-vs-measured points kept per entry and track (deterministic thinning)
@@ -50,18 +51,22 @@ def slug(s: str) -> str:
 
 # ---------------------------------------------------------------- training
 def mask(dataset: Any, scenario_id: str, test_ids: Iterable[str], all_ops: bool) -> Any:
-    """A view of ``dataset`` without the test networks' measurements in ``scenario_id``."""
+    """A view of ``dataset`` without the test networks' measurements: their e2e rows are removed
+    and their op/kernel times blanked in *every* scenario (a network held out in one scenario is
+    not measured anywhere as far as the predictor can tell: its time on the same phone with other
+    cores would give most of the answer away). ``all_ops`` also blanks every op/kernel time of
+    ``scenario_id`` (tracks that train on e2e only). Op configurations stay visible."""
     from pipelines.dataset.load import Dataset
 
     test = set(test_ids)
     t = dataset.tables()
     e = t["e2e"]
-    t["e2e"] = e[~((e["scenario_id"] == scenario_id) & e["model_id"].isin(test))].reset_index(drop=True)
+    t["e2e"] = e[~e["model_id"].isin(test)].reset_index(drop=True)
     for name in ("ops", "kernels"):
         df = t[name]
-        hit = df["scenario_id"] == scenario_id
-        if not all_ops:
-            hit &= df["model_id"].isin(test)
+        hit = df["model_id"].isin(test)
+        if all_ops:
+            hit |= df["scenario_id"] == scenario_id
         if hit.any():
             df = df.copy()
             df.loc[hit, "latency_ms"] = np.nan
@@ -97,7 +102,10 @@ def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
                 continue
             if not train:
                 raise InsufficientData(f"{data.track.name}: {sid} fold {f.fold}: no training network measured")
-            view = mask(data.dataset, sid, test, all_ops=data.track.uses == "e2e")
+            # a protocol's own view (transfer tracks: the sources whole + the draw), else the mask
+            view = training_view(data.track, data.dataset, sid, train)
+            if view is None:
+                view = mask(data.dataset, sid, test, all_ops=data.track.uses == "e2e")
             X = Networks(view, tuple(train), sid)
             est = make().fit(X, X.y())
             pred = np.asarray(est.predict(Networks(view, tuple(test), sid)), dtype="float64")
