@@ -251,4 +251,93 @@ def _help(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
 
 PROTOCOLS.register("help-nb201")(Protocol("help-nb201", _check_help, _help))
 
-__all__ = ["PROTOCOLS", "Protocol", "Fold", "ProtocolError", "InsufficientData"]
+
+
+# ---------------------------------------------------------------- cross-device transfer (HELP's setting)
+# ``help-transfer``: HELP's test set and few-shot draw on each target device (the help-nb201
+# protocol, one fold per seed, every fold testing the same architectures), plus the *full* data of
+# the ``sources`` devices. What a predictor may read is not a list of names but a view of the
+# dataset (:func:`training_view`): the source devices' scenarios whole, the target scenario's
+# training rows, nothing else measured (not the target's other architectures, not the other
+# target devices). The view names its sources in ``dataset.transfer_sources`` so a predictor
+# knows it may learn from them; on every other track that attribute is absent.
+
+def _check_transfer(p: Mapping[str, Any]) -> None:
+    _only(p, "n_train", "seeds", "pool", "test", "trim", "sources")
+    s = p.get("seeds")
+    if not (isinstance(s, (list, tuple)) and s and len(set(s)) == len(s)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in s)):
+        raise ValueError(f"seeds: expected a non-empty list of distinct ints >= 0, got {s!r}")
+    src = p.get("sources")
+    if not (isinstance(src, (list, tuple)) and src and all(isinstance(x, str) and x for x in src)):
+        raise ValueError(f"sources: expected a non-empty list of device names, got {src!r}")
+    base = {k: v for k, v in p.items() if k not in ("seeds", "sources")}
+    _check_help({**base, "seed": s[0]})
+
+
+def _transfer(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
+    targets = set(data.dataset.scenarios.set_index("scenario_id").loc[data.scenario_ids, "device"])
+    overlap = sorted(targets & set(p["sources"]))
+    if overlap:
+        raise ProtocolError(f"{data.track.path}: params.sources: {overlap[0]!r} is also a target device of the track")
+    base = {k: v for k, v in p.items() if k not in ("seeds", "sources")}
+    out = []
+    for fold, seed in enumerate(p["seeds"]):  # one draw per seed; the test set is the same in each
+        out += [Fold(fold, f.scenario_id, f.train, f.test) for f in _help({**base, "seed": seed}, data)]
+    return sorted(out, key=lambda f: (f.scenario_id, f.fold))
+
+
+def source_scenarios(dataset: Any, devices: Any) -> list[str]:
+    """The scenario ids of the source devices in ``dataset`` (ProtocolError if one has none)."""
+    sc = dataset.scenarios
+    out = []
+    for d in devices:
+        hit = sorted(sc.loc[sc["device"] == d, "scenario_id"])
+        if not hit:
+            raise ProtocolError(f"sources: device {d!r} has no scenario in the data (devices: "
+                                f"{', '.join(sorted(set(sc['device'].dropna())))})")
+        out += hit
+    return out
+
+
+def _transfer_view(p: Mapping[str, Any], dataset: Any, scenario_id: str, train_ids: Any) -> Any:
+    """The data a predictor of a transfer track sees for one target scenario and fold."""
+    from pipelines.dataset.load import Dataset
+
+    sources = source_scenarios(dataset, p["sources"])
+    if scenario_id in sources:
+        raise ProtocolError(f"sources: {scenario_id} is the target itself")
+    keep, train = set(sources), set(train_ids)
+    t = dataset.tables()
+    e = t["e2e"]
+    t["e2e"] = e[e["scenario_id"].isin(keep) | ((e["scenario_id"] == scenario_id) & e["model_id"].isin(train))
+                 ].reset_index(drop=True)
+    for name in ("ops", "kernels"):  # op/kernel times only where the e2e row is visible
+        df = t[name]
+        hidden = ~(df["scenario_id"].isin(keep) | ((df["scenario_id"] == scenario_id) & df["model_id"].isin(train)))
+        if hidden.any():
+            df = df.copy()
+            df.loc[hidden, "latency_ms"] = np.nan
+            t[name] = df
+    view = Dataset(t, path=dataset.path, check=False)
+    view._graphs = dataset._graphs  # share the IR cache
+    view.transfer_sources = tuple(sources)
+    return view
+
+
+PROTOCOLS.register("help-transfer")(Protocol("help-transfer", _check_transfer, _transfer))
+
+# protocol -> view(params, dataset, scenario_id, train_ids): what a predictor of the track may read,
+# built from the whole dataset (it replaces the run's mask: the sources keep the test networks'
+# rows, as HELP's source devices are known on the whole space; the target keeps the draw only)
+VIEWS: dict[str, Callable[..., Any]] = {"help-transfer": _transfer_view}
+
+
+def training_view(track: Any, dataset: Any, scenario_id: str, train_ids: Any) -> Any:
+    """What the track's protocol lets a predictor read of ``dataset`` for one target scenario and
+    fold, or None where the protocol has no view of its own (the run's mask applies)."""
+    view = VIEWS.get(track.protocol)
+    return None if view is None else view(track.params, dataset, scenario_id, train_ids)
+
+__all__ = ["PROTOCOLS", "Protocol", "Fold", "ProtocolError", "InsufficientData", "VIEWS", "source_scenarios",
+           "training_view"]

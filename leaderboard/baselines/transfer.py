@@ -1,0 +1,242 @@
+"""Cross-device transfer: the target device's latency as a non-negative mix of what the source
+devices and the operator costs say (HELP's setting: other devices' full data, N target samples).
+
+Approach (stated, as the leaderboard asks):
+
+1. **Pre-train on the sources.** For every source scenario the track lets the predictor read
+   (``dataset.transfer_sources``, set by the transfer tracks' view, :mod:`leaderboard.protocols`),
+   a gradient-boosted encoder (LightGBM, log latency) learns that device's latency from the
+   architecture encoding, on every network measured there (15,625 NAS-Bench-201 cells per HELP
+   device). The encoder, not the raw measurement, is what the target sees: it is defined for any
+   architecture and smooths the source's measurement noise (on Raspberry Pi 4 with Pixel 3 as a
+   source, Spearman 0.95 through the encoder against 0.92 through the raw latencies).
+2. **Adapt with the N target samples.** The target's latency is fitted as
+   ``b + sum_k c_k * cost_k + sum_s w_s * encoder_s(arch)`` with every coefficient >= 0
+   (non-negative least squares): ``cost_k`` are per-operator-kind work counts of the network
+   (NAS-Bench-201: the cell's 3x3 convs, 1x1 convs and pools; other networks: MACs per op
+   category and kernel from the IR). A device is thus placed in the span of the source devices
+   and of a plain op-cost model, the idea behind HELP's hardware embedding (a device described by
+   how it relates to known latencies) without meta-learning: with N = 10 the fit has at most a
+   handful of coefficients, and the sign constraint keeps it from extrapolating wildly.
+
+Without sources (every other track: the view declares none) it is the op-cost part alone, an
+NNLS fit on the target's training networks. Deterministic per ``random_state`` (LightGBM with
+``deterministic`` on one thread; NNLS is exact). Saved without pickles: coefficients as JSON,
+encoders as LightGBM model text (:mod:`.persist`, :mod:`.trees`).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from generators.registry import Registry
+
+from .base import Networks, Predictor, register_predictor
+
+NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
+
+
+# ---------------------------------------------------------------- architecture encodings
+@dataclass(frozen=True)
+class Encoding:
+    """How a predictor reads networks: ``applies(X)``; ``costs(X, keys)`` the op-kind work counts
+    ([n, len(keys)]); ``inputs(X, keys)`` the encoders' input rows; ``keys(X)`` the cost columns
+    the training networks define (fixed at fit)."""
+
+    name: str
+    applies: Callable[[Networks], bool]
+    keys: Callable[[Networks], list[str]]
+    costs: Callable[[Networks, list[str]], np.ndarray]
+    inputs: Callable[[Networks, list[str]], np.ndarray]
+
+
+ENCODINGS: Registry[Encoding] = Registry("architecture encoding")
+
+
+def _nb201_edges(X: Networks) -> np.ndarray:
+    """[n, 6] op codes of the cell's edges (NB201_OPS order), from the models table's arch."""
+    m = X.models()
+    out = np.zeros((len(m), 6), dtype=np.int64)
+    for i, arch in enumerate(m["arch"].tolist()):
+        ops = [tok.split("~")[0] for node in str(arch).strip("|").split("|+|") for tok in node.strip("|").split("|")]
+        if len(ops) != 6 or any(o not in NB201_OPS for o in ops):
+            raise ValueError(f"{X.model_ids[i]}: arch {arch!r} is not a NAS-Bench-201 cell")
+        out[i] = [NB201_OPS.index(o) for o in ops]
+    return out
+
+
+def _nb201_applies(X: Networks) -> bool:
+    m = X.models()
+    if "arch" not in m.columns or not len(m):
+        return False
+    return bool((m["family"] == "nasbench201").all() and m["arch"].notna().all())
+
+
+_NB201_COSTS = ("nor_conv_3x3", "nor_conv_1x1", "avg_pool_3x3")  # the edges that compute
+
+ENCODINGS.register("nb201")(Encoding(
+    "nb201", _nb201_applies, lambda X: list(_NB201_COSTS),
+    lambda X, keys: np.stack([(_nb201_edges(X) == NB201_OPS.index(k)).sum(1) for k in keys], 1).astype("float64"),
+    lambda X, keys: _nb201_edges(X).astype("float64")))
+
+
+def _ir_work(X: Networks) -> list[dict[str, float]]:
+    """Per network: MACs (the IR's FLOPs per op) summed by op category and kernel size."""
+    from .features import CONFIGS, COLUMNS, category_of, op_frame
+
+    f = op_frame(X, source="ir")
+    out: list[dict[str, float]] = [{} for _ in range(f.n_nets)]
+    if not len(f.config):
+        return out
+    cols = CONFIGS.columns(f.config)
+    flops, kernel = cols[:, COLUMNS.index("flops")], cols[:, COLUMNS.index("kernel")]
+    types = f.op_types()
+    for net, t, k, w in zip(f.net, types, kernel, flops):
+        cat = category_of(t)
+        key = f"{cat}-k{int(k)}" if k and k > 0 else cat
+        out[net][key] = out[net].get(key, 0.0) + float(w) / 1e6
+    return out
+
+
+def _ir_keys(X: Networks) -> list[str]:
+    return sorted({k for d in _ir_work(X) for k, v in d.items() if v > 0})
+
+
+def _ir_costs(X: Networks, keys: list[str]) -> np.ndarray:
+    work = _ir_work(X)
+    return np.asarray([[d.get(k, 0.0) for k in keys] for d in work], dtype="float64").reshape(len(work), len(keys))
+
+
+ENCODINGS.register("ir")(Encoding("ir", lambda X: True, _ir_keys, _ir_costs, _ir_costs))
+
+
+def encoding_for(X: Networks) -> Encoding:
+    """The first registered encoding that reads every network of X (``ir`` reads any)."""
+    for name in ENCODINGS.names():
+        enc = ENCODINGS.get(name)
+        if enc.applies(X):
+            return enc
+    raise ValueError(f"{X.scenario_id}: no architecture encoding reads these networks")
+
+
+# ---------------------------------------------------------------- source encoders
+_ENCODER_CACHE: dict[str, Any] = {}  # content key -> fitted encoder (same data + params = same model)
+_CACHE_SIZE = 16
+
+
+def _source_encoder(X: Networks, sid: str, enc: Encoding, keys: list[str], params: dict[str, Any]):
+    from .trees import LightGbmOpModel
+
+    src = Networks.of_scenario(X.dataset, sid)
+    y = src.y()
+    h = hashlib.sha256(repr((sid, enc.name, keys, sorted(params.items()))).encode())
+    h.update("\n".join(src.model_ids).encode())
+    h.update(np.ascontiguousarray(y).tobytes())
+    key = h.hexdigest()
+    hit = _ENCODER_CACHE.get(key)
+    if hit is None:
+        if len(src) < 2:
+            raise ValueError(f"source {sid}: {len(src)} measured network(s); an encoder needs at least 2")
+        hit = LightGbmOpModel.fit(enc.inputs(src, keys), y, **params)
+        if len(_ENCODER_CACHE) >= _CACHE_SIZE:
+            _ENCODER_CACHE.pop(next(iter(_ENCODER_CACHE)))
+        _ENCODER_CACHE[key] = hit
+    return hit
+
+
+@register_predictor("transfer")
+class TransferPredictor(Predictor):
+    """Transfer: NNLS mix of source-device encoders (LightGBM, pre-trained on the sources' full data) and op costs, fitted on the N target samples."""
+
+    persist_libraries = ("lightgbm",)
+
+    def __init__(self, n_estimators: int = 300, num_leaves: int = 31, learning_rate: float = 0.1,
+                 min_child_samples: int = 20, use_sources: bool = True, random_state: int = 0):
+        self.n_estimators = n_estimators
+        self.num_leaves = num_leaves
+        self.learning_rate = learning_rate
+        self.min_child_samples = min_child_samples
+        self.use_sources = use_sources
+        self.random_state = random_state
+
+    def _encoder_params(self) -> dict[str, Any]:
+        return {"n_estimators": int(self.n_estimators), "num_leaves": int(self.num_leaves),
+                "learning_rate": float(self.learning_rate), "min_child_samples": int(self.min_child_samples),
+                "seed": int(self.random_state), "num_threads": 1}
+
+    def _design(self, X: Networks) -> np.ndarray:
+        enc = ENCODINGS.get(self.encoding_)
+        if not enc.applies(X):
+            raise ValueError(f"{X.scenario_id}: fitted on {self.encoding_} encodings; these networks are not")
+        cols = [enc.costs(X, self.keys_)]
+        if self.encoders_:
+            inp = enc.inputs(X, self.keys_)
+            cols += [e.predict(inp).reshape(-1, 1) for e in self.encoders_]
+        return np.hstack(cols) if cols else np.zeros((len(X), 0))
+
+    def fit(self, X: Networks, y: Any) -> "TransferPredictor":
+        from scipy.optimize import nnls
+
+        X = self._check_X(X)
+        y = self._check_y(X, y)
+        enc = encoding_for(X)
+        self.encoding_ = enc.name
+        self.keys_ = enc.keys(X)
+        declared = getattr(X.dataset, "transfer_sources", ()) if self.use_sources else ()
+        self.sources_ = [s for s in declared if s != X.scenario_id]
+        self.encoders_ = [_source_encoder(X, s, enc, self.keys_, self._encoder_params()) for s in self.sources_]
+        A = self._design(X)
+        # columns scaled to a mean of 1 on the training networks: NNLS is exact either way, the
+        # scaling only keeps the solver's arithmetic well conditioned (MACs vs ms vs counts)
+        scale = np.abs(A).mean(0) if len(A) else np.ones(A.shape[1])
+        scale[~(scale > 0)] = 1.0
+        w, _ = nnls(np.hstack([A / scale, np.ones((len(A), 1))]), y)
+        self.coef_ = np.asarray(w[:-1] / scale, dtype="float64")
+        self.intercept_ = float(w[-1])
+        # a latency is > 0: where no feature of a network carries weight and the intercept is 0,
+        # the fit says nothing; answer the smallest latency seen rather than 0 ms
+        self.floor_ = float(y.min())
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "coef_"):
+            raise RuntimeError(f"{self.name}: not fitted (call fit first)")
+
+    def predict(self, X: Networks) -> np.ndarray:
+        X = self._check_X(X)
+        self._check_fitted()
+        if len(X) == 0:
+            return np.zeros(0)
+        pred = self._design(X) @ self.coef_ + self.intercept_
+        return np.where(pred > 0, pred, self.floor_).astype("float64")
+
+    # ------------------------------------------------------------ persistence (no pickles)
+    def _get_state(self, store) -> dict:
+        encoders = [e.state(store, f"encoder{i}") for i, e in enumerate(self.encoders_)]
+        return {"encoding": self.encoding_, "keys": list(self.keys_), "sources": list(self.sources_),
+                "encoders": encoders, "coef": self.coef_.tolist(), "intercept": self.intercept_, "floor": self.floor_}
+
+    def _set_state(self, s: dict, store) -> None:
+        from .persist import StateError, array, number, text
+        from .trees import LightGbmOpModel
+
+        self.encoding_ = text(s, "encoding", choices=tuple(ENCODINGS.names()))
+        keys, sources, encoders = s.get("keys"), s.get("sources"), s.get("encoders")
+        for name, v in (("keys", keys), ("sources", sources)):
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise StateError(f"{name}: expected a list of strings")
+        if not isinstance(encoders, list) or len(encoders) != len(sources) or not all(isinstance(e, dict) for e in encoders):
+            raise StateError(f"encoders: expected one object per source ({len(sources)})")
+        self.keys_, self.sources_ = list(keys), list(sources)
+        self.encoders_ = [LightGbmOpModel.from_state(e, store, f"encoders[{i}].") for i, e in enumerate(encoders)]
+        self.coef_ = array(s, "coef", length=len(self.keys_) + len(self.sources_))
+        if np.any(self.coef_ < 0):
+            raise StateError("coef: negative coefficients (the fit is non-negative)")
+        self.intercept_ = number(s, "intercept")
+        self.floor_ = number(s, "floor", positive=True)
+
+
+__all__ = ["ENCODINGS", "Encoding", "TransferPredictor", "encoding_for"]
