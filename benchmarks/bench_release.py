@@ -7,8 +7,8 @@ Per scenario folder (one measure stage), from the records it kept and its measur
 - pairs per minute: the kept pairs over the wall time of their measuring processes (every
   e2e, op and kernel process, start-up included, from each process's load window), and
   seconds per pair split by granularity; also the sweep's own throughput (pairs over the
-  time between the log's first `start:` and last `end:`), which adds the load retries,
-  their pauses and the stage's own work;
+  time of the stage's sessions in measure.log, `start:` to `end:`), which adds the load
+  retries, their pauses, refused attempts and the stage's own work;
 - refused / re-measured: pairs failed as taken under load, processes measured again;
 - the noise floor: the median, over the pairs, of the spread between independent processes
   (between_cv: coefficient of variation of the per-process medians), and its 90th percentile;
@@ -49,18 +49,21 @@ def _walls(rec: dict) -> dict[str, float]:
 
 
 def _sweep_minutes(folder: Path) -> float | None:
+    """Minutes the stage ran: the sum of its sessions (each `start:` to the next `end:`), so
+    a resumed sweep counts every session, refused attempts included."""
     log = folder / "measure.log"
     if not log.is_file():
         return None
-    start = end = None
+    total, start = 0.0, None
     for line in log.read_text().splitlines():
         stamp, _, msg = line.partition(" ")
         t = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S")
-        if msg.startswith("start:") and start is None:
+        if msg.startswith("start:"):
             start = t
-        elif msg.startswith("end:"):
-            end = t
-    return (end - start).total_seconds() / 60 if start and end and end > start else None
+        elif msg.startswith("end:") and start is not None:
+            total += (t - start).total_seconds()
+            start = None
+    return total / 60 if total > 0 else None
 
 
 def scenario_figures(folder: Path) -> dict | None:
