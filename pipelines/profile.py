@@ -233,6 +233,9 @@ def run_profile(cfg: Any, req: ProfileRequest, *, device: Any = None, progress: 
         facts = art.parent / f"{art.stem}.facts.json"
         facts.write_text(json.dumps({"inputs": [{"shape": list(req.shape)}], "source_file": str(path)}))
     m = copy.deepcopy(cfg.measure)
+    # a developer's profile on their own machine: the load is recorded and printed
+    # (summary_lines), not refused as the dataset's measure stage refuses it
+    m.load.check = False
     if req.processes:
         m.processes = req.processes
         m.stopping.max_processes = max(m.stopping.max_processes, req.processes)
@@ -289,6 +292,11 @@ def summary_lines(p: Profile, top: int = 8) -> list[str]:
                  f"between-process spread {100 * e.get('between_rel_range', 0):.1f}%, within-process CV "
                  f"{100 * e.get('within_cv', 0):.1f}%; pooled p10-p90 {pooled.get('p10_ms', 0):.3f}-"
                  f"{pooled.get('p90_ms', 0):.3f} ms)")
+    load = r.get("load") or {}
+    if load.get("observed") and load.get("max_foreign_busy_frac", 0) > 0.1:
+        lines.append(f"load: other processes used up to {100 * load['max_foreign_busy_frac']:.0f}% of the pinned "
+                     f"cores while it ran (load average up to {load.get('max_loadavg')}): these times are slower "
+                     "than a quiet machine's")
     for mode, what, entries, label in (("op", "ops", "ops", lambda o: str(o["name"])),
                                        ("kernel", "kernels", "kernels", _kernel_label)):
         m = r.get(mode)
