@@ -77,15 +77,21 @@ def mask(dataset: Any, scenario_id: str, test_ids: Iterable[str], all_ops: bool)
 
 
 def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
-                  progress: Callable[[str], None] | None = None, resume: Path | None = None) -> pd.DataFrame:
+                  progress: Callable[[str], None] | None = None, resume: Path | None = None,
+                  only: Iterable[str] | None = None) -> pd.DataFrame:
     """Predictions of one predictor on one track (columns of a submission). With ``resume`` (a
     folder), each scenario's predictions are written there as it finishes and a scenario found
     there is not fitted again, so a run stopped part-way (hours on the USC 5-fold track) goes on
-    where it stopped; the caller keys the folder to the predictor, its parameters and the split."""
+    where it stopped; the caller keys the folder to the predictor, its parameters and the split.
+    ``only``: these scenarios of the track and no other (a partial retrain); every scenario is
+    fitted on its own, so a scenario's predictions do not depend on which others ran."""
     from .baselines import Networks
 
     parts = []
+    keep = None if only is None else set(only)
     for sid in data.scenario_ids:
+        if keep is not None and sid not in keep:
+            continue
         done = resume / f"{slug(sid)}.parquet" if resume is not None else None
         if done is not None and done.is_file():
             parts.append(pd.read_parquet(done))
@@ -165,10 +171,53 @@ def available(tracks: Iterable[str], roots: Mapping[str, Any] | None, splits_dir
     return ok, skipped
 
 
+def scenario_patterns(scenarios: str | Iterable[str] | None) -> list[str] | None:
+    """``scenarios=`` of a partial retrain as a list of glob patterns (None: every scenario). A
+    string may hold several, comma-separated (Hydra's ``scenarios='[a,b]'`` gives a list)."""
+    if scenarios is None:
+        return None
+    items = scenarios.split(",") if isinstance(scenarios, str) else list(scenarios)
+    pats = [str(p).strip() for p in items if str(p).strip()]
+    if not pats:
+        raise ValueError("scenarios: empty pattern list (leave it unset to train every scenario)")
+    return pats
+
+
+def _check_partial(out: Path, predictor: str, params: Mapping[str, Any], subset: Mapping[str, list[str]],
+                   patterns: list[str], split_of: Mapping[str, Split]) -> None:
+    """A partial retrain merges into an entry trained whole before, with the same predictor,
+    parameters and split; anything else would leave a track mixed or incomplete."""
+    if not any(subset.values()):
+        raise ValueError(f"scenarios={','.join(patterns)}: matches no scenario of the track(s) {', '.join(subset)}")
+    path = out / "predictions.parquet"
+    if not path.is_file():
+        raise ValueError(f"{path}: not found; scenarios= retrains part of an entry trained whole before")
+    have = pd.read_parquet(path, columns=["track", "scenario_id"])
+    meta_path = out / "metadata.yaml"
+    meta = (yaml.safe_load(meta_path.read_text()) if meta_path.is_file() else None) or {}
+    runs = json.loads((out / "run.json").read_text()).get("split", {}) if (out / "run.json").is_file() else {}
+    old = {"predictor": meta.get("predictor"), "params": meta.get("params") or {}}
+    new = {"predictor": predictor, "params": json.loads(json.dumps(dict(params), default=str))}
+    if old != new:
+        raise ValueError(f"{meta_path}: entry was trained as {old}, not {new}: a partial retrain would mix them")
+    for track, sids in subset.items():
+        if sids and not (have["track"] == track).any():
+            raise ValueError(f"{path}: no predictions on track {track}; train the whole track before retraining part of it")
+        want = [split_of[track].version, split_of[track].spec_hash]
+        if sids and track in runs and runs[track] != want:
+            raise ValueError(f"{out / 'run.json'}: track {track} was trained on split {runs[track]}, now {want}")
+
+
 def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str], roots: Mapping[str, Any] | None,
                 out_dir: str | Path, entry: str | None = None, seeds: list[int] | None = None,
-                splits_dir: Path | None = None) -> Path:
-    """Fit ``predictor`` on every given track with data and write the entry folder."""
+                splits_dir: Path | None = None, scenarios: str | Iterable[str] | None = None) -> Path:
+    """Fit ``predictor`` on every given track with data and write the entry folder.
+
+    ``scenarios``: glob patterns over scenario ids (``'*-gpu-*'``). Only the matching scenarios
+    are fitted again and replaced; the entry's other predictions stay as committed, byte for
+    byte. Each scenario is fitted on its own, so this equals a whole retrain on those scenarios."""
+    from fnmatch import fnmatchcase
+
     from .baselines import PREDICTORS, make_predictor
 
     cls = PREDICTORS.get(predictor)
@@ -177,24 +226,45 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
     out = Path(out_dir) / entry
     out.mkdir(parents=True, exist_ok=True)
     ok, skipped = available(tracks, roots, splits_dir)
-    frames, failures, seconds = [], {}, {}
+    patterns = scenario_patterns(scenarios)
+    subset: dict[str, list[str]] | None = None
+    if patterns is not None:
+        subset = {n: [s for s in d.scenario_ids if any(fnmatchcase(s, p) for p in patterns)] for n, (d, _) in ok.items()}
+        _check_partial(out, predictor, params, subset, patterns, {n: sp for n, (_, sp) in ok.items()})
+        ok = {n: v for n, v in ok.items() if subset[n]}  # a track with no match is left as it is
+    frames, failures, seconds, splits, retrained = [], {}, {}, {}, {}
     for name, (data, split) in ok.items():
         t0 = time.perf_counter()
         key = {"predictor": predictor, "params": params, "split": [split.version, split.spec_hash]}
         resume = _resume_folder(out, name, key)
+        only = subset[name] if subset is not None else None
         try:
             frames.append(predict_track(data, split, lambda: make_predictor(predictor, **params), resume=resume,
-                                        progress=lambda sid: _progress(entry, name, resume)))
+                                        progress=lambda sid: _progress(entry, name, resume), only=only))
         except Exception as e:  # noqa: BLE001 - one track failing must not lose the others; recorded below
-            failures[name] = f"{type(e).__name__}: {e}"
-            log(f"{entry}: {name}: failed: {failures[name]}")
+            why = f"{type(e).__name__}: {e}"
+            if only is None:
+                failures[name] = why
+            else:  # the track keeps its committed predictions: not a failed track, a failed retrain
+                retrained[name] = {"scenarios": patterns, "count": len(only), "failed": why}
+            log(f"{entry}: {name}: failed: {why}")
             log("".join(traceback.format_exception(e)[-3:]).rstrip())
             continue
-        seconds[name] = round(time.perf_counter() - t0, 2)
-        shutil.rmtree(resume)  # the track is whole: its predictions go into the entry below
-        if not any(resume.parent.iterdir()):
+        took = round(time.perf_counter() - t0, 2)
+        splits[name] = [split.version, split.spec_hash]
+        if only is None:
+            seconds[name] = took
+            shutil.rmtree(resume)  # the track is whole: its predictions go into the entry below
+        else:  # other scenarios an interrupted whole run left in the folder stay for its resumption
+            retrained[name] = {"scenarios": patterns, "count": len(only), "seconds": took}
+            for sid in only:
+                (resume / f"{slug(sid)}.parquet").unlink(missing_ok=True)
+            if not any(p.suffix == ".parquet" for p in resume.iterdir()):
+                shutil.rmtree(resume)
+        if resume.parent.is_dir() and not any(resume.parent.iterdir()):
             resume.parent.rmdir()
-        log(f"{entry}: {name}: {len(frames[-1])} predictions in {seconds[name]} s")
+        log(f"{entry}: {name}: {len(frames[-1])} predictions in {took} s"
+            + (f" ({len(only)} of {len(data.scenario_ids)} scenarios retrained)" if only is not None else ""))
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["track", "scenario_id", "model_id", "predicted_ms"])
     doc = (cls.__doc__ or "").strip().splitlines()
     seed = params.get("random_state", 0)
@@ -207,7 +277,12 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
             "training_data": "each track's training split only", "seeds": list(seeds or [seed if isinstance(seed, int) else 0]),
             "kind": "baseline", "predictor": predictor, "params": json.loads(json.dumps(params, default=str)),
             "description": doc[0] if doc else predictor}
-    _merge_entry(out, preds, meta, {"failed": failures, "skipped": skipped, "seconds": seconds}, replace=list(ok))
+    replace = {n: (None if subset is None else set(subset[n])) for n in ok
+               if n not in failures and "failed" not in retrained.get(n, {})}
+    run = {"failed": failures, "skipped": skipped, "seconds": seconds, "split": splits}
+    if retrained:
+        run["retrained"] = retrained
+    _merge_entry(out, preds, meta, run, replace=replace)
     return out
 
 
@@ -231,13 +306,22 @@ def _locked(folder: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _merge_entry(out: Path, preds: pd.DataFrame, meta: dict[str, Any], run: dict[str, Any], replace: list[str]) -> None:
-    """Write the entry, keeping predictions of tracks this run did not touch."""
+def _merge_entry(out: Path, preds: pd.DataFrame, meta: dict[str, Any], run: dict[str, Any],
+                 replace: Mapping[str, set[str] | None] | list[str]) -> None:
+    """Write the entry, keeping predictions of tracks this run did not touch. ``replace`` maps a
+    track to None (retrained whole) or to the scenarios retrained (the track's others are kept)."""
+    if not isinstance(replace, Mapping):
+        replace = {t: None for t in replace}
+    whole = [t for t, sids in replace.items() if sids is None]
     with _locked(out):
         path = out / "predictions.parquet"
         if path.is_file():
             old = pd.read_parquet(path)
-            preds = pd.concat([old[~old["track"].isin(replace)], preds], ignore_index=True)
+            drop = old["track"].isin(whole)
+            for t, sids in replace.items():
+                if sids is not None:
+                    drop |= (old["track"] == t) & old["scenario_id"].isin(sids)
+            preds = pd.concat([old[~drop], preds], ignore_index=True)
         preds = preds.astype({"track": "string", "scenario_id": "string", "model_id": "string", "predicted_ms": "float64"})
         if "fold" in preds.columns:  # set on tracks of repeated draws only (seeds), NA elsewhere
             preds["fold"] = preds["fold"].astype("Int64")
@@ -248,8 +332,8 @@ def _merge_entry(out: Path, preds: pd.DataFrame, meta: dict[str, Any], run: dict
         (out / "metadata.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
         rp = out / "run.json"
         old_run = json.loads(rp.read_text()) if rp.is_file() else {}
-        for k, v in run.items():
-            merged = {t: x for t, x in old_run.get(k, {}).items() if t not in replace and t not in v}
+        for k, v in run.items():  # per track; a partial retrain keeps the track's whole-run record
+            merged = {t: x for t, x in old_run.get(k, {}).items() if t not in whole and t not in v}
             merged.update(v)
             old_run[k] = merged
         rp.write_text(json.dumps(old_run, indent=1, sort_keys=True) + "\n")

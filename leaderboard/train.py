@@ -6,6 +6,8 @@ selectable). Config: ``leaderboard/conf/train.yaml``; predictor hyperparameters 
 
     leaderboard-train -m predictor=flops,lookup track=help-nb201-n10,help-nb201-n100
     leaderboard-train predictor=all      # every registered predictor on every track with data
+    leaderboard-train predictor=usc_mlp track=usc-real-kfold out=leaderboard/entries/public scenarios='*-gpu-*'
+                                         # refit only the matching scenarios; the entry keeps the others
 """
 from __future__ import annotations
 
@@ -55,11 +57,14 @@ def run_job(cfg: DictConfig) -> str:
     names = PREDICTORS.names() if cfg.predictor == "all" else [cfg.predictor]
     if len(names) > 1 and (overrides or cfg.entry):
         raise ValueError("predictor=all takes no params or entry overrides: name one predictor")
+    scenarios = cfg.get("scenarios")
+    if scenarios is not None and not isinstance(scenarios, str):
+        scenarios = list(OmegaConf.to_container(scenarios, resolve=True))
     t0, out = time.monotonic(), None
     for name in names:
         entry = cfg.entry or (name + "".join(f"-{k}{v}" for k, v in sorted(overrides.items())))
         out = train_entry(name, predictor_params(name, overrides), tracks, {"public": cfg.public, "host": cfg.host},
-                          cfg.out, entry=slug(entry))
+                          cfg.out, entry=slug(entry), scenarios=scenarios)
     log(f"trained {len(names)} predictor(s) on {len(tracks)} track(s) in {time.monotonic() - t0:.0f} s")
     return str(out.parent if len(names) > 1 else out)
 
