@@ -195,6 +195,7 @@ register_row(PublishedRow(
 # (Snapdragon 855 CPU, GPU; Exynos 9820 CPU, GPU; Snapdragon 710 CPU, GPU; Helio P35 CPU, GPU;
 # A12 Bionic CPU, GPU; A10 Fusion CPU, GPU); "-" where the table has a dash.
 _USC_COLUMNS = ("pixel4", "s10", None, "a03s", "iphonexs", None)  # Snapdragon 710, A10 Fusion: not in the data
+_FRAMEWORK_NAMES = {"tflite": "TFLite", "pytorch": "PyTorch Mobile"}
 _USC_TABLES = {
     ("tflite", "C.5"): """
 Lasso 30 9.77 12.04 5.83 12.68 6.40 4.78 5.51 6.79 4.20 6.51 7.00 6.73
@@ -241,7 +242,7 @@ def _usc_rows() -> None:
                 values[f"usc-{phone}-{framework}-cpu-1large-fp32"] = None if cpu == "-" else float(cpu)
                 values[f"usc-{phone}-{framework}-gpu-fp16"] = None if gpu == "-" else float(gpu)
             register_row(PublishedRow(
-                f"usc-{table.lower()}-{method.lower()}-{n}", f"USC {method} (N={n} synthetic)",
+                f"usc-{table.lower()}-{method.lower()}-{n}", f"USC {method}, {_FRAMEWORK_NAMES[framework]} (N={n} synthetic)",
                 f"Li, Paolieri, Golubchik (USC study), Table {table}, row {method}, training size {n}",
                 ("usc-real-kfold",), "mape", values,
                 f"op-wise {method} trained on {n} synthetic networks, tested on all 102 real CNNs; the track "

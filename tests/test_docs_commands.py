@@ -125,8 +125,8 @@ def test_leaderboard_validate_and_evaluate_run_as_typed(tmp_path, public):
     for sid in data.scenario_ids:
         by_name = dict(zip(data.measured(sid)["name"], data.measured(sid)["model_id"]))
         for f in split.for_scenario(sid):
-            rows += [{"track": track.name, "scenario_id": sid, "model_id": by_name[n], "predicted_ms": 5.0}
-                     for n in f.test if n in by_name]
+            rows += [{"track": track.name, "scenario_id": sid, "model_id": by_name[n], "predicted_ms": 5.0,
+                      "fold": f.fold} for n in f.test if n in by_name]  # (its draws are repeated: one row per fold)
     pd.DataFrame(rows).to_csv(tmp_path / "preds.csv", index=False)
     (tmp_path / "meta.yaml").write_text("method: constant five\nauthors: docs test\ncode: https://example.org/constant-five\n"
                                         "training_data: none\nseeds: [0]\nkind: submission\n"
@@ -148,3 +148,48 @@ def test_leaderboard_train_sweep_runs_as_typed(tmp_path, public):
     for entry in ("flops", "lookup"):
         assert (tmp_path / "entries" / entry / "metadata.yaml").is_file(), r.stderr[-2000:]
     assert len(list((tmp_path / "multirun").glob("[0-3]"))) == 4  # 2 predictors x 2 tracks
+
+
+def _fenced(text: str, lang: str, marker: str) -> str:
+    """The fenced ``lang`` block of ``text`` that contains ``marker``."""
+    for block in re.findall(rf"```{lang}\n(.*?)```", text, re.S):
+        if marker in block:
+            return block
+    raise AssertionError(f"docs/leaderboard.md: no ```{lang} block with {marker!r}")
+
+
+@pytest.mark.skipif(not (ROOT / "data" / "public" / "e2e.parquet").is_file(),
+                    reason="the public data is not imported here (dvc repro import-public): the example reads it")
+def test_worked_submission_runs_as_typed(tmp_path):
+    """docs/leaderboard.md's worked example: the outside method's script and metadata as shown,
+    then its four commands as typed (submit/render pointed at a temporary board, not the repo's)."""
+    import pandas as pd
+
+    doc = (ROOT / "docs" / "leaderboard.md").read_text()
+    section = doc.split("### A worked example", 1)[1].split("\n### ", 1)[0]
+    (tmp_path / "cellcount.py").write_text(_fenced(section, "python", "TRACK = "))
+    (tmp_path / "meta.yaml").write_text(_fenced(section, "yaml", "method: cellcount"))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "public").symlink_to(ROOT / "data" / "public")
+    (tmp_path / "leaderboard").mkdir()
+    (tmp_path / "leaderboard" / "splits").symlink_to(ROOT / "leaderboard" / "splits")
+    typed = [line.strip() for line in section.splitlines() if line.startswith("    ") and line.strip()]
+    typed = [re.sub(r"\s+#.*$", "", line) for line in typed]
+    assert typed == ["python cellcount.py", "leaderboard validate preds.parquet meta.yaml",
+                     "leaderboard submit preds.parquet meta.yaml --name cellcount", "leaderboard render"]
+    r = subprocess.run([sys.executable, "cellcount.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "9600 predictions" in r.stdout, r.stderr[-2000:]
+    preds = pd.read_parquet(tmp_path / "preds.parquet")
+    assert sorted(preds["fold"].unique()) == [0, 1, 2] and (preds["predicted_ms"] > 0).all()
+    board = ["--results", str(tmp_path / "results")]
+    extra = {"submit": ["--submissions", str(tmp_path / "submissions"), *board],
+             "render": [*board, "--readme", str(tmp_path / "README.md"), "--site", str(tmp_path / "site")]}
+    for cmd in typed[1:]:
+        argv = shlex.split(cmd)
+        r = run(argv + extra.get(argv[1], []), cwd=tmp_path, timeout=600)
+        assert r.returncode == 0, f"`{cmd}`: {r.stderr.strip()[-1500:]}"
+    assert (tmp_path / "submissions" / "cellcount" / "predictions.parquet").is_file()
+    assert (tmp_path / "results" / "help-nb201-n10" / "cellcount.json").is_file()
+    readme = (tmp_path / "README.md").read_text()
+    assert re.search(r"^\| \d+ \| cellcount \| submission \| ", readme, re.M), readme[:3000]
+    assert "cellcount" in (tmp_path / "site" / "index.html").read_text()
