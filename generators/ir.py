@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .ops import OpError, op_spec, normalize_attrs
+from .ops import OpError, config_id, op_config, op_spec, normalize_attrs
 from .safeload import MAX_BYTES, LoadError, load_json_text, read_text
 
 FORMAT = "latbench-ir"
@@ -39,6 +39,10 @@ class Node:
     attrs: dict[str, Any]
     block: str | None = None
     shapes: list[list[int]] = field(default_factory=list)  # one per output tensor
+    # the op configuration (ops.op_config) and its process-wide integer (ops.config_id), set with
+    # the shapes; derived, so not compared
+    config: tuple | None = field(default=None, compare=False, repr=False)
+    config_id: int = field(default=-1, compare=False, repr=False)
 
     @property
     def shape(self) -> list[int]:
@@ -170,6 +174,8 @@ class Graph:
                     raise OpError(f"input {ref!r}: node {src!r} has {len(shapes)} output(s)")
                 in_shapes.append(shapes[idx])
             node.shapes = spec.infer(node.attrs, in_shapes)
+            node.config = op_config(node.op, node.attrs, in_shapes, node.shapes)
+            node.config_id = config_id(node.config)
         except OpError as e:
             raise IRError(f"{where}: {e}") from None
 

@@ -530,3 +530,70 @@ def _infer_upsample(a: dict, ins: list[Shape]) -> list[Shape]:
 # Nearest-neighbour upsampling by integer factors (HRNet's fuse layers).
 register_op(OpSpec("upsample", _infer_upsample, {"scale": REQUIRED, "mode": "nearest"}, category="resize",
                    types={"scale": pair_kind(1), "mode": choice_kind("nearest")}))
+
+
+# ---------------------------------------------------------------- op configurations
+# An op's *configuration* is what a per-op latency model keys on: the USC study's Table 2 layout
+# ``(op type, in spatial, in channels, out spatial, out channels, kernel, stride, padding, groups,
+# fan-in)``. The IR computes it once, when it infers the node's shapes (it has the input shapes in
+# hand there), so predicting thousands of graphs in a NAS loop reads it instead of walking each
+# node's inputs again. Ops whose kernel or padding column comes from shapes or input counts have
+# a rule here; every windowed op (an attribute ``kernel``) takes its window; the rest count 1.
+Config = tuple  # (op type, hin, cin, hout, cout, kernel, stride, padding, groups, fan-in)
+
+
+def _hc(shape: Shape) -> tuple[int, int]:
+    """(channels, height) of [1, C, H, W]; a vector [1, F] is F channels at 1 px."""
+    if len(shape) == 4:
+        return shape[1], shape[2]
+    return (shape[1] if len(shape) == 2 else _numel(shape[1:])), 1
+
+
+def _windowed_config(op: str, a: dict, nin: int, hin: int, cin: int, hout: int, cout: int) -> Config:
+    k, st, p = a["kernel"][0], a["stride"][0], a["padding"][0]
+    if op == "conv2d":  # split by groups as the USC importer does (groups = input channels: depthwise)
+        g = a["groups"]
+        return ("conv2d" if g == 1 else "dwconv2d" if g == cin else "group_conv2d", hin, cin, hout, cout, k, st, p, g, nin)
+    return (op, hin, cin, hout, cout, k, st, p, 1, nin)
+
+
+CONFIG_RULES: dict[str, Callable[..., Config]] = {
+    "global_avgpool": lambda a, nin, nout, hin, cin, hout, cout: ("global_avgpool", hin, cin, hout, cout, hin, 1, 0, 1, nin),
+    # a concat's "kernel" is its input count, as the TFLite files give it
+    "concat": lambda a, nin, nout, hin, cin, hout, cout: ("concat", hin, cin, hout, cout, nin, 1, 0, 1, nin),
+    "split": lambda a, nin, nout, hin, cin, hout, cout: ("split", hin, cin, hout, cout, nout, 1, 0, 1, nin),
+    "pad": lambda a, nin, nout, hin, cin, hout, cout: ("pad", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, nin),
+    "crop": lambda a, nin, nout, hin, cin, hout, cout: ("crop", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, nin),
+}
+
+
+# Every distinct configuration gets a small integer, process-wide, the first time a node has it:
+# a per-op model maps these integers to its own table with one array look-up per graph
+# (leaderboard.baselines.features), instead of hashing a 10-tuple per node.
+_CONFIG_IDS: dict[Config, int] = {}
+CONFIGS: list[Config] = []
+
+
+def config_id(config: Config | None) -> int:
+    """The process-wide integer of a configuration (-1 for None: an input node)."""
+    if config is None:
+        return -1
+    i = _CONFIG_IDS.get(config)
+    if i is None:
+        i = _CONFIG_IDS[config] = len(CONFIGS)
+        CONFIGS.append(config)
+    return i
+
+
+def op_config(op: str, a: dict, ins: list[Shape], outs: list[Shape]) -> Config | None:
+    """The configuration of a node (None for an input: it runs nothing)."""
+    if not ins:
+        return None
+    cin, hin = _hc(ins[0])
+    cout, hout = _hc(outs[0])
+    if "kernel" in a:
+        return _windowed_config(op, a, len(ins), hin, cin, hout, cout)
+    rule = CONFIG_RULES.get(op)
+    if rule is not None:
+        return rule(a, len(ins), len(outs), hin, cin, hout, cout)
+    return (op, hin, cin, hout, cout, 1, 1, 0, 1, len(ins))

@@ -115,6 +115,7 @@ class ConfigTable:
         self._raw: list[tuple] = []
         self._cols: np.ndarray = np.zeros((0, len(COLUMNS)))
         self._type_arr: np.ndarray = np.zeros(0, dtype=np.int32)
+        self._from_ir: np.ndarray = np.zeros(0, dtype=np.int64)  # IR config id -> id here (-1: not yet)
 
     def __len__(self) -> int:
         return len(self._raw)
@@ -131,6 +132,24 @@ class ConfigTable:
             self._type_of.append(code)
             self._raw.append(raw)
         return i
+
+    def from_ir_ids(self, gids: np.ndarray) -> np.ndarray:
+        """The ids here of IR configuration ids (:func:`generators.ops.config_id`), interning the
+        configurations this table has not seen yet."""
+        from generators.ops import CONFIGS as IR_CONFIGS
+
+        if len(gids) == 0:
+            return np.zeros(0, dtype=np.int64)
+        top = int(gids.max()) + 1
+        if top > len(self._from_ir):
+            self._from_ir = np.concatenate([self._from_ir, np.full(top - len(self._from_ir), -1, dtype=np.int64)])
+        ids = self._from_ir[gids]
+        if (ids < 0).any():
+            for g in np.unique(gids[ids < 0]):
+                c = IR_CONFIGS[g]
+                self._from_ir[g] = self.intern(c[0], c[1:])
+            ids = self._from_ir[gids]
+        return ids
 
     def type_code(self, op_type: str) -> int:
         """The code of an op type (-1 if no configuration of that type was seen)."""
@@ -205,65 +224,11 @@ def ir_config_ids(graph: Any) -> np.ndarray:
 
 
 def _config_ids(graph: Any, table: ConfigTable) -> np.ndarray:
-    # The zoo's hot path for graphs from a NAS loop (~160 ops per NAS-Bench-201 cell), so one
-    # flat loop that builds each op's interning key, the ConfigTable's (op type, *raw), in place
-    # (a bare loop over the nodes alone reaches ~12,000 such graphs/s in CPython here).
-    nodes = graph.nodes
-    get = nodes.get
-    ids = table._ids
-    out: list[int] = []
-    append = out.append
-    for node in nodes.values():
-        op = node.op
-        if op == "input":
-            continue
-        inputs = node.inputs
-        src = get(inputs[0])  # None for "name:k", the k-th output of a multi-output node
-        x = src.shapes[0] if src is not None else graph.tensor_shape(inputs[0])
-        y = node.shapes[0]
-        # (channels, height) of [1, C, H, W]; a vector [1, F] is F channels at 1 px
-        if len(x) == 4:
-            cin, hin = x[1], x[2]
-        else:
-            cin, hin = (x[1] if len(x) == 2 else _prod(x[1:])), 1
-        if len(y) == 4:
-            cout, hout = y[1], y[2]
-        else:
-            cout, hout = (y[1] if len(y) == 2 else _prod(y[1:])), 1
-        a = node.attrs
-        if "kernel" in a:  # convolutions and pools
-            k, st, p = a["kernel"][0], a["stride"][0], a["padding"][0]
-            if op == "conv2d":
-                g = a["groups"]  # split by groups as the USC importer does (groups = input channels: depthwise)
-                t = op if g == 1 else "dwconv2d" if g == cin else "group_conv2d"
-                key = (t, hin, cin, hout, cout, k, st, p, g, len(inputs))
-            else:
-                key = (op, hin, cin, hout, cout, k, st, p, 1, len(inputs))
-        elif op in _SHAPE_KERNELS:
-            key = _SHAPE_KERNELS[op](node, hin, cin, hout, cout)
-        else:
-            key = (op, hin, cin, hout, cout, 1, 1, 0, 1, len(inputs))
-        i = ids.get(key)
-        append(i if i is not None else table.intern(key[0], key[1:]))
-    return np.asarray(out, dtype=np.int64)
-
-
-# ops whose Table-2 "kernel" or "padding" column comes from shapes or input counts, not attributes
-_SHAPE_KERNELS: dict[str, Callable[..., tuple]] = {
-    "global_avgpool": lambda n, hin, cin, hout, cout: (n.op, hin, cin, hout, cout, hin, 1, 0, 1, len(n.inputs)),
-    # a concat's "kernel" is its input count, as the TFLite files give it
-    "concat": lambda n, hin, cin, hout, cout: (n.op, hin, cin, hout, cout, len(n.inputs), 1, 0, 1, len(n.inputs)),
-    "split": lambda n, hin, cin, hout, cout: (n.op, hin, cin, hout, cout, len(n.shapes), 1, 0, 1, len(n.inputs)),
-    "pad": lambda n, hin, cin, hout, cout: (n.op, hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, len(n.inputs)),
-    "crop": lambda n, hin, cin, hout, cout: (n.op, hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, len(n.inputs)),
-}
-
-
-def _prod(dims: list[int]) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
+    # The zoo's hot path for graphs from a NAS loop (~200 ops per NAS-Bench-201 cell): the IR
+    # gave each node its configuration's process-wide integer (generators.ops.config_id) when it
+    # inferred the node's shapes, so this gathers integers and maps them with one array look-up.
+    gids = np.fromiter((node.config_id for node in graph.nodes.values()), dtype=np.int64, count=len(graph.nodes))
+    return table.from_ir_ids(gids[gids >= 0])
 
 
 def ir_ops(graph: Any) -> tuple[list[str], list[tuple]]:
