@@ -48,6 +48,7 @@ and the sweep goes on; ``retry_failed`` retries those (a failure of the device i
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -255,6 +256,15 @@ def _write_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def tidy_work(out: Path) -> None:
+    """Removes ``out/.work`` once no pair has unfinished processes in it (an empty folder)."""
+    try:
+        (out / ".work").rmdir()  # only ever removes an empty folder
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
+            raise
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, (np.integer,)):
         return int(o)
@@ -394,6 +404,8 @@ class Sweep:
         self._log_extra = log
         self.runs_made = 0  # timed e2e runs made by this sweep (benchmarks read it)
         self.on_process: Callable[[dict], None] | None = None  # called with each finished e2e process
+        # sweeps sharing one scenario folder at once (the farm's phones) leave .work to their driver
+        self.tidy_work = True
 
     # -- bookkeeping
     def log(self, msg: str) -> None:
@@ -573,9 +585,8 @@ class Sweep:
                     self._fail(pair, e)
             active = still
         bar.close()
-        with_work = self.out / ".work"
-        if with_work.is_dir() and not any(with_work.iterdir()):
-            with_work.rmdir()
+        if self.tidy_work:
+            tidy_work(self.out)
         self.log(f"end: {self.counts['ok']} measured, {self.counts['failed']} failed "
                  f"({self.counts['refused']} refused as taken under load), {self.counts['skipped']} already done, "
                  f"{self.counts['remeasured']} processes measured again under load")

@@ -20,8 +20,10 @@ manufacturer, Android release and SDK, SoC, ABI, build fingerprint, the governor
 clock of the used cores before and after the run, the thermal status (``dumpsys
 thermalservice``) before and after, and whether fixed performance mode is on (``cmd power
 set-fixed-performance-mode-enabled true`` is issued before every run; Android 11+ accepts it,
-older phones say no and the record says ``false``). The measure stage keeps ``meta.device`` in
-every record (``runtime.device``).
+older phones say no and the record says ``false``), and ``host``: the machine the phone is attached
+to and driven from (this machine's hostname; a farm host's id in a farm sweep, docs/farm.md), so
+local and farm records have one form. The measure stage keeps ``meta.device`` in every record
+(``runtime.device``).
 
 Faults: a connection that drops or is refused mid-run is retried ``retries`` times (reconnecting,
 ``adb connect`` for network serials, waiting ``retry_wait`` x attempt seconds in between); then
@@ -37,6 +39,7 @@ import json
 import os
 import platform
 import re
+import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -127,6 +130,8 @@ class AdbDevice:
     retries: int = 3  # attempts of a run whose connection fails
     retry_wait: float = 1.0  # seconds x attempt number between attempts
     timeout_slack: float = 5.0  # seconds the adb round trip may add to a run's timeout
+    # the machine the phone hangs on (provenance); a farm host sets its own id
+    host: str = field(default_factory=socket.gethostname)
     frameworks = ("tflite",)  # PyTorch Mobile is not built for phones here
 
     _phone: Any = field(default=None, init=False, repr=False)
@@ -242,8 +247,8 @@ class AdbDevice:
         clusters = self.clusters()
         kernel = self._with_retries("uname", lambda: shell(self._connect(), "uname -r", timeout=30)[1].strip())
         return {
-            "name": self.name, "kind": self.kind, "serial": self.serial, "adb_server": self.adb_server,
-            **{k: p.get(v) for k, v in PROPS.items()},
+            "name": self.name, "kind": self.kind, "serial": self.serial, "host": self.host,
+            "adb_server": self.adb_server, **{k: p.get(v) for k, v in PROPS.items()},
             "cpu_model": p.get("ro.soc.model") or p.get("ro.board.platform") or p.get("ro.hardware"),
             "cores": sum(c.size for c in clusters), "clusters": [c.to_dict() for c in clusters],
             "kernel": kernel or None, "gpu": self.gpu, "work_dir": self.work_dir,
@@ -487,7 +492,7 @@ class _Job:
         """Adds the phone's state to the meta record and rewrites the local records file."""
         props = self.dev.props()
         device = {
-            "name": self.dev.name, "kind": "adb", "serial": self.dev.serial,
+            "name": self.dev.name, "kind": "adb", "serial": self.dev.serial, "host": self.dev.host,
             **{k: props.get(v) for k, v in PROPS.items()},
             "taskset_mask": self.scenario.mask, "work_dir": self.dev.work_dir, "runtime_origin": self.runtime.origin,
             "governor": before["governor"],

@@ -14,6 +14,8 @@ the farm takes part (``serials`` narrows them). Then:
    dealt round-robin to the phones; each phone runs a :class:`pipelines.measure.Sweep` over its
    share in a thread of the driver (one process at a time per phone, interleaved over its
    pairs as a local sweep), all writing into ``<data_dir>/measurements/<name>/<scenario_id>/``.
+   The phones' sweeps share that folder's ``.work/``: none of them tidies it, the driver does
+   once they have all stopped (one phone's sweep ending must not pull it from under another's).
 3. Faults: a phone or host that vanishes has its pairs recorded as device failures. With
    ``reassign`` (default) the driver then deals those pairs to the phones still there, when they
    offer the same scenario (same core set on the same CPUs); otherwise the next run retries them.
@@ -36,7 +38,8 @@ from typing import Any, Callable, Sequence
 import ray
 
 from pipelines.devices import DeviceBusy, sweep_lock
-from pipelines.measure import StageScenario, Sweep, _read_json, _write_json, grid_dir_name, list_models, stage_scenario
+from pipelines.measure import (StageScenario, Sweep, _read_json, _write_json, grid_dir_name, list_models,
+                               stage_scenario, tidy_work)
 
 from .host import PhoneWorker
 from .phone import ArtifactCache, FarmPhone, one_line
@@ -215,7 +218,7 @@ def _sweep(cfg, framework, precision, cores, threads, accelerator, phones, model
         "protocol_digest": probe.digest, "measure": asdict(cfg.measure), "models": len(models),
         "granularities": ["e2e", *probe.modes], "granularities_not_offered": probe.not_offered,
         "farm": {"phones": [{"serial": p.serial, "host": p.host, "name": p.name} for p in phones]}})
-    probe.log(f"farm: {len(todo)} pairs over {len(phones)} phones on "
+    probe.log(f"farm: start: {len(todo)} pairs to measure, {skipped} already done, over {len(phones)} phones on "
               f"{len({p.host for p in phones})} hosts ({', '.join(p.serial + '@' + p.host for p in phones)})")
     if on_start:
         on_start(phones)
@@ -239,6 +242,7 @@ def _sweep(cfg, framework, precision, cores, threads, accelerator, phones, model
                   f"{', '.join(p.serial + '@' + p.host for p in active)}")
         reassigned += len(gone)
         pending = [(s, m) for s, m in todo if m in set(gone)]
+    tidy_work(out)  # every phone's sweep has stopped
     failed = [m for _, m in todo if not (out / f"{m}.json").is_file() and (out / f"{m}.error.json").is_file()]
     wall = time.perf_counter() - t_start
     overhead = [s for p in phones for s in p.overhead_s]
@@ -260,10 +264,8 @@ def _phone_sweep(phone: FarmPhone, scenario, cfg, out: Path, artifacts_dir: Path
     """One phone's share, swept as a local sweep does (its own interleaving and failure records)."""
     sweep = Sweep(phone, scenario, cfg.measure, out, artifacts_dir, progress=False,
                   log=lambda msg: say(f"farm {phone.serial}@{phone.host}: {msg}"))
-    try:
-        sweep.run(share)
-    except OSError as e:  # two phones' sweeps tidying the shared .work folder at once
-        sweep.log(f"farm: {phone.label()}: {one_line(e)}")
+    sweep.tidy_work = False  # other phones write into the same .work; the driver tidies it
+    sweep.run(share)
     return sweep.counts["ok"], sweep.runs_made
 
 

@@ -7,8 +7,9 @@
   resource, so it runs on the host the phone is attached to): holds the phone for the sweep
   (the adb device's own lock, so a local sweep on that host cannot interleave either), receives
   each measuring process of the sweep from the driver, runs it with
-  :class:`pipelines.devices.AdbDevice` and sends back the records and the trace. It adds the
-  host id to the phone's provenance (``meta.device.host``). Failures come back as values
+  :class:`pipelines.devices.AdbDevice` and sends back the records and the trace. The adb device
+  is told the host id, so the phone's provenance names it (``meta.device.host``, as a local
+  sweep names its own hostname: one record form). Failures come back as values
   (kind, one-line message), so the driver records them as a local sweep does.
 """
 from __future__ import annotations
@@ -71,7 +72,8 @@ class PhoneWorker:
         from pipelines.devices import AdbDevice
 
         self.phone = phone
-        self.dev = AdbDevice(name=phone["name"], serial=phone["serial"], adb_server=phone["adb_server"])
+        self.dev = AdbDevice(name=phone["name"], serial=phone["serial"], adb_server=phone["adb_server"],
+                             host=phone["host"])
         for k, v in (adb or {}).items():  # retries, retry_wait, work_dir, ...: as the driver's config says
             setattr(self.dev, k, v)
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", phone["serial"])
@@ -87,7 +89,7 @@ class PhoneWorker:
         stack = contextlib.ExitStack()
         try:
             stack.enter_context(self.dev.lock(self.tmp / ".lock"))
-            described = {**self.dev.describe(), "host": self.phone["host"]}
+            described = self.dev.describe()
             clusters = self.dev.clusters()
         except DeviceBusy as e:
             stack.close()
@@ -138,9 +140,6 @@ class PhoneWorker:
         except NativeRunError as e:
             return {"error": str(e), "kind": e.kind, "seconds": time.perf_counter() - t0}
         records = run.records
-        for r in records:
-            if r.get("type") == "meta" and isinstance(r.get("device"), dict):
-                r["device"]["host"] = self.phone["host"]  # provenance: which farm host ran it
         trace = trace_path.read_bytes() if trace_path is not None and trace_path.is_file() else None
         records_path.unlink(missing_ok=True)
         if trace_path is not None:
