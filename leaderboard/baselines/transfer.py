@@ -113,9 +113,13 @@ def _ir_costs(X: Networks, keys: list[str]) -> np.ndarray:
 ENCODINGS.register("ir")(Encoding("ir", lambda X: True, _ir_keys, _ir_costs, _ir_costs))
 
 
+GENERIC = "ir"  # reads any network, slowly (IR graphs): the fallback, tried last
+
+
 def encoding_for(X: Networks) -> Encoding:
-    """The first registered encoding that reads every network of X (``ir`` reads any)."""
-    for name in ENCODINGS.names():
+    """The first registered encoding that reads every network of X, the generic one last (a
+    search space's own encoding keeps what the IR sums lose, e.g. which edge holds which op)."""
+    for name in sorted(ENCODINGS.names(), key=lambda n: n == GENERIC):
         enc = ENCODINGS.get(name)
         if enc.applies(X):
             return enc
