@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -90,39 +91,78 @@ def _pad(node: Node, ins: list[list[int]]) -> tuple[str, dict]:
     return "pad", {"pads": [t, l, b, r], "value": node.attrs["value"]}
 
 
-#: IR operator -> function giving nn-Meter's (type, attr.attr) for a node.
-NNMETER_OPS: dict[str, Callable[[Node, list[list[int]]], tuple[str, dict]]] = {
-    "input": _fixed("Placeholder"),
-    "conv2d": _conv,
-    "fc": lambda n, i: ("fc", {"bias": n.attrs["bias"]}),
-    "batchnorm": lambda n, i: ("bn", {"epsilon": n.attrs["eps"]}),
-    "relu": _fixed("relu"),
-    "relu6": _fixed("relu", min=0.0, max=6.0),
-    "hswish": _fixed("hswish"),
-    "hsigmoid": _fixed("hardsigmoid"),
-    "sigmoid": _fixed("sigmoid"),
-    "swish": _fixed("swish"),
-    "tanh": _fixed("tanh"),
-    "leaky_relu": lambda n, i: ("leakyrelu", {"alpha": n.attrs["alpha"]}),
-    "prelu": lambda n, i: ("prelu", {"num_parameters": n.attrs["num_parameters"]}),
-    "add": _fixed("add"),
-    "mul": _fixed("mul"),
-    "avgpool": _pool("avgpool"),
-    "maxpool": _pool("maxpool"),
-    "global_avgpool": _fixed("gap"),
-    "concat": _axis_attr("concat"),
-    "split": _axis_attr("split", lambda n: {"split": list(n.attrs["sections"])}),
-    "channel_shuffle": lambda n, i: ("channelshuffle", {"group": n.attrs["groups"]}),
-    "pad": _pad,
-    "reshape": lambda n, i: ("reshape", {"shape": nhwc(n.attrs["shape"])}),
-    "flatten": _fixed("reshape"),
-    "softmax": _axis_attr("softmax"),
+def _rule_conv_type(node: Node, graph: Graph) -> str:
+    cin = graph.input_shapes(node)[0][1]
+    g = node.attrs["groups"]
+    if g == 1:
+        return "conv"
+    return "dwconv" if g == cin else "gconv"
+
+
+@dataclass(frozen=True)
+class NNMeterOp:
+    """How one IR operator appears to nn-Meter.
+
+    ``convert(node, input shapes)`` gives its (type, attr.attr) in the exported nn-Meter IR;
+    ``rule_type`` is the operator type nn-Meter's fusion rules and kernel search speak of
+    (``kernels.nnmeter_rules``; a finer vocabulary: relu6, hsigmoid, shuffle, clip, scale, crop
+    keep their own names there), a string or a function of (node, graph); None for the input.
+    """
+
+    convert: Callable[[Node, list[list[int]]], tuple[str, dict]]
+    rule_type: str | Callable[[Node, Graph], str] | None
+
+
+#: IR operator -> its nn-Meter names. Adding an operator is one ``register_nnmeter_op`` call.
+NNMETER_OPS: dict[str, NNMeterOp] = {
+    "input": NNMeterOp(_fixed("Placeholder"), None),
+    "conv2d": NNMeterOp(_conv, _rule_conv_type),
+    "fc": NNMeterOp(lambda n, i: ("fc", {"bias": n.attrs["bias"]}), "fc"),
+    "batchnorm": NNMeterOp(lambda n, i: ("bn", {"epsilon": n.attrs["eps"]}), "bn"),
+    "relu": NNMeterOp(_fixed("relu"), "relu"),
+    "relu6": NNMeterOp(_fixed("relu", min=0.0, max=6.0), "relu6"),
+    "hswish": NNMeterOp(_fixed("hswish"), "hswish"),
+    "hsigmoid": NNMeterOp(_fixed("hardsigmoid"), "hsigmoid"),
+    "sigmoid": NNMeterOp(_fixed("sigmoid"), "sigmoid"),
+    "swish": NNMeterOp(_fixed("swish"), "swish"),
+    "tanh": NNMeterOp(_fixed("tanh"), "tanh"),
+    "leaky_relu": NNMeterOp(lambda n, i: ("leakyrelu", {"alpha": n.attrs["alpha"]}), "leakyrelu"),
+    "prelu": NNMeterOp(lambda n, i: ("prelu", {"num_parameters": n.attrs["num_parameters"]}), "prelu"),
+    "add": NNMeterOp(_fixed("add"), "add"),
+    "mul": NNMeterOp(_fixed("mul"), "mul"),
+    "avgpool": NNMeterOp(_pool("avgpool"), "avgpool"),
+    "maxpool": NNMeterOp(_pool("maxpool"), "maxpool"),
+    "global_avgpool": NNMeterOp(_fixed("gap"), "gap"),
+    "concat": NNMeterOp(_axis_attr("concat"), "concat"),
+    "split": NNMeterOp(_axis_attr("split", lambda n: {"split": list(n.attrs["sections"])}), "split"),
+    "channel_shuffle": NNMeterOp(lambda n, i: ("channelshuffle", {"group": n.attrs["groups"]}), "shuffle"),
+    "pad": NNMeterOp(_pad, "pad"),
+    "reshape": NNMeterOp(lambda n, i: ("reshape", {"shape": nhwc(n.attrs["shape"])}), "reshape"),
+    "flatten": NNMeterOp(_fixed("reshape"), "reshape"),
+    "softmax": NNMeterOp(_axis_attr("softmax"), "softmax"),
     # appended IR operators
-    "scale": lambda n, i: ("mul", {"factor": n.attrs["factor"]}),  # a Mul by a constant, as in TF/ONNX graphs
-    "clip": lambda n, i: ("relu", {"min": n.attrs["min"], "max": n.attrs["max"]}),  # nn-Meter aliases Clip to relu
-    "crop": lambda n, i: ("split", {"crops": list(n.attrs["crops"])}),  # an ONNX Slice, which nn-Meter calls split
-    "upsample": lambda n, i: ("upsample", {"scale": list(n.attrs["scale"]), "mode": n.attrs["mode"]}),
+    "scale": NNMeterOp(lambda n, i: ("mul", {"factor": n.attrs["factor"]}), "scale"),  # a Mul by a constant, as in TF/ONNX graphs
+    "clip": NNMeterOp(lambda n, i: ("relu", {"min": n.attrs["min"], "max": n.attrs["max"]}), "clip"),  # nn-Meter aliases Clip to relu
+    "crop": NNMeterOp(lambda n, i: ("split", {"crops": list(n.attrs["crops"])}), "crop"),  # an ONNX Slice, which nn-Meter calls split
+    "upsample": NNMeterOp(lambda n, i: ("upsample", {"scale": list(n.attrs["scale"]), "mode": n.attrs["mode"]}), "upsample"),
 }
+
+
+def register_nnmeter_op(op: str, spec: NNMeterOp) -> NNMeterOp:
+    """Teach the nn-Meter exporter (and the fusion-rule vocabulary) one more IR operator."""
+    if op in NNMETER_OPS:
+        raise ValueError(f"nn-Meter lowering of {op!r} registered twice")
+    NNMETER_OPS[op] = spec
+    return spec
+
+
+def rule_type(node: Node, graph: Graph) -> str:
+    """The operator type nn-Meter's fusion rules speak of (``conv``, ``dwconv``, ``bn``, ``relu``...)."""
+    spec = NNMETER_OPS.get(node.op)
+    t = spec.rule_type if spec is not None else None
+    if t is None:
+        raise KeyError(f"node {node.name!r}: no nn-Meter operator type for IR op {node.op!r}")
+    return t(node, graph) if callable(t) else t
 
 
 def nnmeter_type(graph: Graph, node: Node) -> str:
@@ -131,10 +171,10 @@ def nnmeter_type(graph: Graph, node: Node) -> str:
 
 
 def _convert(graph: Graph, node: Node) -> tuple[str, dict]:
-    f = NNMETER_OPS.get(node.op)
-    if f is None:
+    spec = NNMETER_OPS.get(node.op)
+    if spec is None:
         raise ExportError(f"node {node.name!r}: operator {node.op!r} is not supported by the nn-Meter IR exporter ({FORMAT})")
-    return f(node, graph.input_shapes(node))
+    return spec.convert(node, graph.input_shapes(node))
 
 
 def to_nnmeter_ir(graph: Graph) -> dict[str, dict[str, Any]]:

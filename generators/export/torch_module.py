@@ -155,14 +155,17 @@ class TorchOp:
 
     ``aten``: the operator kind the traced fp32 TorchScript graph shows for it (``n_aten``
     of them per node); ``int8``: ``"q"`` runs on quantized tensors, ``"f"`` stays float in
-    int8 models, ``"any"`` follows its input (layout-only operators).
+    int8 models, ``"any"`` follows its input (layout-only operators), or a function of the
+    node giving one of those.
     """
 
     build: Callable[[Node, list[list[int]]], nn.Module]
     aten: str
-    int8: str = "q"
+    int8: str | Callable[[Node], str] = "q"
     variadic: bool = False  # the module takes the list of inputs as one argument
     n_aten: Callable[[Node], int] = lambda node: 1
+    # QNNPACK runs it with its quantized clamp kernel, which needs a contiguous input (ContiguousInput)
+    qnnpack_contiguous: bool = False
 
 
 def _conv(node: Node, ins: list[list[int]]) -> nn.Module:
@@ -187,12 +190,14 @@ def _axis(node: Node, ins: list[list[int]]) -> int:
     return node.attrs["axis"] % len(ins[0])
 
 
+#: IR operator -> how it becomes a module. Adding an operator is one ``register_torch_op`` call.
 TORCH_OPS: dict[str, TorchOp] = {
     "conv2d": TorchOp(_conv, "aten::_convolution"),
     "fc": TorchOp(lambda n, i: nn.Linear(i[0][1], n.attrs["out_features"], bias=n.attrs["bias"]), "aten::linear"),
-    "batchnorm": TorchOp(_bn, "aten::batch_norm"),  # int8: see _int8_domain (BatchNorm1d stays float)
+    # int8: BatchNorm1d (on [1, F]) has no quantized kernel and stays float
+    "batchnorm": TorchOp(_bn, "aten::batch_norm", int8=lambda n: "q" if len(n.shape) == 4 else "f"),
     "relu": TorchOp(lambda n, i: nn.ReLU(), "aten::relu"),
-    "relu6": TorchOp(lambda n, i: nn.ReLU6(), "aten::hardtanh"),
+    "relu6": TorchOp(lambda n, i: nn.ReLU6(), "aten::hardtanh", qnnpack_contiguous=True),
     "hswish": TorchOp(lambda n, i: nn.Hardswish(), "aten::hardswish"),
     "hsigmoid": TorchOp(lambda n, i: nn.Hardsigmoid(), "aten::hardsigmoid"),
     "sigmoid": TorchOp(lambda n, i: nn.Sigmoid(), "aten::sigmoid"),
@@ -217,7 +222,7 @@ TORCH_OPS: dict[str, TorchOp] = {
         int8="any",
     ),
     "scale": TorchOp(lambda n, i: Scale(n.attrs["factor"]), "aten::mul"),
-    "clip": TorchOp(lambda n, i: nn.Hardtanh(n.attrs["min"], n.attrs["max"]), "aten::hardtanh"),
+    "clip": TorchOp(lambda n, i: nn.Hardtanh(n.attrs["min"], n.attrs["max"]), "aten::hardtanh", qnnpack_contiguous=True),
     "crop": TorchOp(
         lambda n, i: Crop(n.attrs["crops"], i[0]), "aten::narrow", int8="any",
         n_aten=lambda n: int(bool(n.attrs["crops"][0] or n.attrs["crops"][1])) + int(bool(n.attrs["crops"][2] or n.attrs["crops"][3])),
@@ -236,6 +241,16 @@ TORCH_OPS: dict[str, TorchOp] = {
     "softmax": TorchOp(lambda n, i: nn.Softmax(_axis(n, i)), "aten::softmax", int8="f"),
 }
 
+
+
+def register_torch_op(op: str, spec: TorchOp) -> TorchOp:
+    """Teach the PyTorch exporter one more IR operator."""
+    if op in TORCH_OPS:
+        raise ValueError(f"PyTorch lowering of {op!r} registered twice")
+    TORCH_OPS[op] = spec
+    return spec
+
+
 #: IR operators computed in float inside int8 models (no quantized CPU kernel in PyTorch):
 #: they get a DeQuantStub before and a QuantStub after. batchnorm is float only on
 #: ``[1, F]`` tensors (BatchNorm1d); on feature maps it is fused into the conv or quantized.
@@ -243,7 +258,7 @@ FLOAT_IN_INT8 = ("swish", "softmax", "batchnorm (rank 2, BatchNorm1d)")
 
 
 #: Operators that QNNPACK runs with its clamp kernel, which needs a contiguous input (see ContiguousInput).
-QNNPACK_CLAMP_OPS = ("relu6", "clip")
+QNNPACK_CLAMP_OPS = tuple(op for op, spec in TORCH_OPS.items() if spec.qnnpack_contiguous)
 
 
 def aten_op(op: str) -> str:
@@ -270,10 +285,8 @@ def _spec(node: Node, fmt: str) -> TorchOp:
 
 
 def _int8_domain(node: Node, graph: Graph) -> str:
-    spec = TORCH_OPS[node.op]
-    if node.op == "batchnorm" and len(node.shape) != 4:
-        return "f"
-    return spec.int8
+    domain = TORCH_OPS[node.op].int8
+    return domain(node) if callable(domain) else domain
 
 
 def _check_precision(precision: str, fmt: str) -> None:
@@ -474,7 +487,7 @@ def _quantize(graph: Graph, engine: str, calibration_samples: int, fmt: str) -> 
         convert(model, inplace=True)
         if engine == "qnnpack":
             for node in graph.nodes.values():
-                if node.op in QNNPACK_CLAMP_OPS:
+                if node.op in TORCH_OPS and TORCH_OPS[node.op].qnnpack_contiguous:
                     ident = node_modules[node.name]
                     setattr(model, ident, ContiguousInput(getattr(model, ident)))
         model.latbench_node_modules = node_modules

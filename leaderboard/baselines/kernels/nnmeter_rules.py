@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from generators.export.nnmeter_ir import rule_type
 from generators.ir import Graph, Node, split_ref
 
 RULES_DIR = Path(__file__).resolve().parent / "rules"
@@ -45,32 +46,10 @@ ALPHA = 0.5  # nn-Meter's empirical coefficient (section 4.1)
 
 
 # ---------------------------------------------------------------- operator types
-def _conv_type(node: Node, graph: Graph) -> str:
-    cin = graph.input_shapes(node)[0][1]
-    g = node.attrs["groups"]
-    if g == 1:
-        return "conv"
-    return "dwconv" if g == cin else "gconv"
-
-
-#: IR operator -> nn-Meter operator type (a function for the ones that depend on attributes).
-NNMETER_TYPES: dict[str, str | Callable[[Node, Graph], str]] = {
-    "conv2d": _conv_type, "fc": "fc", "batchnorm": "bn",
-    "relu": "relu", "relu6": "relu6", "hswish": "hswish", "hsigmoid": "hsigmoid", "sigmoid": "sigmoid",
-    "swish": "swish", "tanh": "tanh", "leaky_relu": "leakyrelu", "prelu": "prelu", "clip": "clip",
-    "softmax": "softmax", "add": "add", "mul": "mul", "scale": "scale",
-    "avgpool": "avgpool", "maxpool": "maxpool", "global_avgpool": "gap",
-    "concat": "concat", "split": "split", "channel_shuffle": "shuffle", "pad": "pad", "crop": "crop",
-    "reshape": "reshape", "flatten": "reshape", "upsample": "upsample",
-}
-
-
 def nnmeter_type(node: Node, graph: Graph) -> str:
-    """The operator type nn-Meter's rules speak of (``conv``, ``dwconv``, ``bn``, ``relu``...)."""
-    t = NNMETER_TYPES.get(node.op)
-    if t is None:
-        raise KeyError(f"node {node.name!r}: no nn-Meter operator type for IR op {node.op!r}")
-    return t(node, graph) if callable(t) else t
+    """The operator type nn-Meter's rules speak of (``conv``, ``dwconv``, ``bn``, ``relu``...):
+    the ``rule_type`` of the operator's entry in the nn-Meter exporter's table."""
+    return rule_type(node, graph)
 
 
 # ---------------------------------------------------------------- rules
