@@ -646,8 +646,9 @@ class Sweep:
                 "end_ns": max(p["end_ns"] for p in pair.processes),
             },
             "runtime": pair.processes[0]["meta"],
-            "load": load_summary([p.get("load") for p in pair.processes]
-                                 + [d.get("load") for d in pair.profiled.values()], pair.remeasured),
+            "load": {**load_summary([p.get("load") for p in pair.processes]
+                                    + [d.get("load") for d in pair.profiled.values()], pair.remeasured),
+                     "check": asdict(self.cfg.load)},  # the thresholds it was held to (check off: none)
         }
         for mode, d in pair.profiled.items():
             rec[mode] = {"summary": summarize(d["samples_ns"]), "overhead": d["overhead"], "ops": d["ops"],

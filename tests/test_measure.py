@@ -302,6 +302,7 @@ def test_a_busy_core_is_seen_measured_again_and_refused(data):
     for rec in records(out).values():
         load = rec["load"]
         assert load["observed"] and load["processes"] == 2 and load["remeasured"] == 0
+        assert load["check"]["check"] is False and load["check"]["max_foreign_busy"] == 0.2  # held to none
         assert 0 <= load["max_foreign_busy_frac"] <= 1 and load["max_loadavg"] is not None
         assert load["cpu_freq_khz"] == "unknown" or load["cpu_freq_khz"]["min"] > 0
         for proc in rec["e2e"]["per_process"]:
