@@ -8,7 +8,9 @@ the farm takes part (``serials`` narrows them). Then:
 1. Claim: one :class:`pipelines.farm.host.PhoneWorker` per phone, placed by the phone's resource
    on its host. A phone whose resource stays taken for ``lock_wait`` seconds is swept by another
    driver: the sweep stops at once with :class:`pipelines.devices.DeviceBusy` (one line naming
-   the phone), as a local sweep does on a locked device. The data folder's lock file is held as
+   the phone), as a local sweep does on a locked device. A placed worker waits as long again
+   for the phone's adb lock on its host, which the worker of a sweep whose driver or node just
+   died keeps until its process has exited. The data folder's lock file is held as
    by a local sweep, so a local and a farm sweep of one device name never write together.
 2. Plan: the pairs of the scenario not yet done (same record store, same protocol digest) are
    dealt round-robin to the phones; each phone runs a :class:`pipelines.measure.Sweep` over its
@@ -44,6 +46,11 @@ from pipelines.measure import (StageScenario, Sweep, _read_json, _write_json, gr
 from .host import PhoneWorker
 from .phone import ArtifactCache, FarmPhone, one_line
 from .resources import NAMESPACE, agent_name, hosts_of
+
+
+# seconds a worker may take to check its phone and read its description and clusters over adb
+# (with the adb device's retries), beyond waiting for the phone's lock
+BEGIN_TIMEOUT_S = 120.0
 
 
 class FarmError(ValueError):
@@ -98,17 +105,20 @@ def claim(phones: list[dict], artifacts: ArtifactCache, *, lock_wait: float = 10
           adb: dict | None = None) -> list[FarmPhone]:
     """A worker per phone, each holding its phone (see the module doc); all or none."""
     workers = [PhoneWorker.options(resources={p["resource"]: 1.0}).remote(p, adb) for p in phones]
-    refs = [w.begin.remote() for w in workers]
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=lock_wait)
+    # a worker is placed once its phone's resource is free: a resource held for lock_wait
+    # seconds is another driver's sweep
+    placed = [w.ready.remote() for w in workers]
+    ready, _ = ray.wait(placed, num_returns=len(placed), timeout=lock_wait)
+    begins = {i: workers[i].begin.remote(lock_wait) for i, ref in enumerate(placed) if ref in ready}
     out, problem = [], None
-    for p, w, ref in zip(phones, workers, refs):
+    for i, (p, w) in enumerate(zip(phones, workers)):
         label = f"device {p['name']} (serial {p['serial']} on farm host {p['host']})"
-        if ref not in ready:
+        if i not in begins:
             problem = problem or DeviceBusy(f"{label}: a sweep is already running (its farm resource {p['resource']} "
                                             f"stayed taken for {lock_wait:g} s)")
             continue
         try:
-            begun = ray.get(ref)
+            begun = ray.get(begins[i], timeout=lock_wait + BEGIN_TIMEOUT_S)
         except ray.exceptions.RayError as e:
             problem = problem or FarmError(f"{label}: its worker did not start: {one_line(e)}")
             continue

@@ -62,6 +62,9 @@ def start_agent(host_id: str, adb_server: str, phones: list[PhoneInfo], connect:
     return agent
 
 
+LOCK_POLL_S = 0.2  # seconds between attempts at a phone's adb lock held by an exiting worker
+
+
 def _farm_tmp() -> Path:
     return Path(tempfile.gettempdir()) / "latbench-farm"
 
@@ -80,23 +83,36 @@ class PhoneWorker:
         self.tmp = _farm_tmp() / safe
         self.stack: contextlib.ExitStack | None = None
 
-    def begin(self) -> dict:
+    def ready(self) -> bool:
+        """Answers once the worker exists, i.e. once its phone's resource was free."""
+        return True
+
+    def begin(self, wait: float = 0.0) -> dict:
         """Takes the phone for a sweep (checks it is there and has taskset); returns its
-        description and clusters, or ``{"error", "kind"}``."""
+        description and clusters, or ``{"error", "kind"}``. The phone's adb lock is waited
+        for up to ``wait`` seconds: the worker of a sweep whose driver or node just died may
+        still be exiting on this host (it lets go when its process ends); a lock held longer
+        is a sweep really running (kind ``busy``)."""
         from pipelines.devices import DeviceBusy
         from pipelines.native_runner import NativeRunError
 
-        stack = contextlib.ExitStack()
-        try:
-            stack.enter_context(self.dev.lock(self.tmp / ".lock"))
-            described = self.dev.describe()
-            clusters = self.dev.clusters()
-        except DeviceBusy as e:
-            stack.close()
-            return {"error": str(e), "kind": "busy"}
-        except NativeRunError as e:
-            stack.close()
-            return {"error": str(e), "kind": e.kind}
+        deadline = time.monotonic() + wait
+        while True:
+            stack = contextlib.ExitStack()
+            try:
+                stack.enter_context(self.dev.lock(self.tmp / ".lock"))
+                described = self.dev.describe()
+                clusters = self.dev.clusters()
+                break
+            except DeviceBusy as e:
+                stack.close()
+                if time.monotonic() < deadline:
+                    time.sleep(LOCK_POLL_S)
+                    continue
+                return {"error": str(e), "kind": "busy"}
+            except NativeRunError as e:
+                stack.close()
+                return {"error": str(e), "kind": e.kind}
         self.stack = stack
         return {"describe": described, "clusters": clusters, "node_id": ray.get_runtime_context().get_node_id(),
                 "pid": os.getpid()}
