@@ -42,6 +42,11 @@ def prepare(data: Path, n: int) -> None:
         raise SystemExit(f"bench_farm: export failed: {counts}")
 
 
+def failures(res: dict) -> str:
+    """A sweep's failed pairs, said beside its figures (a failed pair is not in pairs/min)."""
+    return f"; {res['failed']} FAILED (see {res['out']}/*.error.json)" if res["failed"] else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", type=int, default=8)
@@ -95,7 +100,7 @@ def main() -> None:
         local_s = time.perf_counter() - t
         per_pair_local = local_s / max(local["ok"], 1)
         print(f"local sweep, 1 phone : {local['ok']} pairs in {local_s:6.1f} s = {local['ok'] / local_s * 60:6.1f} "
-              f"pairs/min ({per_pair_local * 1e3:.0f} ms per pair)")
+              f"pairs/min ({per_pair_local * 1e3:.0f} ms per pair){failures(local)}")
         order = [emus[k].serial for k in ("hostA-1", "hostB-1", "hostA-2", "hostB-2")]
         for n in (1, 2, 4):
             t = time.perf_counter()
@@ -105,7 +110,8 @@ def main() -> None:
             f = res["farm"]
             line = (f"farm sweep, {n} phone{'s' if n > 1 else ' '}: {res['ok']} pairs in {wall:6.1f} s = "
                     f"{res['ok'] / wall * 60:6.1f} pairs/min; farm cost {f['overhead_ms_per_process']:.1f} ms per "
-                    f"process (median of {f['processes']}), {f['overhead_ms_per_process'] * a.processes:.1f} ms per pair")
+                    f"process (median of {f['processes']}), {f['overhead_ms_per_process'] * a.processes:.1f} ms per pair"
+                    f"{failures(res)}")
             if n == 1:
                 line += (f"; wall per pair {wall / max(res['ok'], 1) * 1e3:.0f} ms vs {per_pair_local * 1e3:.0f} ms "
                          f"local (+{(wall / max(res['ok'], 1) - per_pair_local) * 1e3:.0f} ms, claim and release "
