@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from generators.ir import Graph
-from leaderboard.baselines.kernels import nnmeter_rules as nm
-from leaderboard.baselines.kernels.nnmeter_rules import FusionRules, find_kernels
+from kernels import nnmeter_rules as nm
+from kernels.nnmeter_rules import FusionRules, find_kernels
 
 #: The rules of the paper's Fig. 5 example (GPU backend).
 PAPER_GPU = FusionRules(pairs={"maxpool_add": True, "add_relu": True, "maxpool_conv": False, "conv_bn": True,
@@ -104,7 +104,7 @@ def test_rules_json_round_trip_and_errors(tmp_path):
 
 def test_default_rules_load_and_carry_provenance():
     if not (nm.RULES_DIR / "host.json").is_file():
-        pytest.fail("leaderboard/baselines/kernels/rules/host.json is missing (run the detect report)")
+        pytest.fail("kernels/rules/host.json is missing (run the detect report)")
     rules = nm.load_rules()
     assert rules.provenance.get("produced_by", "").endswith("report detect")
     assert rules.provenance["device"]["kind"] == "host" and rules.pairs

@@ -1,6 +1,6 @@
 """Which kernels LiteRT's GPU accelerator ran: dispatches labelled from the generated programs
 (pipelines/gpu_programs.py), GPU outputs checked against the CPU (pipelines/gpu_validate.py),
-and the USC rules B.2/B.3 against what ran (leaderboard/baselines/kernels/gpu_truth.py).
+and the USC rules B.2/B.3 against what ran (kernels/gpu_truth.py).
 
 The tests that run the GPU skip, saying why, when this machine has no Vulkan device
 (scripts/setup.sh installs Mesa's lavapipe: docs/gpu.md)."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from generators.ir import Graph
-from leaderboard.baselines.kernels import gpu_truth
+from kernels import gpu_truth
 from pipelines import gpu, gpu_programs as gp, gpu_validate, native_runner as nr
 
 
@@ -93,7 +93,7 @@ def test_usc_rules_against_the_executed_kernels(mix):
 
 def test_winograd_threshold_on_output_tiles(needs_gpu, tmp_path):
     """B.3's default tile threshold (32 tiles of 4x4): 24x24 -> 36 tiles, Winograd; 20x20 -> 25."""
-    from leaderboard.baselines.kernels.report import gpu_host_truth
+    from kernels.report import gpu_host_truth
 
     probes = dict(gpu_truth.probe_networks())
     for name, expect in (("probe-64-64@24", (1, 1)), ("probe-64-64@20", (0, 0))):

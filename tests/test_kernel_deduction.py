@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from generators.ir import Graph
-from leaderboard.baselines.kernels import gpu_tflite, gpu_vulkan, usc_check, xnnpack
-from leaderboard.baselines.kernels.gpu_tflite import ConvInfo, gpu_info
+from kernels import gpu_tflite, gpu_vulkan, usc_check, xnnpack
+from kernels.gpu_tflite import ConvInfo, gpu_info
 
 # ---------------------------------------------------------------- Algorithm B.3 (Table B.3)
 

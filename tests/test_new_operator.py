@@ -100,7 +100,7 @@ def test_torch_module_traces_and_computes_elu(elu):
 
 
 def test_nnmeter_names(elu):
-    from leaderboard.baselines.kernels.nnmeter_rules import nnmeter_type
+    from kernels.nnmeter_rules import nnmeter_type
 
     g = _net(elu)
     ir = nm.to_nnmeter_ir(g)

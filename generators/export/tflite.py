@@ -98,7 +98,6 @@ DEFAULT_CALIBRATION_SAMPLES = 3
 
 
 # The per-operator lowering table lives in tflite_lowering.py (one registered entry per IR op).
-_plan_graph = plan_graph
 _tf_shape = tf_shape  # an IR shape in the exported model's layout (tests compare I/O shapes)
 
 
@@ -150,7 +149,7 @@ def expected_op_counts(graph: Graph, precision: str = "fp32") -> dict[str, int]:
     """TFLite builtin operator counts the exported model must have (see TFLITE_FUSIONS)."""
     _check_precision(precision)
     graph = merge_common_subexpressions(graph)
-    plans = _plan_graph(graph)
+    plans = plan_graph(graph)
     counts: dict[str, int] = {}
     for ops in _expected_ops(graph, plans, precision).values():
         for op in ops:
@@ -242,7 +241,7 @@ def expected_params(graph: Graph, precision: str = "fp32") -> int:
     in int8 one per conv. A bias-less fc stays without bias.
     """
     _check_precision(precision)
-    plans = _plan_graph(graph)
+    plans = plan_graph(graph)
     total = graph.params
     for name, pl in plans.items():
         node = graph.nodes[name]
@@ -294,7 +293,7 @@ def build_tf_graph(graph: Graph, weights: dict[str, dict[str, np.ndarray]] | Non
     """
     tf = _tf()
     graph.validate()
-    plans = _plan_graph(graph)
+    plans = plan_graph(graph)
     weights = weights if weights is not None else graph_weights(graph)
     tf_graph = tf.Graph()
     used: set[str] = set()

@@ -2,7 +2,7 @@
 
 nn-Meter (Zhang et al., MobiSys'21) predicts a network's latency as the sum of its kernels'
 latencies (Sec. 5.3, Equation 2): the network is split into kernels by the backend's fusion
-rules (Sec. 4, Algorithm 1: :func:`leaderboard.baselines.kernels.nnmeter_rules.find_kernels`),
+rules (Sec. 4, Algorithm 1: :func:`kernels.nnmeter_rules.find_kernels`),
 each kernel is described by the features of its type (Table 6) and a random forest per kernel
 type (Sec. 5.3) predicts its latency.
 
@@ -136,7 +136,7 @@ def describe_kernel(kernel: Any, graph: Any) -> dict[str, Any]:
 def graph_kernels(graph: Any, rules: Any) -> pd.DataFrame:
     """One row per kernel of ``graph`` under ``rules``: :data:`DESC_COLUMNS` + ``kernel`` (nn-Meter's
     ``conv+bn+relu`` notation) + ``nodes`` (the IR nodes it covers, comma-separated)."""
-    from .kernels.nnmeter_rules import find_kernels
+    from kernels.nnmeter_rules import find_kernels
 
     rows = []
     for k in find_kernels(graph, rules):
@@ -162,7 +162,7 @@ def describe_op_row(op: pd.Series) -> dict[str, Any]:
 
 def load_rules_for(name: str | Path) -> Any:
     """The fusion rules named by the ``rules`` parameter (see the module docstring)."""
-    from .kernels.nnmeter_rules import FusionRules, load_rules
+    from kernels.nnmeter_rules import FusionRules, load_rules
 
     if str(name) == "auto":
         try:
@@ -289,7 +289,7 @@ class NnMeterPredictor(Predictor):
                 g = graphs.setdefault(r.model_id, ds.graph(r.model_id))
                 if node not in g.nodes:
                     raise KeyError(f"ops.node {node!r} of model {r.model_id}: no such node in its IR")
-                from .kernels.nnmeter_rules import Kernel, nnmeter_type
+                from kernels.nnmeter_rules import Kernel, nnmeter_type
 
                 desc = describe_kernel(Kernel((node,), (nnmeter_type(g.nodes[node], g),)), g)
             else:
@@ -413,7 +413,7 @@ class NnMeterPredictor(Predictor):
                 "forests": {t: f.state(store, f"forest-{t}") for t, f in sorted(self.forests_.items())}}
 
     def _set_state(self, s: dict, store) -> None:
-        from .kernels.nnmeter_rules import FusionRules
+        from kernels.nnmeter_rules import FusionRules
         from .persist import StateError, array, mapping, text
 
         features, forests = mapping(s, "features"), mapping(s, "forests")

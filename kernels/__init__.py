@@ -1,0 +1,14 @@
+"""Kernel deduction: which kernels a runtime will actually execute for a network, without
+running it (see docs/kernels.md).
+
+- :mod:`.gpu_tflite`: the TFLite GPU delegate's fusion (USC study, Algorithm B.2) and
+  convolution kernel selection (Algorithm B.3);
+- :mod:`.gpu_vulkan`: PyTorch Mobile's Vulkan convolution kernel selection (Algorithm B.1);
+- :mod:`.xnnpack`: the XNNPACK operators LiteRT runs on CPU for a network;
+- :mod:`.nnmeter_rules`: nn-Meter's black-box fusion-rule detection and kernel search
+  (``find_kernels(graph, rules)``, ``load_rules()``);
+- :mod:`.report`: the accuracy reports against executed kernel names.
+"""
+from .nnmeter_rules import FusionRules, Kernel, find_kernels, load_rules
+
+__all__ = ["FusionRules", "Kernel", "find_kernels", "load_rules"]
