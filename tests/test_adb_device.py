@@ -195,7 +195,10 @@ def measure_cfg(data: Path, serial: str, server: str, extra=()):
         "device=pixel4", f"device.serial={serial}", f"device.adb_server={server}",
         "measure.processes=1", "measure.warmup=1", "measure.stopping.policy=fixed", "measure.stopping.runs=3",
         "measure.granularities=[e2e,kernel]", "measure.op_runs=2", "measure.overhead_pairs=0",
-        "measure.timeout=120", *extra]))
+        "measure.timeout=120",
+        # the host half of the form comparison runs on the shared test machine: its load is
+        # recorded, not refused (test_measure.py tests the refusal)
+        "measure.load.check=false", *extra]))
 
 
 def record_files(out: Path) -> list[Path]:
@@ -241,8 +244,14 @@ def test_measure_stage_runs_through_adb_like_on_the_host(exported, phone, adb_se
     hres = run_measure(cfg, "tflite", "fp32", "1large", device=host, progress=False,
                        out_root=tmp_path / "h" / "pixel4")
     hrec = json.loads(record_files(Path(hres["out"]))[0].read_text())
-    phone_form = record_form(records[0])
+    phone_form, host_form = record_form(records[0]), record_form(hrec)
     phone_only = ("runtime.device", "per_process[].device")
-    assert {k for k in phone_form if not any(p in k for p in phone_only)} == record_form(hrec)
+    # what the machine was doing is read on the host only (machine_load.py): both records say
+    # whether it was observed, the host's with the figures, the phone's with the reason
+    for load in (".load.observed", ".e2e.per_process[].load.observed", ".kernel.load.observed"):
+        assert load in phone_form and load in host_form
+    assert ".e2e.per_process[].load.foreign_busy_s" in host_form and ".e2e.per_process[].load.reason" in phone_form
+    assert ({k for k in phone_form if not any(p in k for p in phone_only) and ".load." not in k}
+            == {k for k in host_form if ".load." not in k})
     assert any(k.startswith(".e2e.per_process[].device.") for k in phone_form)
     assert not (phone.root / "data/local/tmp/latbench").exists()
