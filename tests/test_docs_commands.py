@@ -173,8 +173,12 @@ def test_worked_submission_runs_as_typed(tmp_path):
     (tmp_path / "data" / "public").symlink_to(ROOT / "data" / "public")
     (tmp_path / "leaderboard").mkdir()
     (tmp_path / "leaderboard" / "splits").symlink_to(ROOT / "leaderboard" / "splits")
-    typed = [line.strip() for line in section.splitlines() if line.startswith("    ") and line.strip()]
-    typed = [re.sub(r"\s+#.*$", "", line) for line in typed]
+    typed, fenced = [], False
+    for line in section.splitlines():  # the indented block outside the fenced ones: what a user types
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("    ") and line.strip():
+            typed.append(re.sub(r"\s+#.*$", "", line.strip()))
     assert typed == ["python cellcount.py", "leaderboard validate preds.parquet meta.yaml",
                      "leaderboard submit preds.parquet meta.yaml --name cellcount", "leaderboard render"]
     r = subprocess.run([sys.executable, "cellcount.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
