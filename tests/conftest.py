@@ -26,7 +26,7 @@ def shared_dir() -> Path:
 def public(shared_dir, tmp_path_factory) -> dict[str, str]:
     """Leaderboard data roots for tests: a small public import (USC Pixel 4 + a HELP subset, built
     once per test process) and a host folder that does not exist (host tracks are skipped)."""
-    from leaderboard.fixtures import public_subset
+    from support.fixtures import public_subset
 
     out = tmp_path_factory.getbasetemp() / "public-subset"
     if not (out / "e2e.parquet").is_file():

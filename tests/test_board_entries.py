@@ -8,7 +8,7 @@ import json
 
 from leaderboard.baselines import PREDICTORS
 from leaderboard.cli import main
-from leaderboard.fixtures import register_test_predictors
+from support.fixtures import register_test_predictors
 from leaderboard.run import train_entry
 
 A, B = "usc-gpu-oplevel", "usc-real-kfold"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from generators.nasbench201 import build
-from leaderboard.fixtures import HELP_DEVICES
+from support.fixtures import HELP_DEVICES
 from leaderboard.published import HELP_TABLE3_FLOPS, HELP_TOLERANCE, help_flops_spearman
 from leaderboard.tracks import TRACKS, read_split
 

@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from leaderboard import run as run_mod
-from leaderboard.fixtures import register_test_predictors
+from support.fixtures import register_test_predictors
 from leaderboard.run import train_entry
 
 TRACK = "usc-real-kfold"

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from leaderboard.fixtures import register_test_predictors
+from support.fixtures import register_test_predictors
 from leaderboard.noise import write_noise_floor
 from leaderboard.render import render
 from leaderboard.run import evaluate_entry, train_entry, write_status

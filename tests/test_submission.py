@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from leaderboard.cli import main
-from leaderboard.fixtures import register_test_predictors
+from support.fixtures import register_test_predictors
 from leaderboard.run import train_entry
 from leaderboard.submission import SubmissionError, validate
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from leaderboard.cli import main
-from leaderboard.fixtures import register_test_predictors
+from support.fixtures import register_test_predictors
 from leaderboard.run import evaluate_entry, train_entry, write_status
 from leaderboard.submission import SubmissionError, check_entry_name, validate
 

@@ -276,7 +276,7 @@ TRACK = "usc-gpu-oplevel"
 
 @pytest.fixture(scope="module")
 def good_predictions(public, tmp_path_factory):
-    from leaderboard.fixtures import register_test_predictors
+    from support.fixtures import register_test_predictors
     from leaderboard.run import evaluate_entry, train_entry, write_status
 
     register_test_predictors()

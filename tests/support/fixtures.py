@@ -29,7 +29,7 @@ def public_subset(shared_dir: Path, out: Path, usc_devices: list[str] | None = N
 
 def register_test_predictors() -> None:
     """Two cheap predictors on the data the subset has (the USC rows' reported FLOPs)."""
-    from .baselines import PREDICTORS, Predictor, register_predictor
+    from leaderboard.baselines import PREDICTORS, Predictor, register_predictor
 
     if "test-reported-flops" in PREDICTORS:
         return
