@@ -81,6 +81,7 @@ import numpy as np
 
 from ..ir import Graph, split_ref
 from ..ops import op_spec
+from .names import unique_name
 from .tflite_lowering import (  # noqa: F401  (TFLITE_FUSIONS, TFLiteExportError: this module's API)
     LOWERINGS,
     TFLITE_FUSIONS,
@@ -273,12 +274,7 @@ def _safe_name(name: str, used: set[str]) -> str:
     s = re.sub(r"\W", "_", name) or "input"
     if s[0].isdigit():
         s = "t_" + s
-    base, k = s, 1
-    while s in used:
-        s = f"{base}_{k}"
-        k += 1
-    used.add(s)
-    return s
+    return unique_name(s, used)
 
 
 def build_tf_graph(graph: Graph, weights: dict[str, dict[str, np.ndarray]] | None = None):

@@ -46,6 +46,7 @@ from torch.ao.nn.quantized import FloatFunctional
 from torch.ao.quantization import DeQuantStub, MinMaxObserver, QuantStub
 
 from ..ir import Graph, Node, split_ref
+from .names import unique_name
 from .weights import example_input, graph_weights
 
 PRECISIONS = ("fp32", "int8")
@@ -311,13 +312,7 @@ _IDENT = re.compile(r"\W")
 
 
 def _ident(name: str, taken: set[str], prefix: str = "n_") -> str:
-    base = prefix + _IDENT.sub("_", name)
-    ident, k = base, 1
-    while ident in taken:
-        ident = f"{base}_{k}"
-        k += 1
-    taken.add(ident)
-    return ident
+    return unique_name(prefix + _IDENT.sub("_", name), taken)
 
 
 def _load(module: nn.Module, params: dict[str, np.ndarray], node: Node) -> None:
