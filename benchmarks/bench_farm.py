@@ -11,8 +11,10 @@ so with more phones than CPUs they compete for them: the scaling printed is that
 machine, not of a farm of real phones (whose processes run on their own CPUs).
 
 Printed per sweep: pairs, wall time, pairs per minute; for the farm also the farm's own cost
-per measuring process (round trip minus the time inside the adb run, measured by the driver)
-and the wall time per pair against the local sweep of the same pairs on one phone.
+per measuring process (round trip minus the time inside the adb run, measured by the driver:
+median and mean, the mean counting the first process of a model on a phone, which brings the
+model to its host), that cost summed per measured pair, and the wall time per pair against the
+local sweep of the same pairs on one phone.
 """
 from __future__ import annotations
 
@@ -109,8 +111,9 @@ def main() -> None:
             wall = time.perf_counter() - t
             f = res["farm"]
             line = (f"farm sweep, {n} phone{'s' if n > 1 else ' '}: {res['ok']} pairs in {wall:6.1f} s = "
-                    f"{res['ok'] / wall * 60:6.1f} pairs/min; farm cost {f['overhead_ms_per_process']:.1f} ms per "
-                    f"process (median of {f['processes']}), {f['overhead_ms_per_process'] * a.processes:.1f} ms per pair"
+                    f"{res['ok'] / wall * 60:6.1f} pairs/min; farm cost per process {f['overhead_ms_per_process']:.1f} "
+                    f"ms median, {f['overhead_ms_mean']:.1f} ms mean (of {f['processes']}); "
+                    f"{f['overhead_ms_per_pair']:.1f} ms per pair"
                     f"{failures(res)}")
             if n == 1:
                 line += (f"; wall per pair {wall / max(res['ok'], 1) * 1e3:.0f} ms vs {per_pair_local * 1e3:.0f} ms "

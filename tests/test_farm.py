@@ -185,6 +185,7 @@ def test_farm_sweep_spreads_pairs_and_records_have_the_local_form(farm, exported
     assert scen["status"] == "measured" and len(scen["farm"]["phones"]) == 3
     f = res["farm"]
     assert f["processes"] == 2 * N_MODELS and f["overhead_ms_per_process"] > 0 and f["pairs_per_minute"] > 0
+    assert f["overhead_ms_per_pair"] == pytest.approx(2 * f["overhead_ms_mean"])  # two processes per pair
     assert f"farm: end: {N_MODELS} measured" in (out / "measure.log").read_text()
 
     assert not (out / ".work").exists()  # tidied once every phone's sweep stopped

@@ -121,5 +121,5 @@ def farm_measure(cfg, args: argparse.Namespace) -> dict:
         f = r["farm"]
         print(f"farm: {len(f['phones'])} phones, {f['reassigned']} pairs reassigned, "
               f"{f['pairs_per_minute'] or 0:.1f} pairs/min, overhead {f['overhead_ms_per_process'] or 0:.1f} ms "
-              f"per process")
+              f"per process (median), {f['overhead_ms_per_pair'] or 0:.1f} ms per pair")
     return r

@@ -53,13 +53,29 @@ class HostAgent:
                 for p in self.advertised]
 
 
-def start_agent(host_id: str, adb_server: str, phones: list[PhoneInfo], connect: list[str] | None = None):
-    """Starts (or finds) the host's agent on the node that advertises ``host_resource(host_id)``."""
+def start_agent(host_id: str, adb_server: str, phones: list[PhoneInfo], connect: list[str] | None = None,
+                wait: float = 60.0):
+    """Starts (or finds) the host's agent on the node that advertises ``host_resource(host_id)``.
+
+    A host that joins again soon after its node died finds the name still held by the agent that
+    died with that node (Ray has not noticed yet): that agent is killed, which frees the name,
+    and a new one is started, for up to ``wait`` seconds."""
     opts = dict(name=agent_name(host_id), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
                 resources={host_resource(host_id): 1.0})
-    agent = HostAgent.options(**opts).remote(host_id, adb_server, [p.to_dict() for p in phones], connect)
-    ray.get(agent.info.remote())
-    return agent
+    deadline = time.monotonic() + wait
+    while True:
+        agent = HostAgent.options(**opts).remote(host_id, adb_server, [p.to_dict() for p in phones], connect)
+        try:
+            ray.get(agent.info.remote(), timeout=max(deadline - time.monotonic(), 1.0))
+            return agent
+        except (ray.exceptions.ActorUnavailableError, ray.exceptions.ActorDiedError) as e:
+            with contextlib.suppress(Exception):
+                ray.kill(agent)
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"farm host {host_id}: its agent does not start (the agent of its previous "
+                                   f"node still holds the name {agent_name(host_id)}?): "
+                                   f"{' '.join(str(e).split())[:300]}") from None
+            time.sleep(0.5)
 
 
 LOCK_POLL_S = 0.2  # seconds between attempts at a phone's adb lock held by an exiting worker
