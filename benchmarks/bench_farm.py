@@ -113,7 +113,7 @@ def main() -> None:
             line = (f"farm sweep, {n} phone{'s' if n > 1 else ' '}: {res['ok']} pairs in {wall:6.1f} s = "
                     f"{res['ok'] / wall * 60:6.1f} pairs/min; farm cost per process {f['overhead_ms_per_process']:.1f} "
                     f"ms median, {f['overhead_ms_mean']:.1f} ms mean (of {f['processes']}); "
-                    f"{f['overhead_ms_per_pair']:.1f} ms per pair"
+                    f"{f['overhead_ms_per_pair']:.1f} ms per pair (model transfer {f['model_fetch_ms_per_pair']:.1f} ms)"
                     f"{failures(res)}")
             if n == 1:
                 line += (f"; wall per pair {wall / max(res['ok'], 1) * 1e3:.0f} ms vs {per_pair_local * 1e3:.0f} ms "

@@ -186,6 +186,7 @@ def test_farm_sweep_spreads_pairs_and_records_have_the_local_form(farm, exported
     f = res["farm"]
     assert f["processes"] == 2 * N_MODELS and f["overhead_ms_per_process"] > 0 and f["pairs_per_minute"] > 0
     assert f["overhead_ms_per_pair"] == pytest.approx(2 * f["overhead_ms_mean"])  # two processes per pair
+    assert 0 < f["model_fetch_ms_per_pair"] <= f["overhead_ms_per_pair"]  # a part of the farm's cost
     assert f"farm: end: {N_MODELS} measured" in (out / "measure.log").read_text()
 
     assert not (out / ".work").exists()  # tidied once every phone's sweep stopped

@@ -265,6 +265,8 @@ def _sweep(cfg, framework, precision, cores, threads, accelerator, phones, model
             # to the host: the mean and the total per measured pair count it
             "overhead_ms_mean": statistics.fmean(overhead) * 1e3 if overhead else None,
             "overhead_ms_per_pair": sum(overhead) * 1e3 / counts["ok"] if counts["ok"] else None,
+            "model_fetch_ms_per_pair": (sum(s for p in phones for s in p.fetch_s) * 1e3 / counts["ok"]
+                                        if counts["ok"] else None),
             "processes": len(overhead)}
     probe.log(f"farm: end: {counts['ok']} measured, {len(failed)} failed, {skipped} already done; "
               f"{farm['pairs_per_minute'] or 0:.1f} pairs/min, farm overhead "

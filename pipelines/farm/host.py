@@ -159,6 +159,7 @@ class PhoneWorker:
             artifact = self._model_file(model)
         except ValueError as e:
             return {"error": str(e), "kind": "artifact_missing", "seconds": time.perf_counter() - t0}
+        fetch = time.perf_counter() - t0  # bringing the model to this host (0 once it is here)
         work = self.tmp / "run"
         work.mkdir(parents=True, exist_ok=True)
         records_path, trace_path = work / "records.jsonl", (work / "trace.json") if want_trace else None
@@ -176,7 +177,7 @@ class PhoneWorker:
         records_path.unlink(missing_ok=True)
         if trace_path is not None:
             trace_path.unlink(missing_ok=True)
-        return {"records": records, "trace": trace, "argv": run.argv, "seconds": inside}
+        return {"records": records, "trace": trace, "argv": run.argv, "seconds": inside, "fetch_seconds": fetch}
 
     def end(self) -> None:
         """Gives the phone back (removes the work folder on the phone, releases the locks)."""

@@ -80,6 +80,7 @@ class FarmPhone:
         self._describe, self._clusters = begun["describe"], begun["clusters"]
         self.gone: str | None = None  # why the phone was given up
         self.overhead_s: list[float] = []  # the farm's own cost per process (seconds)
+        self.fetch_s: list[float] = []  # of which bringing the model to the phone's host
         self.processes = 0
 
     def label(self) -> str:
@@ -131,5 +132,6 @@ class FarmPhone:
             _write_bytes(Path(trace_path), res["trace"])
         self.processes += 1
         self.overhead_s.append(max(round_trip - res["seconds"], 0.0))
+        self.fetch_s.append(res.get("fetch_seconds", 0.0))
         return NativeRun(records=res["records"], records_path=records_path,
                          trace_path=Path(trace_path) if trace_path is not None else None, argv=res["argv"])
