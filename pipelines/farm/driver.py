@@ -70,11 +70,14 @@ def connect(address: str | None) -> None:
 
 def farm_hosts(timeout: float = 30.0) -> list[dict]:
     """Every live host of the farm: its agent's info and phones (``online`` now or not)."""
-    found = []
+    found, seen = [], set()
     for node in ray.nodes():
         if not node.get("Alive"):
             continue
         for host in hosts_of(node.get("Resources", {})):
+            if host in seen:  # a host that joined again while Ray still counts its dead node alive
+                continue
+            seen.add(host)
             try:
                 agent = ray.get_actor(agent_name(host), namespace=NAMESPACE)
             except ValueError:
@@ -111,22 +114,35 @@ def claim(phones: list[dict], artifacts: ArtifactCache, *, lock_wait: float = 10
     ready, _ = ray.wait(placed, num_returns=len(placed), timeout=lock_wait)
     begins = {i: workers[i].begin.remote(lock_wait) for i, ref in enumerate(placed) if ref in ready}
     out, problem = [], None
-    for i, (p, w) in enumerate(zip(phones, workers)):
+    replace_until = time.monotonic() + lock_wait
+    for i, p in enumerate(phones):
         label = f"device {p['name']} (serial {p['serial']} on farm host {p['host']})"
         if i not in begins:
             problem = problem or DeviceBusy(f"{label}: a sweep is already running (its farm resource {p['resource']} "
                                             f"stayed taken for {lock_wait:g} s)")
             continue
-        try:
-            begun = ray.get(begins[i], timeout=lock_wait + BEGIN_TIMEOUT_S)
-        except ray.exceptions.RayError as e:
-            problem = problem or FarmError(f"{label}: its worker did not start: {one_line(e)}")
-            continue
+        while True:
+            try:
+                begun = ray.get(begins[i], timeout=lock_wait + BEGIN_TIMEOUT_S)
+            except (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnavailableError) as e:
+                # placed on a node that had died without Ray knowing yet (a host that left and
+                # joined again advertises the phone twice for a while): place it again
+                if time.monotonic() < replace_until:
+                    with contextlib.suppress(Exception):
+                        ray.kill(workers[i])
+                    time.sleep(0.5)
+                    workers[i] = PhoneWorker.options(resources={p["resource"]: 1.0}).remote(p, adb)
+                    begins[i] = workers[i].begin.remote(lock_wait)
+                    continue
+                begun = {"error": f"its worker did not start: {one_line(e)}", "kind": "worker"}
+            except ray.exceptions.RayError as e:
+                begun = {"error": f"its worker did not start: {one_line(e)}", "kind": "worker"}
+            break
         if "error" in begun:
             problem = problem or (DeviceBusy(begun["error"]) if begun["kind"] == "busy"
                                   else FarmError(f"{label}: {begun['error']}"))
             continue
-        out.append(FarmPhone(p, w, begun, artifacts))
+        out.append(FarmPhone(p, workers[i], begun, artifacts))
     if problem is not None:
         release(out)
         for w in workers:
