@@ -96,6 +96,10 @@ def test_catalog_describes_every_device_of_the_public_data(usc_dir, help_dir):
     assert lookup("s10").model == "Samsung Galaxy S10" and lookup("pixel5") is None
 
 
+COLUMNS_SINCE_DIGESTS = ("host", "load_observed", "foreign_busy_frac", "steal_frac", "loadavg_max", "cpu_freq_khz",
+                         "remeasured")
+
+
 def test_known_devices_import_exactly_as_before_the_catalog(tmp_path, usc_dir, help_dir):
     """Every table of the public import and of inputs naming every device the code knew gives
     the digests taken with that code (tests/data/device_catalog/, device_catalog_inputs.py)."""
@@ -115,7 +119,10 @@ def test_known_devices_import_exactly_as_before_the_catalog(tmp_path, usc_dir, h
         assert not [m for m in _msgs(r) if "file not found" not in m], (name, _msgs(r))
         frames.append(r["scenarios"])
         for table, (rows, digest) in before[name].items():
-            assert (len(r[table]), dci.digest(r[table])) == (rows, digest), (name, table)
+            # columns added to the schema since the digests were taken (1.3: the machine's load,
+            # empty for public data) are left out, so the rest must still be exactly as before
+            df = r[table].drop(columns=[c for c in COLUMNS_SINCE_DIGESTS if c in r[table].columns])
+            assert (len(df), dci.digest(df)) == (rows, digest), (name, table)
     cols = ["dataset", "device", "device_model", "soc", "cpu", "gpu", "accelerator", "framework", "batch"]
     now = pd.concat(frames, ignore_index=True)[cols].drop_duplicates()
     now = now.sort_values(cols[:2] + ["accelerator", "batch"], kind="stable")
