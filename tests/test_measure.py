@@ -275,8 +275,10 @@ def test_a_busy_core_is_seen_measured_again_and_refused(data):
     its pinned core, is measured again (load.retries) and the pair is refused (kind loaded),
     never kept; the stage's output counts both. Without the loop the same pairs are kept,
     with the load each process saw in the record."""
+    # processes long enough (60 runs) that /proc/stat's 10 ms ticks see the loop's share whatever
+    # the scheduler does in the first milliseconds
     _, cfg = params(data, "measure.granularities=[e2e]", "measure.load.check=true", "measure.load.retries=1",
-                    "measure.load.wait_s=0.1", "measure.load.max_foreign_busy=0.2")
+                    "measure.load.wait_s=0.1", "measure.load.max_foreign_busy=0.2", "measure.stopping.runs=60")
     cpu = sorted(os.sched_getaffinity(0))[0]  # 1large is the first allowed CPU
     loop = _busy_loop(cpu)
     try:
