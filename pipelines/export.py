@@ -137,16 +137,23 @@ def _pending(folder: Path, formats: list[str], version: str, retry_failed: bool)
     return todo
 
 
-def export_formats(cfg: Any) -> list[str]:
-    """``export.formats``, or when it is empty the formats the scenario grid's runners read."""
+def export_formats(cfg: Any) -> dict[str, frozenset[str] | None]:
+    """Each format to export with the generator sources it is exported for (None: all):
+    ``export.formats`` for every source, or when it is empty what the measure stages of the
+    scenario grid read (:func:`pipelines.measure.grid_formats`)."""
     if cfg.export.formats:
-        return list(cfg.export.formats)
+        return {f: None for f in cfg.export.formats}
     from .measure import grid_formats
 
-    formats = grid_formats(cfg.scenario)
+    formats = grid_formats(cfg.scenario, getattr(cfg, "measure", None))
     if not formats:
         raise ValueError("export.formats is empty and the scenario grid reads no artifact format: nothing to export")
     return formats
+
+
+def formats_for(formats: dict[str, frozenset[str] | None], source: str) -> list[str]:
+    """The formats of :func:`export_formats` that a network of ``source`` is exported to."""
+    return [f for f, sources in formats.items() if sources is None or source in sources]
 
 
 def _version(path: Path) -> str | None:
@@ -166,12 +173,15 @@ def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Pa
     version = exporter_version()
     models = sorted(p for p in models_dir.glob("*/*.json") if not ex.sources or p.parent.name in ex.sources)
     tasks = []
+    wanted = 0
     for p in models:
-        todo = _pending(out_dir / p.stem, formats, version, ex.retry_failed)
+        mine = formats_for(formats, p.parent.name)
+        wanted += len(mine)
+        todo = _pending(out_dir / p.stem, mine, version, ex.retry_failed)
         if todo:
             tasks.append((str(p), todo))
     options = {"int8_engine": ex.int8_engine, "calibration_samples": ex.calibration_samples}
-    counts = {"ok": 0, "failed": 0, "skipped": len(models) * len(formats) - sum(len(t[1]) for t in tasks)}
+    counts = {"ok": 0, "failed": 0, "skipped": wanted - sum(len(t[1]) for t in tasks)}
     workers = ex.workers or os.cpu_count() or 1
     bar = tqdm(total=len(tasks), desc="export", unit="model", disable=not progress)
     crashed = _run_pool(tasks, out_dir, options, version, workers, bar, counts)
@@ -214,7 +224,7 @@ def _run_pool(tasks, out_dir, options, version, workers, bar, counts) -> list:
     return lost
 
 
-def write_manifest(models: list[Path], formats: list[str], out_dir: Path) -> Path:
+def write_manifest(models: list[Path], formats: dict[str, frozenset[str] | None], out_dir: Path) -> Path:
     """``manifest.csv``: one row per (model, format) with its status, from the sidecars on disk."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=MANIFEST_COLUMNS, lineterminator="\n")
@@ -222,7 +232,7 @@ def write_manifest(models: list[Path], formats: list[str], out_dir: Path) -> Pat
     for p in models:
         source, mid = p.parent.name, p.stem
         name = json.loads(p.read_text()).get("name", "")
-        for f in formats:
+        for f in formats_for(formats, source):
             folder = out_dir / mid
             art = folder / FORMATS.get(f).filename
             row = {"model_id": mid, "source": source, "name": name, "format": f, "file": "", "bytes": "", "seconds": "", "checks": "", "error": ""}

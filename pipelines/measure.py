@@ -111,19 +111,30 @@ def runner_for(framework: str, accelerator: str) -> Runner | None:
     return RUNNERS.get((framework, accelerator))
 
 
-def grid_formats(scenario_cfg: Any) -> list[str]:
-    """The artifact formats the runners of a scenario grid (the ``scenario`` config section)
-    read: what ``export.formats: []`` exports, so a grid of fp32 points exports no int8 files."""
-    out: list[str] = []
+def grid_formats(scenario_cfg: Any, measure_cfg: Any = None) -> dict[str, frozenset[str] | None]:
+    """The artifact formats the measure stages of a scenario grid read, each with the generator
+    sources whose networks they read it for (None: every source). This is what
+    ``export.formats: []`` exports: a grid of fp32 points exports no int8 files, and with
+    ``measure.points`` / ``runner_sources`` (``measure_cfg``) a format only for the sources a
+    point measures (the release's TorchScript files for its synthetic networks only)."""
+    out: dict[str, frozenset[str] | None] = {}
     for accelerator in scenario_cfg.accelerators:
         precisions = scenario_cfg.gpu_precisions if accelerator == "gpu" else scenario_cfg.precisions
+        core_sets = scenario_cfg.cores if accelerator == "cpu" else [None]
         for framework in scenario_cfg.frameworks:
             runner = runner_for(framework, accelerator)
             for precision in precisions if runner else ():
                 fmt = runner.formats.get(precision)
-                if fmt and fmt not in out:
-                    out.append(fmt)
-    return sorted(out)
+                for cores in core_sets if fmt else ():
+                    m = point_config(measure_cfg, point_name(framework, precision, cores, accelerator)) \
+                        if measure_cfg is not None else None
+                    if measure_cfg is not None and m is None:
+                        continue  # measure.points leaves this point out
+                    sources = m.runner_sources.get(f"{framework}-{accelerator}", m.sources) if m else []
+                    if fmt in out and out[fmt] is None:
+                        continue
+                    out[fmt] = None if not sources else (out.get(fmt) or frozenset()) | frozenset(sources)
+    return dict(sorted(out.items()))
 
 
 # ------------------------------------------------------------------ config

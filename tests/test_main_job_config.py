@@ -5,19 +5,33 @@ from __future__ import annotations
 import pytest
 
 from pipelines.config import ConfigError, compose, validate
-from pipelines.export import export_formats
+from pipelines.export import export_formats, formats_for
 from pipelines.measure import grid_formats, list_models
 
 
 def test_the_tour_exports_what_its_grid_reads_and_the_full_grid_more():
     tour = validate(compose())
-    assert tour.export.formats == [] and export_formats(tour) == ["tflite_fp32", "torchscript_fp32"]
-    full = validate(compose(["scenario=host_full"]))
-    assert grid_formats(full.scenario) == ["tflite_fp32", "tflite_int8", "torchscript_fp32", "torchscript_int8"]
+    # the tour's PyTorch point measures the small networks only, so only they get TorchScript
+    assert tour.export.formats == [] and export_formats(tour) == {
+        "tflite_fp32": None, "torchscript_fp32": frozenset({"nasbench201", "pytorch", "synthetic"})}
+    full = validate(compose(["scenario=host_full", "measure=full"]))
+    assert grid_formats(full.scenario) == dict.fromkeys(["tflite_fp32", "tflite_int8", "torchscript_fp32", "torchscript_int8"])
+    assert export_formats(full) == grid_formats(full.scenario)
     cpu_only = validate(compose(["scenario=host_full", "scenario.accelerators=[cpu]", "scenario.frameworks=[tflite]"]))
-    assert export_formats(cpu_only) == ["tflite_fp32", "tflite_int8"]
+    assert list(export_formats(cpu_only)) == ["tflite_fp32", "tflite_int8"]
     explicit = validate(compose(["export.formats=[nnmeter_ir]"]))
-    assert export_formats(explicit) == ["nnmeter_ir"]
+    assert export_formats(explicit) == {"nnmeter_ir": None}
+
+
+def test_the_release_exports_only_what_its_points_measure():
+    """measure.points: no PyTorch int8 point, PyTorch fp32 on the synthetic networks only, so the
+    release's 574 other networks get no TorchScript (its int8 export is the slowest of all)."""
+    release = validate(compose(["scenario=release", "measure=release",
+                                "generator=[synthetic,zoo,nasbench201,pytorch,release]"]))
+    formats = export_formats(release)
+    assert formats == {"tflite_fp32": None, "tflite_int8": None, "torchscript_fp32": frozenset({"synthetic"})}
+    assert formats_for(formats, "synthetic") == ["tflite_fp32", "tflite_int8", "torchscript_fp32"]
+    assert formats_for(formats, "zoo") == ["tflite_fp32", "tflite_int8"]
 
 
 def test_runner_sources_keep_the_slow_runners_on_small_networks(tmp_path):
