@@ -183,6 +183,9 @@ class MeasureConfig:
     # again unless reuse_release is false (pipelines/release.py); empty or absent: none
     release: str = "datasets/host-v1"
     reuse_release: bool = True
+    # generator names of the control set, measured again at the start of every release sweep
+    # session (python -m pipelines.control): the release's between-run drift
+    control: list[str] = field(default_factory=list)
     # grid point (tflite-fp32-1large, tflite-gpu-fp16, ...) -> what it measures; empty: every
     # point of the grid measures the above. Not empty: a point not listed measures nothing and
     # records why (a release protocol that is not a full cross product of the grid)
@@ -300,7 +303,7 @@ def protocol_digest(cfg: MeasureConfig, scenario: Scenario) -> str:
     # the load thresholds decide which processes are kept, not how they measure
     # (points: a Sweep gets the effective granularities of its point, see point_config)
     for k in ("sources", "runner_sources", "models", "retry_failed", "timeout", "load", "release",
-              "reuse_release", "points"):
+              "reuse_release", "points", "control"):
         d.pop(k)
     d["scenario"] = scenario.to_dict()
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]

@@ -79,6 +79,12 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
             shutil.copyfile(src / extra, tmp / extra)
     for png in src.glob("*.png"):
         shutil.copyfile(png, tmp / png.name)
+    # the control set's history (pipelines/control.py) is appended in the release itself, session
+    # after session: it is not in the assembled tables, so carry it over
+    from .control import HISTORY
+
+    if (out / HISTORY).is_file():
+        shutil.copyfile(out / HISTORY, tmp / HISTORY)
     size = sum(p.stat().st_size for p in tmp.iterdir())
     if size > LIMIT_BYTES:
         shutil.rmtree(tmp)

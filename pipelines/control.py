@@ -1,0 +1,198 @@
+"""The control set: a few fixed networks measured again at the start of every release sweep.
+
+A release is measured over many sessions, days and possibly machines. Its card must say how
+far the instrument moved between them (the between-run drift), which the spread inside one
+sweep cannot show. So every sweep session starts by measuring the same few networks
+(``measure.control``: generator names, e.g. ``zoo-mobilenetv2-ref``) at every measure point
+of the grid, with the point's own protocol (e2e only), into a fresh folder
+``<data_dir>/control/<session>/``. One row per (session, scenario, network) is appended to
+``control.csv`` inside the committed release, which ``pipelines.release`` keeps when it
+rewrites the folder, so the history travels with the project.
+
+    python -m pipelines.control [--params params.yaml]     # measure the control set, print the drift
+    python -m pipelines.control --report                    # the drift of the committed history only
+
+The drift of a (scenario, network) is its latency in a session over its latency in the first
+session, minus one; the report gives per scenario the median and largest |drift| over the
+networks, beside the between-process spread of the sessions themselves.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+COLUMNS = ("session", "host", "scenario_id", "model_id", "name", "latency_ms", "between_cv", "processes",
+           "max_loadavg", "max_foreign_busy_frac", "cpu_freq_khz", "runtime_version")
+HISTORY = "control.csv"
+
+
+class ControlError(ValueError):
+    """A control set that cannot be measured as configured; one line naming the key or file."""
+
+
+def control_models(cfg: Any, models_dir: Path) -> list[tuple[str, str, str]]:
+    """(source, model_id, name) of every network ``measure.control`` names, in its order."""
+    index = models_dir / "index.csv"
+    if not index.is_file():
+        raise ControlError(f"{index}: no generated networks (run the generate stage first)")
+    by_name = {}
+    with index.open() as f:
+        for row in csv.DictReader(f):
+            by_name[row["name"]] = (row["source"], row["model_id"], row["name"])
+    missing = [n for n in cfg.measure.control if n not in by_name]
+    if missing:
+        raise ControlError(f"measure.control: {missing[0]!r} is not among the generated networks of "
+                           f"{index} (the generator config must produce it)")
+    return [by_name[n] for n in cfg.measure.control]
+
+
+def grid_points(cfg: Any) -> list[tuple[str, str, str | None, str]]:
+    """(framework, precision, cores, accelerator) of every grid point, as DVC's matrix has them."""
+    s = cfg.scenario
+    pts = [(fw, p, c, "cpu") for fw in s.frameworks for p in s.precisions for c in s.cores] if "cpu" in s.accelerators else []
+    if "gpu" in s.accelerators:
+        pts += [("tflite", p, None, "gpu") for p in s.gpu_precisions]
+    return pts
+
+
+def measure_control(cfg: Any, session: str | None = None, progress: bool = True) -> list[dict]:
+    """Measure the control set at every grid point the device offers; return one row per
+    measured (scenario, network). A point's ``sources`` still apply (a PyTorch point that
+    measures synthetic networks measures only the synthetic control networks)."""
+    from .devices import make_device
+    from .measure import run_measure
+
+    if not cfg.measure.control:
+        raise ControlError("measure.control: empty; name the networks to measure again every session")
+    data = Path(cfg.data_dir)
+    chosen = control_models(cfg, data / "models")
+    session = session or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    c = copy.deepcopy(cfg)
+    m = c.measure
+    m.models = [mid for _, mid, _ in chosen]
+    m.reuse_release = False  # the control set is measured again every session, released or not
+    m.granularities = ["e2e"]
+    for p in m.points.values():
+        p.granularities = ["e2e"]
+    device = make_device(c.device)
+    out_root = data / "control" / session / device.name
+    names = {mid: name for _, mid, name in chosen}
+    rows = []
+    for framework, precision, cores, accelerator in grid_points(c):
+        res = run_measure(c, framework, precision, cores, accelerator=accelerator, device=device,
+                          out_root=out_root, progress=progress)
+        if res["status"] != "measured":
+            continue
+        rows += _rows(Path(res["out"]), session, names)
+    return rows
+
+
+def _rows(folder: Path, session: str, names: dict[str, str]) -> list[dict]:
+    import json
+
+    out = []
+    for mid, name in names.items():
+        p = folder / f"{mid}.json"
+        if not p.is_file():
+            continue  # not in this point's sources, or failed (its .error.json says why)
+        rec = json.loads(p.read_text())
+        load, rt = rec.get("load", {}), rec.get("runtime", {})
+        freq = load.get("cpu_freq_khz")
+        out.append({
+            "session": session, "host": rt.get("hostname", ""), "scenario_id": rec["scenario"]["scenario_id"],
+            "model_id": mid, "name": name, "latency_ms": round(rec["e2e"]["latency_ms"], 6),
+            "between_cv": round(rec["e2e"].get("between_cv", float("nan")), 6),
+            "processes": rec["protocol"]["processes"], "max_loadavg": load.get("max_loadavg", ""),
+            "max_foreign_busy_frac": load.get("max_foreign_busy_frac", ""),
+            "cpu_freq_khz": "" if freq in (None, "unknown") else f"{freq['min']}-{freq['max']}",
+            "runtime_version": rt.get("runtime_version", "")})
+    return out
+
+
+def append_history(path: Path, rows: list[dict]) -> None:
+    """Append rows to the committed history (written whole through a temporary file)."""
+    old = read_history(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(old + rows)
+    tmp.replace(path)
+
+
+def read_history(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    if rows and set(COLUMNS) - set(rows[0]):
+        raise ControlError(f"{path}: missing columns {sorted(set(COLUMNS) - set(rows[0]))}")
+    return rows
+
+
+def drift(rows: list[dict]) -> list[dict]:
+    """Per (scenario, session): how far the control networks moved from their first session."""
+    import statistics
+
+    first: dict[tuple[str, str], float] = {}
+    by: dict[tuple[str, str], list[float]] = {}
+    cvs: dict[tuple[str, str], list[float]] = {}
+    for r in sorted(rows, key=lambda r: r["session"]):
+        key = (r["scenario_id"], r["model_id"])
+        lat = float(r["latency_ms"])
+        first.setdefault(key, lat)
+        by.setdefault((r["scenario_id"], r["session"]), []).append(lat / first[key] - 1.0)
+        cvs.setdefault((r["scenario_id"], r["session"]), []).append(float(r["between_cv"]))
+    out = []
+    for (scenario, session), d in sorted(by.items()):
+        out.append({"scenario_id": scenario, "session": session, "networks": len(d),
+                    "median_abs_drift": statistics.median(abs(x) for x in d), "max_abs_drift": max(abs(x) for x in d),
+                    "median_between_cv": statistics.median(cvs[(scenario, session)])})
+    return out
+
+
+def format_drift(table: list[dict]) -> str:
+    if not table:
+        return "control: no history yet"
+    lines = [f"{'scenario':<34} {'session':<17} {'nets':>4} {'median |drift|':>14} {'max |drift|':>11} "
+             f"{'between-process CV':>18}"]
+    for r in table:
+        lines.append(f"{r['scenario_id']:<34} {r['session']:<17} {r['networks']:>4} {100 * r['median_abs_drift']:>13.2f}% "
+                     f"{100 * r['max_abs_drift']:>10.2f}% {100 * r['median_between_cv']:>17.2f}%")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .config import PARAMS, ConfigError, load_params
+    from .release import resolve
+
+    ap = argparse.ArgumentParser(prog="python -m pipelines.control", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--params", default=str(PARAMS), help="the composed parameters (default: params.yaml)")
+    ap.add_argument("--report", action="store_true", help="print the drift of the committed history; measure nothing")
+    ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_params(args.params)
+        history = resolve(cfg.measure.release) / HISTORY
+        if not args.report:
+            rows = measure_control(cfg, progress=not args.quiet)
+            if not rows:
+                raise ControlError("control: no control network was measured (see the measure.log of each "
+                                   f"scenario under {cfg.data_dir}/control/)")
+            append_history(history, rows)
+            print(f"control: {len(rows)} (scenario, network) rows appended to {history}")
+        print(format_drift(drift(read_history(history))))
+    except (ControlError, ConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One session of the dataset release sweep (issue 18; docs/dataset.md, docs/measure.md).
+#
+#   bash scripts/release_sweep.sh [BUDGET_SECONDS] [hydra overrides...]
+#
+# Composes the release configuration into data/release.params.yaml (data_dir data/release,
+# never the main job's params.yaml), generates and exports what is missing, measures the
+# control set (the between-session drift), then the release's measure points one after another
+# until the budget is spent (default 5400 s; a point interrupted by the budget resumes next
+# time, finished processes kept), and finally assembles and writes the release
+# (datasets/host-v1, committed by hand). Pairs the release already holds are not measured again,
+# so the next session, here or on another machine, goes on where this one stopped.
+#
+# Run it on a quiet machine: nothing else heavy beside it (the load check refuses what it sees,
+# and what it refuses is measured again by the next session).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH"
+
+budget=${1:-5400}
+shift || true
+params=data/release.params.yaml
+start=$(date +%s)
+say() { printf '%s release-sweep: %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+mkdir -p data
+python -m pipelines.cli compose scenario=release measure=release \
+  'generator=[synthetic,zoo,nasbench201,pytorch,release]' data_dir=data/release "$@" -o "$params"
+python -m pipelines.cli generate --params "$params" --quiet
+python -m pipelines.cli export --params "$params"
+say "export done after $(( $(date +%s) - start )) s; the control set"
+python -m pipelines.control --params "$params" --quiet
+
+# the points in the order the release needs them: fp32 one core (e2e, op, kernel) on every
+# network first, then int8, then the synthetic networks on two cores and on PyTorch
+for point in tflite-fp32-1large tflite-int8-1large tflite-fp32-2large pytorch-fp32-1large; do
+  left=$(( budget - ($(date +%s) - start) ))
+  if (( left <= 60 )); then
+    say "budget spent: $point and the points after it wait for the next session"
+    break
+  fi
+  IFS=- read -r framework precision cores <<< "$point"
+  say "$point (at most $left s)"
+  rc=0
+  timeout --signal=INT --kill-after=60 "$left" \
+    python -m pipelines.cli measure --params "$params" --framework "$framework" --precision "$precision" \
+      --cores "$cores" || rc=$?
+  if (( rc == 124 )); then
+    say "$point stopped by the budget (it resumes next session)"
+    break
+  elif (( rc != 0 )); then
+    say "$point failed (exit $rc); the release is written from what landed"
+    break
+  fi
+done
+
+python -m pipelines.cli assemble --params "$params"
+python -m pipelines.release --params "$params"
+say "done after $(( $(date +%s) - start )) s: commit datasets/ (git add datasets && git commit)"
