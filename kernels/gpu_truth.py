@@ -4,7 +4,7 @@ convolution kernel selection, :mod:`.gpu_tflite`) deduce from the IR.
 
 The executed side comes from a GPU kernel-mode run of the instrumented runtime: every dispatch
 labelled with its kind and fused parts from the accelerator's generated programs
-(:mod:`pipelines.gpu_programs`). The host transfers (``layout_in``, ``layout_out``, ``copy``)
+(:mod:`pipelines.gpu.programs`). The host transfers (``layout_in``, ``layout_out``, ``copy``)
 are not kernels of the network and are left out.
 
 The deduced side maps each deduced kernel to the dispatches it should be (:data:`EXPECTED`):
@@ -32,7 +32,7 @@ from generators.ir import Graph
 
 from . import gpu_tflite as gt
 
-#: deduced kernel -> the dispatch kinds it runs as (pipelines.gpu_programs.KERNEL_KINDS)
+#: deduced kernel -> the dispatch kinds it runs as (pipelines.gpu.programs.KERNEL_KINDS)
 EXPECTED: dict[str, tuple[str, ...]] = {
     gt.WINOGRAD: ("winograd_input", "winograd_matmul", "winograd_output"),
     gt.CONV2D: ("conv",),

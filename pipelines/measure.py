@@ -36,7 +36,7 @@ Protocol (nnPerf's instrument, the USC paper's coverage; ``measure`` config sect
   state the reason (``granularities_not_offered``). On the GPU the kernel process's records are
   the GPU commands the Vulkan timestamp layer saw (docs/gpu.md), timed by GPU timestamps; their
   identity (command kind, shader, dispatch size) and the program labels of
-  pipelines/gpu_programs.py are kept per kernel (:func:`aggregate_events`).
+  pipelines/gpu/programs.py are kept per kernel (:func:`aggregate_events`).
 
 Resumable and loss-free: records are written atomically (temp file + rename); every finished
 process is kept under ``.work/`` until its pair is complete, so a killed sweep restarts where
@@ -728,7 +728,7 @@ def check_threads(run: NativeRun, scenario: Scenario) -> None:
 
 # what an aggregated op/kernel entry keeps of its per-run events (the first run's value): the
 # runtime's identification of the event; for GPU commands (source "gpu", docs/gpu.md) the
-# timestamp layer's identity of the dispatch and what pipelines/gpu_programs.py read from the
+# timestamp layer's identity of the dispatch and what pipelines/gpu/programs.py read from the
 # WGSL program (kernel_kind, fused parts, program index), whichever the record has
 EVENT_KEYS = ("node", "subgraph", "source", "partition", "index_in_partition", "input_shapes")
 GPU_EVENT_KEYS = ("kind", "kernel_kind", "fused", "program", "shader", "groups", "local_size")

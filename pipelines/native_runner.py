@@ -185,7 +185,7 @@ def _gpu_meta(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _label_gpu_kernels(records: list[dict[str, Any]], tmp: Path) -> None:
     """Adds kernel kinds to the GPU kernel records; the meta record gets the summary."""
-    from .gpu_programs import label_kernels
+    from .gpu.programs import label_kernels
 
     labels = label_kernels((r for r in records if r.get("type") == "kernel"), tmp / "programs", tmp / "shaders")
     _gpu_meta(records)["programs"] = labels.summary()
@@ -195,7 +195,7 @@ def _validate_gpu(records: list[dict[str, Any]], model: str, outputs: Path, prec
                   cpus: str | Iterable[int] | None, timeout: float | None) -> None:
     """The GPU run's outputs against a CPU run of the same file (meta ``gpu.validation``);
     a mismatch fails the run (kind ``gpu_output``)."""
-    from .gpu_validate import GpuOutputError, check
+    from .gpu.validate import GpuOutputError, check
 
     def run_cpu(path: Path, out: Path) -> None:
         run_native(path, cpus=cpus, runs=1, warmup=0, timeout=timeout, extra_args=["--dump-outputs", str(out)])
@@ -234,11 +234,11 @@ def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = N
                           extra_args=extra_args)
         # GPU kernels: the accelerator writes its generated programs and the layer its shaders
         # into the temporary folder (compile time, outside every timed run), so that each
-        # dispatch can be labelled with the kernel it ran (pipelines/gpu_programs.py)
+        # dispatch can be labelled with the kernel it ran (pipelines/gpu/programs.py)
         label_gpu = accelerator == "gpu" and mode == "kernel"
         env = _gpu_program_env(Path(tmp)) if label_gpu else None
         # every GPU run is checked against the CPU: the accelerator can fail silently
-        # (pipelines/gpu_validate.py)
+        # (pipelines/gpu/validate.py)
         gpu_outputs = Path(tmp) / "gpu_outputs.bin"
         if accelerator == "gpu":
             if "--dump-outputs" in argv:  # the caller keeps the outputs: check that file

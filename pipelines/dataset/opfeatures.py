@@ -18,7 +18,7 @@ op configuration columns of the ``ops`` table.
 - :data:`KERNEL_TYPES`: per kernel ``source`` (``xnnpack``, ``builtin``, ``gpu``) the rule
   that turns an aggregated kernel entry of a record into ``kernels.kernel_type``. The host's
   GPU commands (``source: gpu``, written by the Vulkan timestamp layer and labelled by
-  ``pipelines/gpu_programs.py``) are typed from their ``kernel_kind`` and ``fused`` fields,
+  ``pipelines/gpu/programs.py``) are typed from their ``kernel_kind`` and ``fused`` fields,
   never from their name (``dawn_entry_point 8x4x1 #688e761b`` says nothing about the kernel);
   the USC importer types the public GPU kernel names itself (``usc.kernel_type``). Both join
   the fused parts with ``+`` after the kernel's own kind (``conv+bias+clamp`` here,
@@ -333,7 +333,7 @@ def builtin_kernel_type(name: str) -> str:
 
 
 def gpu_kernel_type(entry: dict[str, Any]) -> str:
-    """A GPU command of the host's kernel records: its ``kernel_kind`` (pipelines/gpu_programs.py:
+    """A GPU command of the host's kernel records: its ``kernel_kind`` (pipelines/gpu/programs.py:
     ``conv``, ``winograd_matmul``, ``layout_in``, ``copy``, ...) followed by the operations fused
     into it, in the order the program applies them, joined by ``+`` (``conv+bias+clamp+add``),
     as the USC kernel types join theirs. A record made before the kinds were labelled has the

@@ -12,6 +12,9 @@ synchronization (docs/gpu.md).
 - :class:`ClockSync` drives the C implementation of nnPerf's Algorithm 1
   (``native/src/clocksync.c``, built as ``liblatbench_clocksync.so``) so that tests and
   benchmarks check the very code latbench-run uses.
+
+Beside it in this package: :mod:`.programs` (which kernel each GPU dispatch ran, from the
+accelerator's generated programs) and :mod:`.validate` (a GPU run's outputs against the CPU's).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "native" / "build"
 LAYER_NAME = "VK_LAYER_LATBENCH_timestamps"
 LAYER_DIR = BUILD / "vklayer"
@@ -128,7 +131,7 @@ def smoke_run(model: str | os.PathLike | None = None) -> str | None:
     """Compiles and runs ``model`` (default: a conv + ReLU + add network at 8x8, built once into
     native/build/gpu-probe/) on the GPU in fp32; None when it ran and its outputs match the CPU,
     else one line saying why not (the runtime's own message)."""
-    from .native_runner import NativeRunError, run_native
+    from ..native_runner import NativeRunError, run_native
 
     try:
         path = Path(model) if model is not None else _probe_model()
