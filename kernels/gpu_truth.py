@@ -90,7 +90,7 @@ def executed_tokens(kernels: Iterable[dict[str, Any]]) -> list[Token]:
         kind = k.get("kernel_kind")
         if kind is None:
             raise ValueError(f"GPU kernel {k.get('name')!r} has no kernel_kind (not labelled: "
-                             "run it through pipelines.native_runner.run_native in kernel mode)")
+                             "run it through pipelines.runners.litert.run_native in kernel mode)")
         if kind in TRANSFERS:
             continue
         linked = frozenset(FUSED_AS_LINKED[f] for f in k.get("fused", []) if f in FUSED_AS_LINKED)

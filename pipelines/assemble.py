@@ -66,7 +66,8 @@ from .dataset.opfeatures import (
     torch_features,
 )
 from .dataset.schema import TABLES, TableBuilder
-from .measure import GPU_EVENT_KEYS, RECORD_SCHEMA, RUNNERS
+from .runners import RUNNERS
+from .runners.records import GPU_EVENT_KEYS, RECORD_SCHEMA
 
 DATASET = "latbench"
 OUT = "dataset"  # <data_dir>/dataset

@@ -42,7 +42,7 @@ def _cmd_export(args: argparse.Namespace) -> None:
 def _cmd_measure(args: argparse.Namespace) -> None:
     from .devices import DeviceBusy
     from .measure import run_measure
-    from .native_runner import NativeRunError
+    from .runners.records import NativeRunError
 
     cfg = load_params(args.params)
     if args.models:
@@ -71,7 +71,7 @@ def _cmd_measure(args: argparse.Namespace) -> None:
 
 def _cmd_scenarios(args: argparse.Namespace) -> None:
     from .devices import make_device
-    from .measure import RUNNERS
+    from .runners import RUNNERS
     from .scenarios import explain_grid
 
     cfg = load_params(args.params)
@@ -137,8 +137,8 @@ def _cmd_profile(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     from .devices import DeviceBusy
-    from .native_runner import NativeRunError
     from .profile import ProfileError, ProfileRequest, run_profile, summary_lines
+    from .runners.records import NativeRunError
 
     cfg = load_params(args.params) if Path(args.params).is_file() else validate(compose([]))
     req = ProfileRequest(Path(args.model), device=args.device, cores=args.cores, precision=args.precision,

@@ -30,9 +30,10 @@ Protocol (nnPerf's instrument, the USC paper's coverage; ``measure`` config sect
 - Op and kernel granularity come from one extra process each (``op_runs`` timed runs), which
   also measures the profiler's overhead in-process (``overhead_pairs``: alternating profiled
   and unprofiled runs). The headline e2e numbers never come from a profiled run.
-- What a (framework, accelerator) can record is one table, :data:`RUNNERS`: the artifact per
-  precision, the granularities, and why the others are not offered (PyTorch: no kernels; the
-  GPU: no ops, LiteRT has no profiler for its GPU accelerator). Records and SCENARIO.json
+- What a (framework, accelerator) can record is its registered runner (pipelines/runners/,
+  :data:`pipelines.runners.RUNNERS`): the artifact per precision, the granularities, and why
+  the others are not offered (PyTorch: no kernels; the GPU: no ops, LiteRT has no profiler for
+  its GPU accelerator). Records and SCENARIO.json
   state the reason (``granularities_not_offered``). On the GPU the kernel process's records are
   the GPU commands the Vulkan timestamp layer saw (docs/gpu.md), timed by GPU timestamps; their
   identity (command kind, shader, dispatch size) and the program labels of
@@ -64,51 +65,16 @@ import numpy as np
 from tqdm import tqdm
 
 from .machine_load import LoadConfig, LoadWindow, judge, validate_load
-from .native_runner import NativeRun, NativeRunError
+from .runners import RUNNERS, runner_for
+from .runners.records import EVENT_KEYS, GPU_EVENT_KEYS, RECORD_SCHEMA, NativeRun, NativeRunError
 from .scenarios import PRECISIONS, Scenario, ScenarioGridConfig
 from .stats import make_stopper, pooled_summary, summarize
 
-RECORD_SCHEMA = "latbench.measurement/1"
 GRANULARITIES = ("e2e", "op", "kernel")
 # failures of the device rather than of the model (a phone that disconnected): a rerun
 # measures those pairs again without being asked (the sweep resumes)
 # and processes taken under load (kind "loaded"): a quieter rerun should measure them
 TRANSIENT_KINDS = ("device", "loaded")
-
-
-@dataclass(frozen=True)
-class Runner:
-    """What the suite can measure for one (framework, accelerator): the artifact each precision
-    runs, the granularities its runner records, and why the others (and absent precisions) are
-    not offered. The reasons end up in SCENARIO.json and every record."""
-
-    formats: dict[str, str]  # precision -> export format (generators/export/formats.py)
-    granularities: tuple[str, ...]
-    missing_granularities: dict[str, str] = field(default_factory=dict)  # granularity -> why not
-    missing_precisions: dict[str, str] = field(default_factory=dict)  # precision -> why not
-
-
-# (framework, accelerator) -> its runner; a pair absent here has no runner in the suite
-RUNNERS: dict[tuple[str, str], Runner] = {
-    ("tflite", "cpu"): Runner(
-        {"fp32": "tflite_fp32", "fp16": "tflite_fp16", "int8": "tflite_int8"}, ("e2e", "op", "kernel")),
-    # On the GPU the precision is the compute precision (LiteRT GPU option `precision`), not the
-    # weights' type: both run the fp32 artifact, so the two scenarios differ in that alone
-    # (as the USC study's TFLite GPU fp16 runs, docs/gpu.md).
-    ("tflite", "gpu"): Runner(
-        {"fp16": "tflite_fp32", "fp32": "tflite_fp32"}, ("e2e", "kernel"),
-        missing_granularities={"op": "LiteRT's profiler is not implemented for the GPU accelerator (\"Profile is "
-                                     "not implemented\"); kernel records come from the Vulkan timestamp layer"},
-        missing_precisions={"int8": "int8 is CPU-only (the GPU accelerator runs float models)"}),
-    ("pytorch", "cpu"): Runner(
-        {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
-        missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
-        missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"}),
-}
-
-
-def runner_for(framework: str, accelerator: str) -> Runner | None:
-    return RUNNERS.get((framework, accelerator))
 
 
 def grid_formats(scenario_cfg: Any, measure_cfg: Any = None) -> dict[str, frozenset[str] | None]:
@@ -341,7 +307,7 @@ def stage_scenario(device: Any, framework: str, precision: str, cores: str | Non
         return StageScenario(None, f"device {device.name} does not run {framework}")
     runner = runner_for(framework, accelerator)
     if runner is None:
-        return StageScenario(None, f"the suite has no {framework} runner for the {accelerator} (measure.RUNNERS)")
+        return StageScenario(None, f"the suite has no {framework} runner for the {accelerator} (pipelines.runners)")
     if precision not in runner.formats:
         why = runner.missing_precisions.get(precision, "see docs/exporters.md")
         return StageScenario(None, f"{framework} {precision} is not offered on the {accelerator}: {why}")
@@ -724,14 +690,6 @@ def check_threads(run: NativeRun, scenario: Scenario) -> None:
                            f"the scenario asks for {scenario.threads} (threads {end.get('threads_observed')}: "
                            + ", ".join(f"{t.get('role')}/{t.get('tid')}" for t in end.get("thread_affinity", [])[:6])
                            + ")", "threads")
-
-
-# what an aggregated op/kernel entry keeps of its per-run events (the first run's value): the
-# runtime's identification of the event; for GPU commands (source "gpu", docs/gpu.md) the
-# timestamp layer's identity of the dispatch and what pipelines/gpu/programs.py read from the
-# WGSL program (kernel_kind, fused parts, program index), whichever the record has
-EVENT_KEYS = ("node", "subgraph", "source", "partition", "index_in_partition", "input_shapes")
-GPU_EVENT_KEYS = ("kind", "kernel_kind", "fused", "program", "shader", "groups", "local_size")
 
 
 def aggregate_events(events: Iterable[dict], runs: Sequence[dict]) -> list[dict]:

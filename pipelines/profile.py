@@ -195,7 +195,8 @@ def run_profile(cfg: Any, req: ProfileRequest, *, device: Any = None, progress: 
     import copy
 
     from .devices import make_device
-    from .measure import RUNNERS, Sweep, artifact_path, stage_scenario
+    from .measure import Sweep, artifact_path, stage_scenario
+    from .runners import RUNNERS
     from generators.export.formats import FORMATS
 
     path = Path(req.model)

@@ -40,7 +40,7 @@ def native_built() -> Path:
     """native/build.sh once per test session (incremental); the latbench-run binary."""
     import subprocess
 
-    from pipelines import native_runner as nr
+    from pipelines.runners import litert as nr
 
     proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
     if proc.returncode != 0:

@@ -22,7 +22,7 @@ from adbd_emulator import AdbServer, EmulatorProcess, exported_models, model_fil
 from pipelines.devices import AdbDevice, DeviceBusy, make_device
 from pipelines.devices.android import sysfs_tree
 from pipelines.devices.topology import read_clusters
-from pipelines.native_runner import run_native
+from pipelines.runners.litert import run_native
 from pipelines.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]

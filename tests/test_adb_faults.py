@@ -17,7 +17,7 @@ import pytest
 from adbd_emulator import AdbServer, EmulatorProcess, exported_models, model_files
 from pipelines.devices import make_device
 from pipelines.devices.topology import core_set
-from pipelines.native_runner import NativeRunError
+from pipelines.runners.records import NativeRunError
 from pipelines.scenarios import Scenario
 
 

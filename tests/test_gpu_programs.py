@@ -13,9 +13,10 @@ import pytest
 
 from generators.ir import Graph
 from kernels import gpu_truth
-from pipelines import gpu, native_runner as nr
+from pipelines import gpu
 from pipelines.gpu import programs as gp
 from pipelines.gpu import validate as gpu_validate
+from pipelines.runners import litert as nr
 
 
 

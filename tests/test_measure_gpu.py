@@ -20,7 +20,8 @@ import yaml
 
 from pipelines import gpu
 from pipelines.config import compose, validate, write_params
-from pipelines.measure import RUNNERS, aggregate_events, run_measure
+from pipelines.measure import aggregate_events, run_measure
+from pipelines.runners import RUNNERS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["generator=[synthetic]", "generator.synthetic.n=1", "generator.synthetic.input_size=16",

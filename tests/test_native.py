@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import native_runner as nr
+from pipelines.runners import litert as nr
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = sorted(os.sched_getaffinity(0))

@@ -178,7 +178,7 @@ def test_prior_from_zoo_networks():
 def test_adaptive_sampling_on_host_trains_the_predictor(help_x, tmp_path):
     """A tiny real run: 3 test + 5 prior conv kernels measured on core 0, one fine-grained round
     (2 samples) around the worst test point (threshold 0 forces it), then the predictor trains."""
-    from pipelines.native_runner import BINARY
+    from pipelines.runners.litert import BINARY
 
     if not BINARY.is_file():
         pytest.skip(f"the native runtime is not built ({BINARY}); see native/README")

@@ -45,7 +45,7 @@ SOURCES_INFO: dict[str, dict[str, str]] = {
         "title": "Measured by this suite",
         "how": "Networks generated as IR by `generators/`, exported to framework artifacts (TFLite fp32/int8, "
                "TorchScript) and run on each scenario's device by the suite's instrumented runtimes (`native/` "
-               "for LiteRT with XNNPACK, `pipelines/torch_runner.py` for TorchScript): fresh processes pinned to "
+               "for LiteRT with XNNPACK, `pipelines/runners/torch.py` for TorchScript): fresh processes pinned to "
                "the scenario's CPU set before the thread pool exists, end-to-end runs timed with the monotonic "
                "clock after warm-up runs, op- and kernel-level events from the library's profiler in separate "
                "processes. Statistics over the timed runs in ms; raw timestamps in ns.",

@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..native_runner import EXIT_KINDS, NativeRun, NativeRunError, litert_version, read_records
+from ..runners.litert import litert_version
+from ..runners.records import EXIT_KINDS, NativeRun, NativeRunError, read_records
 from .android import (RC_MARK, AdbFault, PhoneError, cpu_state_command, ensure_server, fault_types, one_line,
                       open_phone, parse_cpu_state, parse_df_available_kb, parse_getprop, parse_thermal, q, shell,
                       sysfs_dump_command, sysfs_tree, describe_phone)
@@ -105,7 +106,7 @@ def find_runtime(abi: str) -> Runtime:
     if abi and abi == _host_abi():
         from importlib.util import find_spec
 
-        from ..native_runner import binary_path
+        from ..runners.litert import binary_path
 
         spec = find_spec("ai_edge_litert")
         lib = Path(spec.origin).parent / "libLiteRt.so" if spec and spec.origin else None

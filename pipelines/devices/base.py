@@ -10,9 +10,9 @@ class registered with ``@register_device_kind("<kind>")``:
 - ``frameworks``: the frameworks it can run (``tflite``, ``pytorch``);
 - ``run(framework, artifact, *, scenario, mode, warmup, runs, overhead_pairs, records_path,
   trace_path, timeout)``: one fresh measuring process for one artifact in one scenario,
-  returning a :class:`pipelines.native_runner.NativeRun` whose records (and trace) are also
+  returning a :class:`pipelines.runners.records.NativeRun` whose records (and trace) are also
   left at ``records_path`` (``trace_path``) on this machine; failures raise
-  :class:`pipelines.native_runner.NativeRunError` with a ``kind`` (model_missing, cpus,
+  :class:`pipelines.runners.records.NativeRunError` with a ``kind`` (model_missing, cpus,
   timeout, crashed, device, ...) and a one-line message;
 - ``lock(path)``: a context manager held for a whole sweep (one sweep at a time per device).
 

@@ -133,14 +133,14 @@ class HostDevice:
         scenario's CPU set; returns its NativeRun (see base.py)."""
         cpus = list(scenario.cpus) or None
         if framework == "tflite":
-            from pipelines.native_runner import run_native
+            from pipelines.runners.litert import run_native
 
             return run_native(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
                               overhead_pairs=overhead_pairs, precision=scenario.precision,
                               accelerator=scenario.accelerator, records_path=records_path, trace_path=trace_path,
                               timeout=timeout)
         if framework == "pytorch":
-            from pipelines.torch_runner import run_torch
+            from pipelines.runners.torch import run_torch
 
             return run_torch(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
                              engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout)

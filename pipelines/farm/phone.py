@@ -28,7 +28,7 @@ from typing import Any
 
 import ray
 
-from pipelines.native_runner import NativeRun, NativeRunError
+from pipelines.runners.records import NativeRun, NativeRunError
 
 TIMEOUT_SLACK = 30.0  # seconds a round trip may add to a process's own timeout before the host counts as gone
 

@@ -8,7 +8,7 @@ synchronization (docs/gpu.md).
 - :func:`layer_env` gives the environment that enables the timestamp layer for any Vulkan
   program (latbench-run sets it itself in ``--mode kernel``);
 - :func:`gpu_kernels` / :func:`kernels_by_run` read the ``kernel`` records with
-  ``source == "gpu"`` of a :class:`pipelines.native_runner.NativeRun`;
+  ``source == "gpu"`` of a :class:`pipelines.runners.records.NativeRun`;
 - :class:`ClockSync` drives the C implementation of nnPerf's Algorithm 1
   (``native/src/clocksync.c``, built as ``liblatbench_clocksync.so``) so that tests and
   benchmarks check the very code latbench-run uses.
@@ -131,7 +131,8 @@ def smoke_run(model: str | os.PathLike | None = None) -> str | None:
     """Compiles and runs ``model`` (default: a conv + ReLU + add network at 8x8, built once into
     native/build/gpu-probe/) on the GPU in fp32; None when it ran and its outputs match the CPU,
     else one line saying why not (the runtime's own message)."""
-    from ..native_runner import NativeRunError, run_native
+    from ..runners.litert import run_native
+    from ..runners.records import NativeRunError
 
     try:
         path = Path(model) if model is not None else _probe_model()

@@ -2,7 +2,7 @@
 
 Two halves:
 
-- the **worker**, ``python -m pipelines.torch_runner --model M.pt|.ptl --cpus 0,1 --threads N
+- the **worker**, ``python -m pipelines.runners.torch --model M.pt|.ptl --cpus 0,1 --threads N
   --mode e2e|op --warmup W --runs R --records out.jsonl [--trace out.json] [--engine x86|qnnpack]
   [--input-shape 1,3,32,32]``, one fresh process per scenario. Its ``main`` pins the process
   with ``os.sched_setaffinity`` *before* torch is imported (this module imports nothing of
@@ -13,8 +13,8 @@ Two halves:
   input is made before) and writes the records after the last run, so no file I/O happens in
   a timed region.
 - the **parent** API :func:`run_torch`, which starts the worker with ``sys.executable -m
-  pipelines.torch_runner ...`` and returns a :class:`pipelines.native_runner.NativeRun`, or
-  raises :class:`TorchRunError` (a :class:`~pipelines.native_runner.NativeRunError`): one
+  pipelines.runners.torch ...`` and returns a :class:`pipelines.runners.records.NativeRun`, or
+  raises :class:`TorchRunError` (a :class:`~pipelines.runners.records.NativeRunError`): one
   line naming the model file, ``kind`` from the worker's exit code (the same codes as
   ``latbench-run``).
 
@@ -87,9 +87,9 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 # NB: no torch import at module level: main() pins the CPUs before torch exists.
-from .native_runner import EXIT_KINDS, NativeRun, NativeRunError, read_records
+from .records import EXIT_KINDS, NativeRun, NativeRunError, read_records
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOOL = "latbench-torch"
 VERSION = "0.1.0"
 MODES = ("e2e", "op")
@@ -552,7 +552,7 @@ def build_argv(model: str | os.PathLike, *, records: str | os.PathLike, trace: s
                cpus: str | Iterable[int] | None = None, threads: int = 1, mode: str = "e2e", warmup: int = 5,
                runs: int = 50, engine: str | None = None, input_shapes: Sequence[Sequence[int]] | None = None,
                python: str | None = None) -> list[str]:
-    argv = [python or sys.executable, "-m", "pipelines.torch_runner", "--model", str(model), "--records", str(records),
+    argv = [python or sys.executable, "-m", "pipelines.runners.torch", "--model", str(model), "--records", str(records),
             "--threads", str(threads), "--mode", mode, "--warmup", str(warmup), "--runs", str(runs)]
     if trace is not None:
         argv += ["--trace", str(trace)]

@@ -1,20 +1,15 @@
-"""Thin Python wrapper around the native runtime ``native/build/latbench-run``.
+"""The LiteRT runner: the instrumented runtime ``native/build/latbench-run`` on this machine.
 
 ``run_native(model, cpus=..., threads=..., mode=...)`` runs the binary once, in a fresh
 process (so the CPU set is applied before LiteRT's thread pool exists), reads back its
-JSON-lines records and returns them as a :class:`NativeRun` (the records as plain dicts,
-grouped by type). The binary does the measuring; nothing here sits inside a timed region.
+JSON-lines records and returns them as a :class:`~pipelines.runners.records.NativeRun` (the
+records as plain dicts, grouped by type; the record types are described in
+:mod:`pipelines.runners.records`). The binary does the measuring; nothing here sits inside a
+timed region.
 
-Record types (see ``latbench-run --help`` for every field): ``meta`` (first line:
-provenance, observed per-thread CPU sets), ``run`` (phase warmup|timed|overhead,
-start_ns, end_ns, duration_ns, profiled), ``op`` (one per executed TFLite node: op mode,
-and in kernel mode the nodes not delegated to XNNPACK), ``kernel`` (one per executed
-XNNPACK operator, or builtin node in kernel mode), ``runtime`` (LiteRT's own spans),
-``overhead`` and ``end`` (last line). Times are integer nanoseconds of CLOCK_MONOTONIC.
-
-Errors of the binary come back as :class:`NativeRunError`: one line that names the model
-file, with ``kind`` telling the class (model_missing, model_invalid, cpus, usage, runtime,
-output) from the binary's exit code.
+Errors of the binary come back as :class:`~pipelines.runners.records.NativeRunError`: one line
+that names the model file, with ``kind`` telling the class (model_missing, model_invalid, cpus,
+usage, runtime, output) from the binary's exit code.
 """
 from __future__ import annotations
 
@@ -22,81 +17,15 @@ import json
 import os
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+from .records import EXIT_KINDS, NativeNotBuiltError, NativeRun, NativeRunError, read_records
+
+ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "native" / "build" / "latbench-run"
 MODES = ("e2e", "op", "kernel")
-
-# exit code of latbench-run -> error class
-EXIT_KINDS = {
-    2: "usage",
-    3: "model_missing",
-    4: "model_invalid",
-    5: "cpus",
-    6: "runtime",
-    7: "output",
-}
-
-
-class NativeRunError(RuntimeError):
-    """latbench-run failed; ``str(err)`` is one line naming the model file."""
-
-    def __init__(self, message: str, *, kind: str = "runtime", returncode: int | None = None,
-                 model: str | None = None):
-        super().__init__(message)
-        self.kind = kind
-        self.returncode = returncode
-        self.model = model
-
-
-class NativeNotBuiltError(NativeRunError):
-    """The binary does not exist (or cannot be executed)."""
-
-
-@dataclass
-class NativeRun:
-    """The records of one latbench-run invocation, as dicts in file order."""
-
-    records: list[dict[str, Any]]
-    records_path: Path | None = None
-    trace_path: Path | None = None
-    argv: list[str] = field(default_factory=list)
-
-    def of_type(self, kind: str) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("type") == kind]
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        return self.of_type("meta")[0]
-
-    @property
-    def end(self) -> dict[str, Any]:
-        return self.of_type("end")[0]
-
-    @property
-    def runs(self) -> list[dict[str, Any]]:
-        """The timed runs (warm-up and overhead runs are in ``of_type('run')``)."""
-        return [r for r in self.of_type("run") if r["phase"] == "timed"]
-
-    @property
-    def ops(self) -> list[dict[str, Any]]:
-        return self.of_type("op")
-
-    @property
-    def kernels(self) -> list[dict[str, Any]]:
-        return self.of_type("kernel")
-
-    @property
-    def overhead(self) -> dict[str, Any] | None:
-        found = self.of_type("overhead")
-        return found[0] if found else None
-
-    def durations_ns(self) -> list[int]:
-        return [r["duration_ns"] for r in self.runs]
 
 
 def binary_path() -> Path:
@@ -114,21 +43,6 @@ def litert_version() -> str | None:
         return metadata.version("ai-edge-litert")
     except metadata.PackageNotFoundError:
         return None
-
-
-def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Parses a JSON-lines records file (one object per non-empty line)."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise NativeRunError(f"{path}:{n}: not a JSON record ({e.msg})", kind="output") from None
-    return out
 
 
 def _cpus_arg(cpus: str | Iterable[int] | None) -> str | None:
@@ -185,7 +99,7 @@ def _gpu_meta(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _label_gpu_kernels(records: list[dict[str, Any]], tmp: Path) -> None:
     """Adds kernel kinds to the GPU kernel records; the meta record gets the summary."""
-    from .gpu.programs import label_kernels
+    from ..gpu.programs import label_kernels
 
     labels = label_kernels((r for r in records if r.get("type") == "kernel"), tmp / "programs", tmp / "shaders")
     _gpu_meta(records)["programs"] = labels.summary()
@@ -195,7 +109,7 @@ def _validate_gpu(records: list[dict[str, Any]], model: str, outputs: Path, prec
                   cpus: str | Iterable[int] | None, timeout: float | None) -> None:
     """The GPU run's outputs against a CPU run of the same file (meta ``gpu.validation``);
     a mismatch fails the run (kind ``gpu_output``)."""
-    from .gpu.validate import GpuOutputError, check
+    from ..gpu.validate import GpuOutputError, check
 
     def run_cpu(path: Path, out: Path) -> None:
         run_native(path, cpus=cpus, runs=1, warmup=0, timeout=timeout, extra_args=["--dump-outputs", str(out)])

@@ -1,0 +1,67 @@
+"""The runners: what the suite can measure for each (framework, accelerator), and how.
+
+One registered :class:`Runner` per (framework, accelerator) says which artifact each precision
+runs, which granularities its processes record, and why the other granularities and precisions
+are not offered (the reasons end up in SCENARIO.json and every record). The measure stage, the
+scenario grid and the devices ask this registry (:func:`runner_for`, :data:`RUNNERS`); a pair
+absent here has no runner in the suite.
+
+The modules of this package:
+
+- :mod:`.records`: the record format every runner writes (NativeRun, NativeRunError, the
+  measure stage's record schema);
+- :mod:`.litert`: the instrumented runtime ``latbench-run`` (LiteRT) on this machine;
+- :mod:`.torch`: the PyTorch runner (a fresh worker process, ``python -m pipelines.runners.torch``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Runner:
+    """What the suite can measure for one (framework, accelerator): the artifact each precision
+    runs, the granularities its runner records, and why the others (and absent precisions) are
+    not offered. The reasons end up in SCENARIO.json and every record."""
+
+    formats: dict[str, str]  # precision -> export format (generators/export/formats.py)
+    granularities: tuple[str, ...]
+    missing_granularities: dict[str, str] = field(default_factory=dict)  # granularity -> why not
+    missing_precisions: dict[str, str] = field(default_factory=dict)  # precision -> why not
+
+
+_RUNNERS: dict[tuple[str, str], Runner] = {}
+# (framework, accelerator) -> its runner, in registration order (a read-only view)
+RUNNERS: Mapping[tuple[str, str], Runner] = MappingProxyType(_RUNNERS)
+
+
+def register_runner(framework: str, accelerator: str, runner: Runner) -> Runner:
+    """Adds the runner of (framework, accelerator) to the registry (once)."""
+    if (framework, accelerator) in _RUNNERS:
+        raise ValueError(f"runner {framework}-{accelerator} registered twice")
+    _RUNNERS[(framework, accelerator)] = runner
+    return runner
+
+
+def runner_for(framework: str, accelerator: str) -> Runner | None:
+    """The runner of (framework, accelerator), None when the suite has none."""
+    return _RUNNERS.get((framework, accelerator))
+
+
+# ------------------------------------------------------------------ the suite's runners
+register_runner("tflite", "cpu", Runner(
+    {"fp32": "tflite_fp32", "fp16": "tflite_fp16", "int8": "tflite_int8"}, ("e2e", "op", "kernel")))
+# On the GPU the precision is the compute precision (LiteRT GPU option `precision`), not the
+# weights' type: both run the fp32 artifact, so the two scenarios differ in that alone
+# (as the USC study's TFLite GPU fp16 runs, docs/gpu.md).
+register_runner("tflite", "gpu", Runner(
+    {"fp16": "tflite_fp32", "fp32": "tflite_fp32"}, ("e2e", "kernel"),
+    missing_granularities={"op": "LiteRT's profiler is not implemented for the GPU accelerator (\"Profile is "
+                                 "not implemented\"); kernel records come from the Vulkan timestamp layer"},
+    missing_precisions={"int8": "int8 is CPU-only (the GPU accelerator runs float models)"}))
+register_runner("pytorch", "cpu", Runner(
+    {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
+    missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
+    missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"}))
