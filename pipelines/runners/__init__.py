@@ -11,25 +11,38 @@ The modules of this package:
 - :mod:`.records`: the record format every runner writes (NativeRun, NativeRunError, the
   measure stage's record schema);
 - :mod:`.litert`: the instrumented runtime ``latbench-run`` (LiteRT) on this machine;
+- :mod:`.litert_gpu`: the LiteRT GPU runner's own steps around each process (its outputs
+  checked against the CPU, its dispatches labelled with their kernels);
 - :mod:`.torch`: the PyTorch runner (a fresh worker process, ``python -m pipelines.runners.torch``).
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
 class Runner:
     """What the suite can measure for one (framework, accelerator): the artifact each precision
     runs, the granularities its runner records, and why the others (and absent precisions) are
-    not offered. The reasons end up in SCENARIO.json and every record."""
+    not offered. The reasons end up in SCENARIO.json and every record.
+
+    ``steps`` names the module of the runner's own steps around each of its processes (None:
+    none), imported only when a process runs: ``prepare(argv, tmp, *, model, mode, precision,
+    cpus, timeout)`` before the process returns an object with the process's ``env`` and a
+    ``finish(records)`` called after it (pipelines/runners/litert_gpu.py)."""
 
     formats: dict[str, str]  # precision -> export format (generators/export/formats.py)
     granularities: tuple[str, ...]
     missing_granularities: dict[str, str] = field(default_factory=dict)  # granularity -> why not
     missing_precisions: dict[str, str] = field(default_factory=dict)  # precision -> why not
+    steps: str | None = None  # module of the runner's own steps around each process
+
+    def load_steps(self) -> Any:
+        """The module named by ``steps`` (None when the runner has none)."""
+        return importlib.import_module(self.steps) if self.steps else None
 
 
 _RUNNERS: dict[tuple[str, str], Runner] = {}
@@ -60,7 +73,8 @@ register_runner("tflite", "gpu", Runner(
     {"fp16": "tflite_fp32", "fp32": "tflite_fp32"}, ("e2e", "kernel"),
     missing_granularities={"op": "LiteRT's profiler is not implemented for the GPU accelerator (\"Profile is "
                                  "not implemented\"); kernel records come from the Vulkan timestamp layer"},
-    missing_precisions={"int8": "int8 is CPU-only (the GPU accelerator runs float models)"}))
+    missing_precisions={"int8": "int8 is CPU-only (the GPU accelerator runs float models)"},
+    steps="pipelines.runners.litert_gpu"))  # outputs checked against the CPU, dispatches labelled
 register_runner("pytorch", "cpu", Runner(
     {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
     missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},

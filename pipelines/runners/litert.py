@@ -21,8 +21,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from . import runner_for
 from .records import EXIT_KINDS, NativeNotBuiltError, NativeRun, NativeRunError, read_records
 
+FRAMEWORK = "tflite"  # this runner's framework in the registry (one entry per accelerator)
 ROOT = Path(__file__).resolve().parents[2]
 BINARY = ROOT / "native" / "build" / "latbench-run"
 MODES = ("e2e", "op", "kernel")
@@ -79,46 +81,12 @@ def build_argv(model: str | os.PathLike, *, records: str | os.PathLike, trace: s
     return argv
 
 
-def _gpu_program_env(tmp: Path) -> dict[str, str]:
-    """The environment of a GPU kernel-mode run: program cache and shader dumps into ``tmp``."""
-    env = dict(os.environ)
-    (tmp / "programs").mkdir()
-    (tmp / "shaders").mkdir()
-    extra = [env.get("LATBENCH_GPU_OPTIONS", "").strip(), f'serialization_dir = "{tmp / "programs"}"',
-             'model_cache_key = "latbench"', "serialize_program_cache = true"]
-    env["LATBENCH_GPU_OPTIONS"] = "\n".join(x for x in extra if x)
-    env["LATBENCH_VKLAYER_DUMP_DIR"] = str(tmp / "shaders")
-    return env
-
-
-def _gpu_meta(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The ``gpu`` section of the meta record (where the GPU checks and labels report)."""
-    meta = next((r for r in records if r.get("type") == "meta"), {})
-    return meta.setdefault("gpu", {})
-
-
-def _label_gpu_kernels(records: list[dict[str, Any]], tmp: Path) -> None:
-    """Adds kernel kinds to the GPU kernel records; the meta record gets the summary."""
-    from ..gpu.programs import label_kernels
-
-    labels = label_kernels((r for r in records if r.get("type") == "kernel"), tmp / "programs", tmp / "shaders")
-    _gpu_meta(records)["programs"] = labels.summary()
-
-
-def _validate_gpu(records: list[dict[str, Any]], model: str, outputs: Path, precision: str | None,
-                  cpus: str | Iterable[int] | None, timeout: float | None) -> None:
-    """The GPU run's outputs against a CPU run of the same file (meta ``gpu.validation``);
-    a mismatch fails the run (kind ``gpu_output``)."""
-    from ..gpu.validate import GpuOutputError, check
-
-    def run_cpu(path: Path, out: Path) -> None:
-        run_native(path, cpus=cpus, runs=1, warmup=0, timeout=timeout, extra_args=["--dump-outputs", str(out)])
-
-    try:
-        v = check(model, outputs, precision or "fp16", run_cpu)
-    except GpuOutputError as e:
-        raise NativeRunError(str(e), kind="gpu_output", model=model) from None
-    _gpu_meta(records)["validation"] = v.to_dict()
+def steps_for(accelerator: str) -> Any:
+    """The module of the steps the LiteRT runner on ``accelerator`` takes around each process
+    (``prepare(argv, tmp, ...)`` before it, returning a process whose ``env`` the process runs
+    with and whose ``finish(records)`` runs after it), None when it has none (the CPU)."""
+    runner = runner_for(FRAMEWORK, accelerator)
+    return runner.load_steps() if runner is not None else None
 
 
 def _rewrite_records(records: list[dict[str, Any]], rec: Path) -> None:
@@ -138,6 +106,10 @@ def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = N
     ``records_path`` / ``trace_path`` keep the files (otherwise the records go through a
     temporary file and no trace is written). Raises :class:`NativeRunError` (one line,
     naming the model) if the binary fails, :class:`NativeNotBuiltError` if it is not built.
+
+    The runner registered for ``accelerator`` may have its own steps around the process
+    (:func:`steps_for`): the GPU's (pipelines/runners/litert_gpu.py) check the outputs against
+    the CPU and, in kernel mode, label every dispatch with the kernel it ran.
     """
     model = str(model)
     with tempfile.TemporaryDirectory(prefix="latbench-run-") as tmp:
@@ -146,19 +118,10 @@ def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = N
                           warmup=warmup, runs=runs, overhead_pairs=overhead_pairs, precision=precision,
                           accelerator=accelerator, keep_memory_sampling=keep_memory_sampling,
                           extra_args=extra_args)
-        # GPU kernels: the accelerator writes its generated programs and the layer its shaders
-        # into the temporary folder (compile time, outside every timed run), so that each
-        # dispatch can be labelled with the kernel it ran (pipelines/gpu/programs.py)
-        label_gpu = accelerator == "gpu" and mode == "kernel"
-        env = _gpu_program_env(Path(tmp)) if label_gpu else None
-        # every GPU run is checked against the CPU: the accelerator can fail silently
-        # (pipelines/gpu/validate.py)
-        gpu_outputs = Path(tmp) / "gpu_outputs.bin"
-        if accelerator == "gpu":
-            if "--dump-outputs" in argv:  # the caller keeps the outputs: check that file
-                gpu_outputs = Path(argv[argv.index("--dump-outputs") + 1])
-            else:
-                argv += ["--dump-outputs", str(gpu_outputs)]
+        steps = steps_for(accelerator)
+        process = steps.prepare(argv, Path(tmp), model=model, mode=mode, precision=precision, cpus=cpus,
+                                timeout=timeout) if steps is not None else None
+        env = process.env if process is not None else None
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
@@ -170,12 +133,10 @@ def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = N
         if proc.returncode != 0:
             raise _error(proc, model)
         records = read_records(rec)
-        if accelerator == "gpu":
-            _validate_gpu(records, model, gpu_outputs, precision, cpus, timeout)
-        if label_gpu:
-            _label_gpu_kernels(records, Path(tmp))
-        if accelerator == "gpu" and records_path is not None:
-            _rewrite_records(records, rec)  # a resumed sweep reads them back
+        if process is not None:
+            process.finish(records)
+            if records_path is not None:
+                _rewrite_records(records, rec)  # a resumed sweep reads them back
     return NativeRun(records=records, records_path=Path(records_path) if records_path is not None else None,
                      trace_path=Path(trace_path) if trace_path is not None else None, argv=argv)
 
