@@ -129,22 +129,20 @@ class HostDevice:
     def run(self, framework: str, artifact: str | os.PathLike, *, scenario, mode: str = "e2e", warmup: int = 5,
             runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
             trace_path: str | os.PathLike | None = None, timeout: float | None = None, engine: str | None = None):
-        """One fresh measuring process (latbench-run, or the torch worker) pinned to the
-        scenario's CPU set; returns its NativeRun (see base.py)."""
-        cpus = list(scenario.cpus) or None
-        if framework == "tflite":
-            from pipelines.runners.litert import run_native
+        """One fresh measuring process pinned to the scenario's CPU set, launched by the runner
+        registered for the framework on the scenario's accelerator (pipelines/runners/:
+        latbench-run, or the torch worker); returns its NativeRun (see base.py)."""
+        from pipelines.runners import runner_for
 
-            return run_native(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
-                              overhead_pairs=overhead_pairs, precision=scenario.precision,
-                              accelerator=scenario.accelerator, records_path=records_path, trace_path=trace_path,
-                              timeout=timeout)
-        if framework == "pytorch":
-            from pipelines.runners.torch import run_torch
-
-            return run_torch(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
-                             engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout)
-        raise ValueError(f"device {self.name}: unknown framework {framework!r} (known: {', '.join(self.frameworks)})")
+        if framework not in self.frameworks:
+            raise ValueError(f"device {self.name}: unknown framework {framework!r} (known: {', '.join(self.frameworks)})")
+        runner = runner_for(framework, scenario.accelerator)
+        if runner is None:
+            raise ValueError(f"device {self.name}: the suite has no {framework} runner for the {scenario.accelerator} "
+                             f"(pipelines.runners)")
+        return runner.launcher()(artifact, scenario=scenario, cpus=list(scenario.cpus) or None, mode=mode,
+                                 warmup=warmup, runs=runs, overhead_pairs=overhead_pairs, records_path=records_path,
+                                 trace_path=trace_path, timeout=timeout, engine=engine)
 
     def clusters(self) -> list[Cluster]:
         return read_clusters(self.root)

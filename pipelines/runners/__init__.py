@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,10 @@ class Runner:
     runs, the granularities its runner records, and why the others (and absent precisions) are
     not offered. The reasons end up in SCENARIO.json and every record.
 
-    ``steps`` names the module of the runner's own steps around each of its processes (None:
+    ``launch`` names the function that runs one measuring process of the runner on this machine
+    (``"<module>:<function>"``, imported on first use: the host device calls it, see
+    ``pipelines/devices/host.py``) with the keywords ``scenario, cpus, mode, warmup, runs,
+    overhead_pairs, records_path, trace_path, timeout, engine``. ``steps`` names the module of the runner's own steps around each of its processes (None:
     none), imported only when a process runs: ``prepare(argv, tmp, *, model, mode, precision,
     cpus, timeout)`` before the process returns an object with the process's ``env`` and a
     ``finish(records)`` called after it (pipelines/runners/litert_gpu.py)."""
@@ -38,7 +41,13 @@ class Runner:
     granularities: tuple[str, ...]
     missing_granularities: dict[str, str] = field(default_factory=dict)  # granularity -> why not
     missing_precisions: dict[str, str] = field(default_factory=dict)  # precision -> why not
+    launch: str = ""  # "<module>:<function>" running one measuring process here
     steps: str | None = None  # module of the runner's own steps around each process
+
+    def launcher(self) -> Callable[..., Any]:
+        """The function named by ``launch``."""
+        module, _, name = self.launch.partition(":")
+        return getattr(importlib.import_module(module), name)
 
     def load_steps(self) -> Any:
         """The module named by ``steps`` (None when the runner has none)."""
@@ -54,6 +63,9 @@ def register_runner(framework: str, accelerator: str, runner: Runner) -> Runner:
     """Adds the runner of (framework, accelerator) to the registry (once)."""
     if (framework, accelerator) in _RUNNERS:
         raise ValueError(f"runner {framework}-{accelerator} registered twice")
+    if not runner.launch.partition(":")[2]:
+        raise ValueError(f"runner {framework}-{accelerator}: launch must name '<module>:<function>', "
+                         f"got {runner.launch!r}")
     _RUNNERS[(framework, accelerator)] = runner
     return runner
 
@@ -65,7 +77,8 @@ def runner_for(framework: str, accelerator: str) -> Runner | None:
 
 # ------------------------------------------------------------------ the suite's runners
 register_runner("tflite", "cpu", Runner(
-    {"fp32": "tflite_fp32", "fp16": "tflite_fp16", "int8": "tflite_int8"}, ("e2e", "op", "kernel")))
+    {"fp32": "tflite_fp32", "fp16": "tflite_fp16", "int8": "tflite_int8"}, ("e2e", "op", "kernel"),
+    launch="pipelines.runners.litert:launch"))
 # On the GPU the precision is the compute precision (LiteRT GPU option `precision`), not the
 # weights' type: both run the fp32 artifact, so the two scenarios differ in that alone
 # (as the USC study's TFLite GPU fp16 runs, docs/gpu.md).
@@ -74,8 +87,10 @@ register_runner("tflite", "gpu", Runner(
     missing_granularities={"op": "LiteRT's profiler is not implemented for the GPU accelerator (\"Profile is "
                                  "not implemented\"); kernel records come from the Vulkan timestamp layer"},
     missing_precisions={"int8": "int8 is CPU-only (the GPU accelerator runs float models)"},
+    launch="pipelines.runners.litert:launch",
     steps="pipelines.runners.litert_gpu"))  # outputs checked against the CPU, dispatches labelled
 register_runner("pytorch", "cpu", Runner(
     {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
     missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
-    missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"}))
+    missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"},
+    launch="pipelines.runners.torch:launch"))

@@ -141,6 +141,19 @@ def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = N
                      trace_path=Path(trace_path) if trace_path is not None else None, argv=argv)
 
 
+def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
+           warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+           trace_path: str | os.PathLike | None = None, timeout: float | None = None,
+           engine: str | None = None) -> NativeRun:
+    """One process of ``scenario`` as the host device runs it (the runners' ``launch``):
+    latbench-run with the scenario's threads, precision and accelerator, pinned to ``cpus``
+    (``engine`` is PyTorch's: not used here)."""
+    return run_native(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
+                      overhead_pairs=overhead_pairs, precision=scenario.precision,
+                      accelerator=scenario.accelerator, records_path=records_path, trace_path=trace_path,
+                      timeout=timeout)
+
+
 def _error(proc: subprocess.CompletedProcess, model: str) -> NativeRunError:
     lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
     msg = lines[-1] if lines else ""

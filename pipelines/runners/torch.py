@@ -16,7 +16,8 @@ Two halves:
   pipelines.runners.torch ...`` and returns a :class:`pipelines.runners.records.NativeRun`, or
   raises :class:`TorchRunError` (a :class:`~pipelines.runners.records.NativeRunError`): one
   line naming the model file, ``kind`` from the worker's exit code (the same codes as
-  ``latbench-run``).
+  ``latbench-run``); :func:`launch` is the call the registry names for the host device
+  (pipelines/runners/__init__.py).
 
 Why one inter-op thread: the inter-op pool only runs ``torch.jit.fork`` tasks (and
 ``torch.set_num_interop_threads`` must be called before any inter-op work, so it can only be
@@ -600,6 +601,17 @@ def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None,
             raise TorchRunError(f"{model}: {e}", kind="output", model=model) from None
     return NativeRun(records=records, records_path=Path(records_path) if records_path is not None else None,
                      trace_path=Path(trace_path) if trace_path is not None else None, argv=argv)
+
+
+def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
+           warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+           trace_path: str | os.PathLike | None = None, timeout: float | None = None,
+           engine: str | None = None) -> NativeRun:
+    """One process of ``scenario`` as the host device runs it (the runners' ``launch``): the
+    worker with the scenario's threads and the quantized ``engine``, pinned to ``cpus``
+    (``overhead_pairs``: the worker measures no profiler overhead, not used here)."""
+    return run_torch(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
+                     engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout)
 
 
 def _error(proc: subprocess.CompletedProcess, model: str) -> TorchRunError:
