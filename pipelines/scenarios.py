@@ -17,12 +17,12 @@ first as in the USC study; None: the same list as ``precisions``): the ``measure
 iterates it as ``measure`` iterates precisions x cores. ``expand_grid`` keeps the possible
 combinations and drops, with a reason (``explain_grid`` returns them):
 
-- PyTorch fp16: not offered (docs/exporters.md: ``.half()`` on a CPU is ~25x slower than fp32,
-  and the exporter refuses it);
-- ``gpu`` when the device has no GPU (with the device's reason when it gives one); ``gpu`` with
-  int8 (GPU delegates run float models);
+- a precision the framework's runners do not offer (PyTorch fp16), then ``gpu`` when the device
+  has no GPU (with the device's reason when it gives one), then a precision the runner does not
+  offer on its accelerator (``gpu`` with int8): the reasons are the runners' own
+  (``missing_precisions`` in the runner registry, pipelines/runners/);
 - a (framework, accelerator) the suite has no runner for, when the caller passes the runner
-  table (``latbench scenarios`` passes ``pipelines.measure.RUNNERS``: no PyTorch on the GPU);
+  table (``latbench scenarios`` passes ``pipelines.runners.RUNNERS``: no PyTorch on the GPU);
 - a core label whose clusters exist in general but not on this device (``1med`` on a one-cluster
   VM, ``3large`` on two CPUs), so one grid serves several devices;
 - a core set larger than ``max_cores``.
@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 
 from pipelines.dataset.importers import make_scenario_id
 from pipelines.devices.topology import Cluster, CoreSet, core_combinations, core_set, cpu_mask, parse_label
+from pipelines.runners import missing_precision
 
 FRAMEWORKS = ("tflite", "pytorch")
 ACCELERATORS = ("cpu", "gpu")
@@ -229,17 +230,21 @@ def explain_grid(device_clusters: Sequence[Cluster], grid: ScenarioGridConfig | 
             precisions = grid.precisions if acc == "cpu" or grid.gpu_precisions is None else grid.gpu_precisions
             for prec in precisions:
                 what = f"{device}-{fw}-{acc}-{prec}"
-                if fw == "pytorch" and prec == "fp16":
-                    dropped.append(Dropped(what, "pytorch fp16 is not offered (docs/exporters.md: .half() on CPU is ~25x slower)"))
+                why = missing_precision(prec, framework=fw)  # no runner of the framework runs it
+                if why:
+                    dropped.append(Dropped(what, f"{fw} {prec} is not offered: {why}"))
+                    continue
+                if acc == "gpu" and not gpu:
+                    dropped.append(Dropped(what, f"device {device} has no GPU"
+                                           + (f": {no_gpu_reason}" if no_gpu_reason else "")))
+                    continue
+                # the runner's own reason; a pair without a runner (runners=None) takes its accelerator's
+                why = missing_precision(prec, framework=fw, accelerator=acc) or missing_precision(prec, accelerator=acc)
+                if why:
+                    dropped.append(Dropped(what, f"{fw} {prec} is not offered on the {acc}: {why}"))
                     continue
                 if acc == "gpu":
-                    if not gpu:
-                        dropped.append(Dropped(what, f"device {device} has no GPU"
-                                               + (f": {no_gpu_reason}" if no_gpu_reason else "")))
-                    elif prec == "int8":
-                        dropped.append(Dropped(what, "int8 is CPU-only (GPU delegates run float models)"))
-                    else:
-                        add(Scenario(device, fw, acc, prec))
+                    add(Scenario(device, fw, acc, prec))
                     continue
                 for cs in sets:
                     threads = [cs.n_cores] if grid.threads == "cores" else list(grid.threads)

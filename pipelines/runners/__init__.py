@@ -75,6 +75,17 @@ def runner_for(framework: str, accelerator: str) -> Runner | None:
     return _RUNNERS.get((framework, accelerator))
 
 
+def missing_precision(precision: str, framework: str | None = None, accelerator: str | None = None) -> str | None:
+    """Why the suite does not offer ``precision`` for ``framework`` on ``accelerator`` (None:
+    any): the reason of the registered runners of that framework and accelerator when none of
+    them runs it; None when one of them does, or none is registered."""
+    runners = [r for (f, a), r in _RUNNERS.items() if framework in (None, f) and accelerator in (None, a)]
+    if not runners or any(precision in r.formats for r in runners):
+        return None
+    return next((r.missing_precisions[precision] for r in runners if precision in r.missing_precisions),
+                "see docs/exporters.md")
+
+
 # ------------------------------------------------------------------ the suite's runners
 register_runner("tflite", "cpu", Runner(
     {"fp32": "tflite_fp32", "fp16": "tflite_fp16", "int8": "tflite_int8"}, ("e2e", "op", "kernel"),
