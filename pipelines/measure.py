@@ -67,7 +67,7 @@ from tqdm import tqdm
 from .machine_load import LoadConfig, LoadWindow, judge, validate_load
 from .runners import RUNNERS, runner_for
 from .runners.records import EVENT_KEYS, GPU_EVENT_KEYS, RECORD_SCHEMA, NativeRun, NativeRunError
-from .scenarios import PRECISIONS, Scenario, ScenarioGridConfig
+from .scenarios import PRECISIONS, Scenario, ScenarioGridConfig, make_scenario_id
 from .stats import make_stopper, pooled_summary, summarize
 
 GRANULARITIES = ("e2e", "op", "kernel")
@@ -765,8 +765,6 @@ def grid_dir_name(device_name: str, framework: str, precision: str, cores: str |
     """The folder a matrix stage writes (dvc.yaml spells it with ${...}): the scenario id with
     threads = cores (no core set on the GPU), which the stage also uses when the grid point is
     not offered."""
-    from .dataset.importers import make_scenario_id
-
     return make_scenario_id(device_name, accelerator, framework=framework,
                             cores=cores if accelerator == "cpu" else None, precision=precision)
 

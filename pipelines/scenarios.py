@@ -2,8 +2,8 @@
 
 A scenario is device x framework x accelerator x cores x threads x precision.
 
-``scenario_id`` follows ``pipelines.dataset.importers.make_scenario_id`` (the convention of the
-imported USC/HELP data, without their dataset prefix):
+``scenario_id`` follows :func:`make_scenario_id` (the convention of the imported USC/HELP data,
+which their importers build with it too, without their dataset prefix):
 ``<device>-<framework>-<accelerator>-<cores>-<precision>[-t<threads>]``, e.g.
 ``host-tflite-cpu-2large-fp32``, ``pixel4-pytorch-cpu-1large2med-int8``; ``-t<threads>`` only
 when the thread count differs from the number of cores (``host-tflite-cpu-1large-fp32-t2``).
@@ -32,10 +32,10 @@ Unknown values are configuration errors: one-line ``ValueError`` naming the fiel
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pipelines.dataset.importers import make_scenario_id
 from pipelines.devices.topology import Cluster, CoreSet, core_combinations, core_set, cpu_mask, parse_label
 from pipelines.runners import missing_precision
 
@@ -47,6 +47,34 @@ CLUSTER_TAG_WORDS = ("large", "small")  # plus med, medb, medc, ... (topology.cl
 
 def _known_tag(tag: str) -> bool:
     return tag in CLUSTER_TAG_WORDS or tag == "med" or (tag.startswith("med") and len(tag) == 4 and tag[3].isalpha())
+
+
+# ---------------------------------------------------------------- scenario ids
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def slug(text: str) -> str:
+    """Lower case, only letters and digits (``gold_6226`` -> ``gold6226``)."""
+    return _SLUG.sub("", str(text).lower())
+
+
+def make_scenario_id(device: str, accelerator: str, *, framework: str | None = None, cores: str | None = None,
+                     precision: str | None = None, batch: int = 1, prefix: str | None = None) -> str:
+    """``[<prefix>-]<device>[-<framework>]-<accelerator>[-<cores>][-<precision>][-b<batch>]``.
+
+    Parts are lower-case letters and digits; unknown parts are left out; ``-b<batch>`` only
+    when the batch is not 1; ``prefix`` names the public dataset (``usc``, ``help``) so that
+    imported scenarios never collide with the suite's own measurements, which have none.
+    E.g. ``usc-pixel4-tflite-cpu-1large-fp32``, ``usc-s10-pytorch-gpu-fp16``,
+    ``help-pixel3-tflite-cpu``, ``help-titanxp-gpu-b32``, ``pixel4-litert-cpu-2med-int8``.
+    """
+    parts = [prefix, device, framework, accelerator, cores, precision]
+    out = [slug(p) for p in parts if p]
+    if any(not p for p in out):
+        raise ValueError(f"scenario id parts must contain letters or digits: {parts}")
+    if batch != 1:
+        out.append(f"b{int(batch)}")
+    return "-".join(out)
 
 
 # ---------------------------------------------------------------- scenario

@@ -7,10 +7,12 @@
 - :mod:`.load`: ``load_dataset(path) -> Dataset``;
 - :mod:`.card`: DATASET.md and its figures.
 
+Scenario ids (``make_scenario_id``) are the scenarios' own: pipelines/scenarios.py.
+
 See docs/dataset.md.
 """
 from .help import HelpConfig, import_help
-from .importers import ImportProblem, ImportResult, PublicDataError, make_scenario_id, merge_tables, run_import
+from .importers import ImportProblem, ImportResult, PublicDataError, merge_tables, run_import
 from .load import Dataset, Scenario, load_dataset, save_tables
 from .schema import SCHEMA_VERSION, SCHEMAS, TABLES, SchemaError, check_table, check_tables, conform
 from .usc import UscConfig, import_usc
@@ -19,5 +21,5 @@ __all__ = [
     "SCHEMA_VERSION", "SCHEMAS", "TABLES", "SchemaError", "check_table", "check_tables", "conform",
     "Dataset", "Scenario", "load_dataset", "save_tables",
     "UscConfig", "import_usc", "HelpConfig", "import_help",
-    "ImportProblem", "ImportResult", "PublicDataError", "make_scenario_id", "merge_tables", "run_import",
+    "ImportProblem", "ImportResult", "PublicDataError", "merge_tables", "run_import",
 ]

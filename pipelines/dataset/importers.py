@@ -192,34 +192,6 @@ def parse_number(text: str, table: CsvTable, line: int, column: str, *, positive
     return v
 
 
-# ---------------------------------------------------------------- scenario ids
-_SLUG = re.compile(r"[^a-z0-9]+")
-
-
-def slug(text: str) -> str:
-    """Lower case, only letters and digits (``gold_6226`` -> ``gold6226``)."""
-    return _SLUG.sub("", str(text).lower())
-
-
-def make_scenario_id(device: str, accelerator: str, *, framework: str | None = None, cores: str | None = None,
-                     precision: str | None = None, batch: int = 1, prefix: str | None = None) -> str:
-    """``[<prefix>-]<device>[-<framework>]-<accelerator>[-<cores>][-<precision>][-b<batch>]``.
-
-    Parts are lower-case letters and digits; unknown parts are left out; ``-b<batch>`` only
-    when the batch is not 1; ``prefix`` names the public dataset (``usc``, ``help``) so that
-    imported scenarios never collide with the suite's own measurements, which have none.
-    E.g. ``usc-pixel4-tflite-cpu-1large-fp32``, ``usc-s10-pytorch-gpu-fp16``,
-    ``help-pixel3-tflite-cpu``, ``help-titanxp-gpu-b32``, ``pixel4-litert-cpu-2med-int8``.
-    """
-    parts = [prefix, device, framework, accelerator, cores, precision]
-    out = [slug(p) for p in parts if p]
-    if any(not p for p in out):
-        raise ValueError(f"scenario id parts must contain letters or digits: {parts}")
-    if batch != 1:
-        out.append(f"b{int(batch)}")
-    return "-".join(out)
-
-
 # ---------------------------------------------------------------- devices
 @dataclass(frozen=True)
 class Device:

@@ -63,14 +63,14 @@ from .importers import (
     ImportResult,
     PublicDataError,
     finish,
-    make_scenario_id,
     parse_cores,
     parse_number,
 )
-from .importers import blank_device, device_from_entry, not_in_catalog, select_devices, slug
+from .importers import blank_device, device_from_entry, not_in_catalog, select_devices
 from .schema import TableBuilder
 from generators.configs import coerce
 from pipelines.devices.catalog import Catalog, as_catalog
+from pipelines.scenarios import make_scenario_id, slug
 
 DATASET = "usc-mobile-ml-benchmark"
 PREFIX = "usc"
