@@ -97,7 +97,7 @@ def _usc_dataset(args: argparse.Namespace):
 
     if args.dataset:
         return load_dataset(args.dataset)
-    from pipelines.dataset.importers import run_import
+    from pipelines.dataset.import_public import run_import
     from pipelines.dataset.usc import UscConfig
 
     out = Path(args.workdir) / "usc-gpu"

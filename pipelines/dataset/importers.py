@@ -1,4 +1,4 @@
-"""Importing public latency datasets into the dataset schema, and the ``import-public`` entry.
+"""Importing public latency datasets into the dataset schema: what the importers share.
 
 Shared by the importers (:mod:`.usc`, :mod:`.help`):
 
@@ -15,8 +15,8 @@ Shared by the importers (:mod:`.usc`, :mod:`.help`):
   catalog lacks (:func:`blank_device`; the importer records :func:`not_in_catalog` as a problem
   and imports its rows); :func:`select_devices` applies a config's ``devices`` filter.
 
-:func:`run_import` runs both importers into an output folder: the five parquet tables,
-``import_problems.csv`` and the dataset card (DATASET.md + plots).
+:func:`merge_tables` joins the tables of several imports. The importers use this module and
+this module uses none of them: :mod:`.import_public` (``run_import``) runs both into a folder.
 """
 from __future__ import annotations
 
@@ -318,58 +318,3 @@ def merge_tables(*parts: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
             df = df.drop_duplicates(subset=["model_id"], keep="first").reset_index(drop=True)
         out[name] = df
     return out
-
-
-# ---------------------------------------------------------------- the entry point
-def run_import(cfg_usc: Any = None, cfg_help: Any = None, out_dir: str | Path = "data/public",
-               progress: bool = True, card: bool = True) -> dict[str, Any]:
-    """Import the public datasets whose config is given (``None`` skips one) into ``out_dir``.
-
-    Writes ``{models,scenarios,e2e,ops,kernels}.parquet`` (checked against the schema),
-    ``import_problems.csv`` (file, row, column, message; header only when clean) and, with
-    ``card``, DATASET.md and its plots. Deterministic: the same inputs give the same files.
-    Returns ``{"counts": {table: rows}, "problems": [ImportProblem], "notes": [str]}``.
-    """
-    from .load import save_tables
-
-    if cfg_usc is None and cfg_help is None:
-        raise ValueError("run_import: give at least one of cfg_usc, cfg_help")
-    results: list[ImportResult] = []
-    if cfg_usc is not None:
-        from .usc import import_usc
-
-        results.append(import_usc(cfg_usc, progress=progress))
-    if cfg_help is not None:
-        from .help import import_help
-
-        results.append(import_help(cfg_help, progress=progress))
-    tables = merge_tables(*results)
-    check_tables(tables)
-    out = Path(out_dir)
-    save_tables(tables, out)
-    problems = [p for r in results for p in r.problems]
-    notes = [n for r in results for n in r.notes]
-    _write_problems(out / "import_problems.csv", problems)
-    if card:
-        from .card import write_card
-        from .load import Dataset
-
-        write_card(Dataset(tables, path=out, check=False), out, notes=notes)
-    if progress:
-        for r in results:
-            print(r.summary())
-        for p in problems:
-            print(f"  problem: {p}")
-    return {"counts": {n: len(tables[n]) for n in TABLES}, "problems": problems, "notes": notes}
-
-
-def _write_problems(path: Path, problems: list[ImportProblem]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["file", "row", "column", "message"])
-        for p in problems:
-            w.writerow([p.file, "" if p.row is None else p.row, p.column or "", p.message])
-    tmp.replace(path)
-

@@ -16,7 +16,7 @@ HELP_DEVICES = ["gold_6226", "pixel2", "raspi4", "eyeriss"]
 
 def public_subset(shared_dir: Path, out: Path, usc_devices: list[str] | None = None) -> Path:
     from pipelines.dataset.help import HelpConfig
-    from pipelines.dataset.importers import run_import
+    from pipelines.dataset.import_public import run_import
     from pipelines.dataset.usc import UscConfig
 
     ext = Path(shared_dir) / "external"
