@@ -33,9 +33,9 @@ Protocol (nnPerf's instrument, the USC paper's coverage; ``measure`` config sect
 - What a (framework, accelerator) can record is its registered runner (pipelines/runners/,
   :data:`pipelines.runners.RUNNERS`): the artifact per precision, the granularities, and why
   the others are not offered (PyTorch: no kernels; the GPU: no ops, LiteRT has no profiler for
-  its GPU accelerator). Records and SCENARIO.json
-  state the reason (``granularities_not_offered``). On the GPU the kernel process's records are
-  the GPU commands the Vulkan timestamp layer saw (docs/gpu.md), timed by GPU timestamps; their
+  its GPU accelerator). Records and SCENARIO.json state the reason
+  (``granularities_not_offered``). On the GPU the kernel process's records are the GPU
+  commands the Vulkan timestamp layer saw (docs/gpu.md), timed by GPU timestamps; their
   identity (command kind, shader, dispatch size) and the program labels of
   pipelines/gpu/programs.py are kept per kernel (:func:`aggregate_events`).
 
