@@ -425,7 +425,9 @@ def write_card(ds: Dataset | str | Path, out_dir: str | Path | None = None, note
         if commits:
             head += f", commit {', '.join(commits)}"
         lines += [head + ".", "", info["how"], ""]
-    for title, body in [*(sections or []), *filter(None, [load_section(ds)])]:
+    from .findings import findings_section
+
+    for title, body in [*(sections or []), *filter(None, [load_section(ds), findings_section(ds)])]:
         lines += [f"### {title}", "", body.rstrip(), ""]
 
     # figures
