@@ -59,7 +59,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -69,6 +69,9 @@ from .runners import RUNNERS, runner_for
 from .runners.records import EVENT_KEYS, GPU_EVENT_KEYS, RECORD_SCHEMA, NativeRun, NativeRunError
 from .scenarios import PRECISIONS, Scenario, ScenarioGridConfig, make_scenario_id
 from .stats import make_stopper, pooled_summary, summarize
+
+if TYPE_CHECKING:
+    from .devices.base import Device
 
 GRANULARITIES = ("e2e", "op", "kernel")
 # failures of the device rather than of the model (a phone that disconnected): a rerun
@@ -288,7 +291,7 @@ class StageScenario:
     reason: str | None = None  # why the grid point is not offered on this device
 
 
-def stage_scenario(device: Any, framework: str, precision: str, cores: str | None, threads: int | None = None,
+def stage_scenario(device: Device, framework: str, precision: str, cores: str | None, threads: int | None = None,
                    accelerator: str = "cpu") -> StageScenario:
     """The scenario one matrix stage measures, or why the device does not offer it.
 
@@ -360,7 +363,7 @@ class MeasureError(RuntimeError):
 class Sweep:
     """Measures a list of models in one scenario on one device (see the module doc)."""
 
-    def __init__(self, device: Any, scenario: Scenario, cfg: MeasureConfig, out_dir: Path, artifacts_dir: Path,
+    def __init__(self, device: Device, scenario: Scenario, cfg: MeasureConfig, out_dir: Path, artifacts_dir: Path,
                  progress: bool = True, log: Callable[[str], None] | None = None):
         self.device, self.scenario, self.cfg = device, scenario, cfg
         self.out, self.artifacts = Path(out_dir), Path(artifacts_dir)
@@ -770,7 +773,7 @@ def grid_dir_name(device_name: str, framework: str, precision: str, cores: str |
 
 
 def run_measure(cfg: Any, framework: str, precision: str, cores: str | None, *, threads: int | None = None,
-                accelerator: str = "cpu", device: Any = None, models_dir: str | Path | None = None,
+                accelerator: str = "cpu", device: Device | None = None, models_dir: str | Path | None = None,
                 artifacts_dir: str | Path | None = None, out_root: str | Path | None = None,
                 progress: bool = True) -> dict[str, Any]:
     """Measure the selected networks in one scenario of the configured device.

@@ -44,7 +44,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..runners.litert import litert_version
 from ..runners.records import EXIT_KINDS, NativeRun, NativeRunError, read_records
@@ -53,6 +53,9 @@ from .android import (RC_MARK, AdbFault, PhoneError, cpu_state_command, ensure_s
                       sysfs_dump_command, sysfs_tree, describe_phone)
 from .base import register_device_kind, sweep_lock
 from .topology import Cluster, CoreSet, core_combinations, read_clusters
+
+if TYPE_CHECKING:
+    from pipelines.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 # scripts/cross-build.sh writes one folder per target: latbench-run, libLiteRt.so, LITERT_VERSION
@@ -121,7 +124,7 @@ def find_runtime(abi: str) -> Runtime:
 @register_device_kind("adb")
 @dataclass
 class AdbDevice:
-    """A phone reached through an adb server (see the module doc)."""
+    """A phone reached through an adb server (see the module doc); a :class:`pipelines.devices.Device`."""
 
     name: str
     serial: str
@@ -293,8 +296,8 @@ class AdbDevice:
         self._pushed = None
 
     # -- one run
-    def run(self, framework: str, artifact: str | os.PathLike, *, scenario, mode: str = "e2e", warmup: int = 5,
-            runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+    def run(self, framework: str, artifact: str | os.PathLike, *, scenario: Scenario, mode: str = "e2e",
+            warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
             trace_path: str | os.PathLike | None = None, timeout: float | None = None,
             engine: str | None = None) -> NativeRun:
         """One fresh measuring process on the phone, pinned with taskset (see the module doc)."""

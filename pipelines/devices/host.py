@@ -21,9 +21,14 @@ import socket
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .base import register_device_kind, sweep_lock
 from .topology import CPU_DIR, Cluster, CoreSet, core_combinations, list_cpus, read_clusters
+
+if TYPE_CHECKING:
+    from pipelines.runners.records import NativeRun
+    from pipelines.scenarios import Scenario
 
 
 def _read(path: Path) -> str | None:
@@ -87,9 +92,9 @@ def probe_gpu() -> tuple[str | None, str | None]:
 @register_device_kind("host")
 @dataclass
 class HostDevice:
-    """This machine as a device. ``name`` comes from the config (``device.name``);
-    ``gpu_setting`` is ``device.gpu`` as configured (a name, ``auto`` or None, see the module
-    doc) and ``gpu`` what it resolves to."""
+    """This machine as a device (a :class:`pipelines.devices.Device`). ``name`` comes from the
+    config (``device.name``); ``gpu_setting`` is ``device.gpu`` as configured (a name, ``auto``
+    or None, see the module doc) and ``gpu`` what it resolves to."""
 
     name: str = "host"
     root: str = "/"
@@ -126,9 +131,10 @@ class HostDevice:
     def lock(self, path: str | os.PathLike):
         return sweep_lock(path, self.name)
 
-    def run(self, framework: str, artifact: str | os.PathLike, *, scenario, mode: str = "e2e", warmup: int = 5,
-            runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
-            trace_path: str | os.PathLike | None = None, timeout: float | None = None, engine: str | None = None):
+    def run(self, framework: str, artifact: str | os.PathLike, *, scenario: Scenario, mode: str = "e2e",
+            warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+            trace_path: str | os.PathLike | None = None, timeout: float | None = None,
+            engine: str | None = None) -> NativeRun:
         """One fresh measuring process pinned to the scenario's CPU set, launched by the runner
         registered for the framework on the scenario's accelerator (pipelines/runners/:
         latbench-run, or the torch worker); returns its NativeRun (see base.py)."""
