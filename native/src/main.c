@@ -726,6 +726,22 @@ static void cpus_json(sbuf *b, const int *cpus, int n) {
     sb_puts(b, "]");
 }
 
+/* A run record (phase warmup, timed or overhead), handed to the writer. Called after t1,
+ * never inside a timed interval. */
+static inline void push_run(writer *w, int phase, int run, bool profiled, const char *label,
+                            int64_t start_ns, int64_t dur_ns) {
+    record r;
+    memset(&r, 0, sizeof r);
+    r.type = REC_RUN;
+    r.phase = phase;
+    r.run = run;
+    r.profiled = profiled;
+    r.label = label;
+    r.start_ns = start_ns;
+    r.dur_ns = dur_ns;
+    writer_push(w, &r);
+}
+
 int main(int argc, char **argv) {
     args_t a;
     int64_t wall_start = plat_wall_ns();
@@ -938,17 +954,8 @@ int main(int argc, char **argv) {
     if (bad_thread)
         die(EXIT_CPUS, "%s runs outside the requested CPU set %s after the model was compiled",
             bad_thread, a.cpus_arg ? a.cpus_arg : allowed_str);
-    for (int i = 0; i < a.warmup; i++) {
-        record r;
-        memset(&r, 0, sizeof r);
-        r.type = REC_RUN;
-        r.phase = PHASE_WARMUP;
-        r.run = i;
-        r.profiled = profiling;
-        r.start_ns = warm[2 * i];
-        r.dur_ns = warm[2 * i + 1] - warm[2 * i];
-        writer_push(w, &r);
-    }
+    for (int i = 0; i < a.warmup; i++)
+        push_run(w, PHASE_WARMUP, i, profiling, NULL, warm[2 * i], warm[2 * i + 1] - warm[2 * i]);
     free(warm);
 
     /* timed runs */
@@ -962,16 +969,8 @@ int main(int argc, char **argv) {
         LrStatus rs = timed_run(&main_cm, &t0, &t1);
         if (profiling) LiteRtStopProfiler(main_cm.prof);
         check_run(rs, a.model);
-        record r;
-        memset(&r, 0, sizeof r);
-        r.type = REC_RUN;
-        r.phase = PHASE_TIMED;
-        r.run = i;
-        r.profiled = profiling;
-        r.start_ns = t0;
-        r.dur_ns = t1 - t0;
-        dur[i] = r.dur_ns;
-        writer_push(w, &r);
+        dur[i] = t1 - t0;
+        push_run(w, PHASE_TIMED, i, profiling, NULL, t0, t1 - t0);
         if (profiling) collect_events(&main_cm, &E, &names, w, i, t0, a.mode);
         if (g_gpu) gpu_after_run(g_gpu, w, i, t0, t1);
     }
@@ -999,30 +998,14 @@ int main(int argc, char **argv) {
                     if (main_cm.read_back) check_run(read_outputs(&main_cm), a.model);
                     int64_t b1 = plat_now_ns();
                     block[p] = (b1 - b0) / K;
-                    record r;
-                    memset(&r, 0, sizeof r);
-                    r.type = REC_RUN;
-                    r.phase = PHASE_OVERHEAD;
-                    r.run = seq++;
-                    r.label = "block";
-                    r.start_ns = b0;
-                    r.dur_ns = b1 - b0;
-                    writer_push(w, &r);
+                    push_run(w, PHASE_OVERHEAD, seq++, false, "block", b0, b1 - b0);
                 } else {
                     int64_t dk[K];
                     for (int k = 0; k < K; k++) {
                         int64_t t0, t1;
                         check_run(timed_run(&main_cm, &t0, &t1), a.model);
                         dk[k] = t1 - t0;
-                        record r;
-                        memset(&r, 0, sizeof r);
-                        r.type = REC_RUN;
-                        r.phase = PHASE_OVERHEAD;
-                        r.run = seq++;
-                        r.label = "instrumented";
-                        r.start_ns = t0;
-                        r.dur_ns = t1 - t0;
-                        writer_push(w, &r);
+                        push_run(w, PHASE_OVERHEAD, seq++, false, "instrumented", t0, t1 - t0);
                     }
                     int64_t sum = 0;
                     for (int k = 0; k < K; k++) sum += dk[k];
@@ -1065,16 +1048,7 @@ int main(int argc, char **argv) {
                 if (rec) LiteRtStopProfiler(c->prof);
                 check_run(rs, a.model);
                 d[k][p] = t1 - t0;
-                record r;
-                memset(&r, 0, sizeof r);
-                r.type = REC_RUN;
-                r.phase = PHASE_OVERHEAD;
-                r.run = seq++;
-                r.profiled = rec;
-                r.label = cond[k];
-                r.start_ns = t0;
-                r.dur_ns = t1 - t0;
-                writer_push(w, &r);
+                push_run(w, PHASE_OVERHEAD, seq++, rec, cond[k], t0, t1 - t0);
             }
             pair_ratio[p] = d[0][p] > 0 ? (double)d[2][p] / (double)d[0][p] : 0;
             rec_ratio[p] = d[1][p] > 0 ? (double)d[2][p] / (double)d[1][p] : 0;
