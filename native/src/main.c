@@ -1,16 +1,23 @@
 /* latbench-run: on-device latency measurement of a .tflite model through the LiteRT C API.
  *
- * Order of events (each step matters for what the numbers mean):
- *   1. arguments, model file check;
+ * Order of events (each step matters for what the numbers mean); main() calls the phase
+ * functions named in brackets, in this order:
+ *   1. arguments, model file check [parse_args, check_model_file];
  *   2. the process is pinned to the requested CPU set (before any runtime thread exists,
- *      so LiteRT's thread pool and the writer thread inherit the set);
- *   3. the asynchronous writer starts (SCHED_IDLE, inside the set);
- *   4. LiteRT environment, model, compiled model(s), tensor buffers;
- *   5. warm-up runs; then every thread's affinity is read back from the OS;
- *   6. timed runs: each one is exactly  t0 = clock(); LiteRtRunCompiledModel(); t1 = clock().
- *      Profiler start/stop, event retrieval and record hand-off happen outside [t0, t1];
- *   7. optional overhead measurement (alternating plain / armed / profiled runs);
- *   8. end record, writer drained, files closed.
+ *      so LiteRT's thread pool and the writer thread inherit the set) [choose_cpus,
+ *      pin_to_cpus];
+ *   3. the asynchronous writer starts (SCHED_IDLE, inside the set) [start_writer];
+ *   4. LiteRT environment, model, compiled model(s), tensor buffers [open_runtime,
+ *      load_model, compile_models];
+ *   5. warm-up runs; then every thread's affinity is read back from the OS [warm_up,
+ *      write_meta];
+ *   6. timed runs [timed_runs]: each one is exactly  t0 = clock(); LiteRtRunCompiledModel();
+ *      t1 = clock() (timed_run). Profiler start/stop, event retrieval and record hand-off
+ *      happen outside [t0, t1];
+ *   7. optional overhead measurement (alternating plain / armed / profiled runs; in e2e
+ *      mode, runs timed one by one against runs timed as one block) [overhead_profiled,
+ *      overhead_e2e];
+ *   8. end record, writer drained, files closed [write_end, release_runtime].
  * See print_help() for the CLI, the record schema and the exit codes.
  */
 #define _GNU_SOURCE
@@ -457,7 +464,6 @@ static void destroy_compiled(compiled_t *c) {
     c->cm = NULL;
 }
 
-/* The timed region: two clock reads around the run call, nothing else. */
 /* --dump-outputs: the raw bytes of every output tensor, in signature order. */
 static void dump_outputs(compiled_t *c, const char *path) {
     FILE *f = fopen(path, "wb");
@@ -488,6 +494,8 @@ static LrStatus read_outputs(compiled_t *c) {
     return LR_OK;
 }
 
+/* The timed region: two clock reads around the run call, nothing else (on the GPU, the
+ * read-back above as well). */
 static inline LrStatus timed_run(compiled_t *c, int64_t *t0, int64_t *t1) {
     *t0 = plat_now_ns();
     LrStatus st = LiteRtRunCompiledModel(c->cm, 0, c->n_in, c->in, c->n_out, c->out);
