@@ -22,6 +22,17 @@ def shared_dir() -> Path:
     return SHARED
 
 
+# the public datasets' folders under ../shared/external, for the tests that read their files
+@pytest.fixture(scope="session")
+def usc_dir(shared_dir) -> Path:
+    return shared_dir / "external" / "usc-mobile-ml-benchmark"
+
+
+@pytest.fixture(scope="session")
+def help_dir(shared_dir) -> Path:
+    return shared_dir / "external" / "help-nasbench201"
+
+
 @pytest.fixture(scope="session")
 def public(shared_dir, tmp_path_factory) -> dict[str, str]:
     """Leaderboard data roots for tests: a small public import (USC Pixel 4 + a HELP subset, built
