@@ -5,6 +5,9 @@ from pathlib import Path
 
 import pytest
 
+# the helpers in tests/support/ assert too: pytest explains their failures as it does a test's
+pytest.register_assert_rewrite("support")
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("LATBENCH_SHARED", ROOT.parent / "shared"))
 
