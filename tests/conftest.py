@@ -52,13 +52,10 @@ def public(shared_dir, tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def native_built() -> Path:
     """native/build.sh once per test session (incremental); the latbench-run binary."""
-    import subprocess
-
     from pipelines.runners import litert as nr
+    from support.native import build_native
 
-    proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
+    build_native()
     return nr.BINARY
 
 
