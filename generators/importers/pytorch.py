@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..ir import Graph
-from ..sources import SOURCES
+from ..sources import register_source
 from ..configs import coerce
 from .common import Unsupported as _Unsupported
 from .common import UnsupportedModelError, finish, materialized, node_errors
@@ -902,19 +902,11 @@ def validate_config(cfg: Any) -> PytorchImportConfig:
     return cfg
 
 
-@SOURCES.register(SOURCE)
-class PytorchImportSource:
-    """Real-world CNNs imported from pytorchcv (by name), in the configured order."""
+def _generate(cfg: Any, seed: int) -> Iterator[Graph]:
+    cfg = validate_config(cfg)
+    for m in cfg.models:  # deterministic; the seed plays no part
+        yield import_pytorchcv(m)
 
-    name = SOURCE
-    Config = PytorchImportConfig
 
-    @staticmethod
-    def validate_config(cfg: Any) -> PytorchImportConfig:
-        return validate_config(cfg)
-
-    @staticmethod
-    def generate(cfg: Any, seed: int) -> Iterator[Graph]:
-        cfg = validate_config(cfg)
-        for m in cfg.models:  # deterministic; the seed plays no part
-            yield import_pytorchcv(m)
+PytorchImportSource = register_source(SOURCE, PytorchImportConfig, validate_config, _generate,
+                                      "Real-world CNNs imported from pytorchcv (by name), in the configured order.")
