@@ -153,13 +153,8 @@ class ScenarioGridConfig:
                 raise ValueError(f"{name}: must not be empty")
             for v in values:
                 _check(name, v, known, what)
-        if isinstance(self.cores, str):
-            if self.cores != "all":
-                raise ValueError(f"cores: expected 'all' or a list of labels such as [1large, 2med], got {self.cores!r}")
-        else:
-            labels = _as_list("cores", self.cores)
-            if not labels:
-                raise ValueError("cores: must not be empty (use 'all')")
+        labels = _word_or_list("cores", self.cores, "all", "a list of labels such as [1large, 2med]")
+        if labels is not None:
             for label in labels:
                 try:
                     counts = parse_label(str(label))
@@ -168,13 +163,8 @@ class ScenarioGridConfig:
                 for _, tag in counts:
                     if not _known_tag(tag):
                         raise ValueError(f"cores: unknown cluster {tag!r} in {label!r} (known: large, med, small)")
-        if isinstance(self.threads, str):
-            if self.threads != "cores":
-                raise ValueError(f"threads: expected 'cores' or a list of counts, got {self.threads!r}")
-        else:
-            counts = _as_list("threads", self.threads)
-            if not counts:
-                raise ValueError("threads: must not be empty (use 'cores')")
+        counts = _word_or_list("threads", self.threads, "cores", "a list of counts")
+        if counts is not None:
             for t in counts:
                 if isinstance(t, bool) or not isinstance(t, int) or t < 1:
                     raise ValueError(f"threads: expected positive integers, got {t!r}")
@@ -194,6 +184,18 @@ class ScenarioGridConfig:
             if not isinstance(v, str) and v is not None:
                 setattr(out, name, list(v))
         return out.validate()
+
+
+def _word_or_list(name: str, value: Any, word: str, a_list: str) -> list | None:
+    """A grid field that is either the one ``word`` (None) or a non-empty list (the list)."""
+    if isinstance(value, str):
+        if value != word:
+            raise ValueError(f"{name}: expected '{word}' or {a_list}, got {value!r}")
+        return None
+    values = _as_list(name, value)
+    if not values:
+        raise ValueError(f"{name}: must not be empty (use '{word}')")
+    return values
 
 
 def _as_list(name: str, value: Any) -> list:

@@ -41,16 +41,6 @@ USC_FILES = ["cnn_real_e2e_tflite.csv", "cnn_real_e2e_torch.csv", "cnn_real_ops_
 
 
 @pytest.fixture(scope="session")
-def usc_dir(shared_dir) -> Path:
-    return shared_dir / "external" / "usc-mobile-ml-benchmark"
-
-
-@pytest.fixture(scope="session")
-def help_dir(shared_dir) -> Path:
-    return shared_dir / "external" / "help-nasbench201"
-
-
-@pytest.fixture(scope="session")
 def imported(tmp_path_factory, usc_dir, help_dir):
     """Both datasets imported (no IR rebuild) into a folder with the card; (folder, report)."""
     out = tmp_path_factory.mktemp("public")

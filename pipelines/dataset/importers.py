@@ -1,5 +1,11 @@
 """Importing public latency datasets into the dataset schema: what the importers share.
 
+Each importer is ``import_<name>(cfg=None, progress=False, catalog=None) -> ImportResult``
+(:func:`.usc.import_usc`, :func:`.help.import_help`): it reads the files in ``cfg.path``;
+``catalog`` is the device catalog (a Catalog or a path; default pipelines/devices/catalog.yaml);
+it raises PublicDataError when ``cfg.devices`` names a device in neither the files nor the
+catalog, or selects no device of the files.
+
 Shared by the importers (:mod:`.usc`, :mod:`.help`):
 
 - :class:`ImportProblem`: one fault in the input, naming file, line and column. Importers do
@@ -15,7 +21,9 @@ Shared by the importers (:mod:`.usc`, :mod:`.help`):
   catalog lacks (:func:`blank_device`; the importer records :func:`not_in_catalog` as a problem
   and imports its rows); :func:`select_devices` applies a config's ``devices`` filter.
 
-:func:`merge_tables` joins the tables of several imports. The importers use this module and
+:func:`check_config_fields` checks the fields every importer's config has and
+:func:`data_folder` finds the folder it names. :func:`merge_tables` joins the tables of several
+imports. The importers use this module and
 this module uses none of them: :mod:`.import_public` (``run_import``) runs both into a folder.
 """
 from __future__ import annotations
@@ -75,6 +83,27 @@ def finish(dataset: str, tables: dict[str, pd.DataFrame], problems: list[ImportP
         raise PublicDataError(f"{dataset}: {len(problems)} problem(s) in the input (strict mode):\n"
                               + "\n".join(str(p) for p in problems))
     return ImportResult(tables, problems, notes, dataset)
+
+
+# ---------------------------------------------------------------- config and folder
+def check_config_fields(cfg: Any) -> None:
+    """The checks of the fields every importer's config has (``path``, ``rebuild_ir``,
+    ``store_ir``, ``strict``): ValueError("<field>: ...") on the first fault."""
+    if not isinstance(cfg.path, (str, Path)) or not str(cfg.path):
+        raise ValueError(f"path: expected a folder path, got {cfg.path!r}")
+    for name in ("rebuild_ir", "store_ir", "strict"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ValueError(f"{name}: expected true or false, got {getattr(cfg, name)!r}")
+
+
+def data_folder(path: str, section: str) -> Path:
+    """The folder of a public dataset's files (``<section>.path`` of the config); a
+    PublicDataError saying how to get the files when it is not there."""
+    root = Path(path)
+    if not root.is_dir():
+        raise PublicDataError(f"{root}: folder not found ({section}.path); pull the files with `dvc import` "
+                              "(see docs/dataset.md)")
+    return root
 
 
 # ---------------------------------------------------------------- CSV

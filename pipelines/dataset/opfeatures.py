@@ -208,15 +208,21 @@ def read_tflite_ops(path: str | Path) -> list[TfliteNode]:
     return nodes
 
 
-def _nhwc(shape: list[int] | None) -> tuple[int | None, int | None, int | None]:
-    """(channels, height, width) of an NHWC feature map; a 2-D [N, C] tensor has only channels."""
+def _chw(shape: list[int] | None, c: int, h: int, w: int) -> tuple[int | None, int | None, int | None]:
+    """(channels, height, width) of a rank-4 feature map whose axes ``c``, ``h``, ``w`` hold them;
+    a 2-D [N, C] tensor has only channels; any other rank, none."""
     if not shape:
         return None, None, None
     if len(shape) == 4:
-        return shape[3], shape[1], shape[2]
+        return shape[c], shape[h], shape[w]
     if len(shape) == 2:
         return shape[1], None, None
     return None, None, None
+
+
+def _nhwc(shape: list[int] | None) -> tuple[int | None, int | None, int | None]:
+    """(channels, height, width) of an NHWC feature map (TFLite)."""
+    return _chw(shape, 3, 1, 2)
 
 
 def _same_padding(in_size: int | None, out_size: int | None, k: int | None, stride: int | None,
@@ -272,13 +278,8 @@ def tflite_features(node: TfliteNode) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- PyTorch
 def _nchw(shape: list[int] | None) -> tuple[int | None, int | None, int | None]:
-    if not shape:
-        return None, None, None
-    if len(shape) == 4:
-        return shape[1], shape[2], shape[3]
-    if len(shape) == 2:
-        return shape[1], None, None
-    return None, None, None
+    """(channels, height, width) of an NCHW feature map (PyTorch)."""
+    return _chw(shape, 1, 2, 3)
 
 
 def torch_features(name: str, input_shapes: list[list[int]] | None) -> dict[str, Any]:

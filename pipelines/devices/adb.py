@@ -51,7 +51,7 @@ from ..runners.records import EXIT_KINDS, NativeRun, NativeRunError, read_record
 from .android import (RC_MARK, AdbFault, PhoneError, cpu_state_command, ensure_server, fault_types, one_line,
                       open_phone, parse_cpu_state, parse_df_available_kb, parse_getprop, parse_thermal, q, shell,
                       sysfs_dump_command, sysfs_tree, describe_phone)
-from .base import register_device_kind, sweep_lock
+from .base import check_run, register_device_kind, sweep_lock
 from .topology import Cluster, CoreSet, core_combinations, read_clusters
 
 if TYPE_CHECKING:
@@ -301,10 +301,7 @@ class AdbDevice:
             trace_path: str | os.PathLike | None = None, timeout: float | None = None,
             engine: str | None = None) -> NativeRun:
         """One fresh measuring process on the phone, pinned with taskset (see the module doc)."""
-        if framework not in self.frameworks:
-            raise ValueError(f"device {self.name}: unknown framework {framework!r} "
-                             f"(known: {', '.join(self.frameworks)})")
-        artifact = Path(artifact)
+        artifact = check_run(self, framework, artifact)
         if not artifact.is_file():
             raise NativeRunError(f"{artifact}: model file missing", kind="model_missing", model=str(artifact))
         if not scenario.cpus:

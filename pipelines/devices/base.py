@@ -81,6 +81,14 @@ def register_device_kind(kind: str):
     return deco
 
 
+def check_run(device: Device, framework: str, artifact: str | os.PathLike) -> Path:
+    """What every device kind's ``run`` checks first: ValueError naming the device when it cannot
+    run ``framework``. Returns the artifact as a Path."""
+    if framework not in device.frameworks:
+        raise ValueError(f"device {device.name}: unknown framework {framework!r} (known: {', '.join(device.frameworks)})")
+    return Path(artifact)
+
+
 def make_device(cfg: Any) -> Device:
     """The device of a ``device`` config section (``kind`` picks the class, which reads the
     fields it needs with ``from_config``)."""

@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .base import register_device_kind, sweep_lock
+from .base import check_run, register_device_kind, sweep_lock
 from .topology import CPU_DIR, Cluster, CoreSet, core_combinations, list_cpus, read_clusters
 
 if TYPE_CHECKING:
@@ -140,8 +140,7 @@ class HostDevice:
         latbench-run, or the torch worker); returns its NativeRun (see base.py)."""
         from pipelines.runners import runner_for
 
-        if framework not in self.frameworks:
-            raise ValueError(f"device {self.name}: unknown framework {framework!r} (known: {', '.join(self.frameworks)})")
+        check_run(self, framework, artifact)
         runner = runner_for(framework, scenario.accelerator)
         if runner is None:
             raise ValueError(f"device {self.name}: the suite has no {framework} runner for the {scenario.accelerator} "

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from pipelines.devices.base import check_run
 from pipelines.runners.records import NativeRun, NativeRunError
 
 if TYPE_CHECKING:
@@ -105,10 +106,7 @@ class FarmPhone:
             warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
             trace_path: str | os.PathLike | None = None, timeout: float | None = None,
             engine: str | None = None) -> NativeRun:
-        if framework not in self.frameworks:
-            raise ValueError(f"device {self.name}: unknown framework {framework!r} "
-                             f"(known: {', '.join(self.frameworks)})")
-        artifact = Path(artifact)
+        artifact = check_run(self, framework, artifact)
         if self.gone:
             raise NativeRunError(f"{self.label()}: given up earlier: {self.gone}", kind="device", model=str(artifact))
         model = self.artifacts.get(artifact)

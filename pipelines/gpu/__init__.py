@@ -258,6 +258,11 @@ def _clocksync_lib(path: str | os.PathLike = CLOCKSYNC_LIB):
     return _lib
 
 
+def _fit_field(name: str, doc: str | None = None) -> property:
+    """The read-only attribute of a ClockSync that is the field ``name`` of its C struct."""
+    return property(lambda self: getattr(self._cs, name), doc=doc)
+
+
 class ClockSync:
     """nnPerf's GPU-to-CPU clock mapping (SenSys'23 section 3.2.2, Algorithm 1 and Eq. 2),
     the C implementation latbench-run runs, driven from Python.
@@ -300,22 +305,11 @@ class ClockSync:
         timer = self._lib.cs_time_observe(ctypes.byref(self._cs), arr(*map(int, t)), arr(*map(int, tau)), n, ns, refit)
         return list(ns), [bool(r) for r in refit], int(timer)
 
-    @property
-    def a(self) -> float:
-        return self._cs.a
-
-    @property
-    def a_se(self) -> float:
-        """Standard error of the adopted slope (inf while the nominal slope 1 stands)."""
-        return self._cs.a_se
-
-    @property
-    def b(self) -> float:
-        return self._cs.b
-
-    @property
-    def sigma(self) -> float:
-        return self._cs.sigma
+    # the current fit, read from the C struct (floats)
+    a = _fit_field("a")
+    a_se = _fit_field("a_se", "Standard error of the adopted slope (inf while the nominal slope 1 stands).")
+    b = _fit_field("b")
+    sigma = _fit_field("sigma")
 
     @property
     def counts(self) -> dict[str, int]:

@@ -10,6 +10,8 @@ The modules of this package:
 
 - :mod:`.records`: the record format every runner writes (NativeRun, NativeRunError, the
   measure stage's record schema);
+- :mod:`.process`: what the runners' measuring processes share (the CPU list argument, the
+  NativeRun of a finished process, the kind and message of a failed one);
 - :mod:`.litert`: the instrumented runtime ``latbench-run`` (LiteRT) on this machine;
 - :mod:`.litert_gpu`: the LiteRT GPU runner's own steps around each process (its outputs
   checked against the CPU, its dispatches labelled with their kernels);

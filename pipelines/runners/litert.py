@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from . import runner_for
-from .records import EXIT_KINDS, NativeNotBuiltError, NativeRun, NativeRunError, read_records
+from .process import cpus_arg, exit_failure, native_run
+from .records import NativeNotBuiltError, NativeRun, NativeRunError, read_records
 
 FRAMEWORK = "tflite"  # this runner's framework in the registry (one entry per accelerator)
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,14 +48,6 @@ def litert_version() -> str | None:
         return None
 
 
-def _cpus_arg(cpus: str | Iterable[int] | None) -> str | None:
-    if cpus is None:
-        return None
-    if isinstance(cpus, str):
-        return cpus
-    return ",".join(str(int(c)) for c in cpus)
-
-
 def build_argv(model: str | os.PathLike, *, records: str | os.PathLike, trace: str | os.PathLike | None = None,
                cpus: str | Iterable[int] | None = None, threads: int = 1, mode: str = "e2e",
                warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, precision: str | None = None,
@@ -65,7 +58,7 @@ def build_argv(model: str | os.PathLike, *, records: str | os.PathLike, trace: s
             "--accelerator", accelerator]
     if trace is not None:
         argv += ["--trace", str(trace)]
-    cpu_list = _cpus_arg(cpus)
+    cpu_list = cpus_arg(cpus)
     if cpu_list is not None:
         argv += ["--cpus", cpu_list]
     if overhead_pairs:
@@ -137,8 +130,7 @@ def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = N
             process.finish(records)
             if records_path is not None:
                 _rewrite_records(records, rec)  # a resumed sweep reads them back
-    return NativeRun(records=records, records_path=Path(records_path) if records_path is not None else None,
-                     trace_path=Path(trace_path) if trace_path is not None else None, argv=argv)
+    return native_run(records, records_path, trace_path, argv)
 
 
 def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
@@ -160,12 +152,7 @@ def _error(proc: subprocess.CompletedProcess, model: str) -> NativeRunError:
     for prefix in ("latbench-run: error: ",):
         if msg.startswith(prefix):
             msg = msg[len(prefix):]
-    if proc.returncode < 0:
-        kind = "crashed"
-        msg = f"latbench-run was killed by signal {-proc.returncode}" + (f" ({msg})" if msg else "")
-    else:
-        kind = EXIT_KINDS.get(proc.returncode, "runtime")
-        msg = msg or f"latbench-run failed with exit code {proc.returncode}"
+    kind, msg = exit_failure(proc.returncode, "latbench-run", msg)
     if model not in msg:
         msg = f"{model}: {msg}"
     return NativeRunError(msg, kind=kind, returncode=proc.returncode, model=model)

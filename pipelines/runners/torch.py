@@ -88,7 +88,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 # NB: no torch import at module level: main() pins the CPUs before torch exists.
-from .records import EXIT_KINDS, NativeRun, NativeRunError, read_records
+from .process import cpus_arg, exit_failure, native_run
+from .records import NativeRun, NativeRunError, read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = "latbench-torch"
@@ -136,14 +137,6 @@ def parse_cpu_list(text: str) -> list[int]:
     if not out:
         raise ValueError("empty CPU list")
     return sorted(out)
-
-
-def _cpus_arg(cpus: str | Iterable[int] | None) -> str | None:
-    if cpus is None:
-        return None
-    if isinstance(cpus, str):
-        return cpus
-    return ",".join(str(int(c)) for c in cpus)
 
 
 def thread_affinities() -> list[dict[str, Any]]:
@@ -557,7 +550,7 @@ def build_argv(model: str | os.PathLike, *, records: str | os.PathLike, trace: s
             "--threads", str(threads), "--mode", mode, "--warmup", str(warmup), "--runs", str(runs)]
     if trace is not None:
         argv += ["--trace", str(trace)]
-    cpu_list = _cpus_arg(cpus)
+    cpu_list = cpus_arg(cpus)
     if cpu_list is not None:
         argv += ["--cpus", cpu_list]
     if engine is not None:
@@ -599,8 +592,7 @@ def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None,
             raise TorchRunError(f"{model}: the torch worker wrote no records", kind="output", model=model) from None
         except NativeRunError as e:
             raise TorchRunError(f"{model}: {e}", kind="output", model=model) from None
-    return NativeRun(records=records, records_path=Path(records_path) if records_path is not None else None,
-                     trace_path=Path(trace_path) if trace_path is not None else None, argv=argv)
+    return native_run(records, records_path, trace_path, argv)
 
 
 def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
@@ -618,12 +610,7 @@ def _error(proc: subprocess.CompletedProcess, model: str) -> TorchRunError:
     lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
     ours = [ln for ln in lines if ln.startswith(ERROR_PREFIX)]
     msg = ours[-1][len(ERROR_PREFIX):] if ours else (lines[-1] if lines else "")
-    if proc.returncode < 0:
-        kind = "crashed"
-        msg = f"the torch worker was killed by signal {-proc.returncode}" + (f" ({msg})" if msg else "")
-    else:
-        kind = EXIT_KINDS.get(proc.returncode, "runtime")
-        msg = msg or f"the torch worker failed with exit code {proc.returncode}"
+    kind, msg = exit_failure(proc.returncode, "the torch worker", msg)
     msg = " ".join(msg.split())
     if model not in msg:
         msg = f"{model}: {msg}"
