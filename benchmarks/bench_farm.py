@@ -32,14 +32,9 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # keep the one-machine cl
 
 
 def prepare(data: Path, n: int) -> None:
-    from pipelines.config import compose, validate
-    from pipelines.export import run_export
-    from pipelines.generate import run_generate
+    from adbd_emulator import export_networks
 
-    cfg = validate(compose(["generator=[nasbench201]", f"generator.nasbench201.n={n}", f"data_dir={data}",
-                            "export.formats=[tflite_fp32]", "export.workers=1"]))
-    run_generate(cfg, progress=False)
-    counts = run_export(cfg, progress=False)
+    counts = export_networks(data, n)
     if counts["ok"] != n:
         raise SystemExit(f"bench_farm: export failed: {counts}")
 

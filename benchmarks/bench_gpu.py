@@ -47,7 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines import gpu  # noqa: E402
-from pipelines.native_runner import NativeRunError, run_native  # noqa: E402
+from pipelines.runners.litert import run_native  # noqa: E402
+from pipelines.runners.records import NativeRunError  # noqa: E402
 
 
 def pick_models(data: Path, n: int, precision: str) -> list[str]:

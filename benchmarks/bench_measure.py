@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipelines.config import load_params  # noqa: E402
 from pipelines.measure import run_measure  # noqa: E402
-from pipelines.native_runner import run_native  # noqa: E402
+from pipelines.runners.litert import run_native  # noqa: E402
 
 
 def pick_models(data: Path, n: int) -> list[str]:

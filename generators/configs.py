@@ -1,4 +1,5 @@
-"""Turning a config section, however it arrives, into its typed dataclass."""
+"""Turning a config section, however it arrives, into its typed dataclass (:func:`coerce`), or
+into plain Python containers (:func:`plain`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -8,6 +9,16 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+def plain(cfg: Any) -> Any:
+    """An OmegaConf node (as Hydra hands a section over) as plain dicts and lists, resolved;
+    anything else as it is. OmegaConf is imported only when ``cfg`` is one of its nodes."""
+    if type(cfg).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(cfg, resolve=True)
+    return cfg
+
+
 def coerce(cls: type[T], cfg: Any) -> T:
     """``cfg`` as a ``cls`` instance: the instance itself, ``None`` (the defaults), a mapping, or an
     OmegaConf node as Hydra hands it over. An unknown key is ``ValueError("<key>: unknown key ...")``."""
@@ -15,10 +26,7 @@ def coerce(cls: type[T], cfg: Any) -> T:
         return cfg
     if cfg is None:
         return cls()
-    if type(cfg).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf
-
-        cfg = OmegaConf.to_container(cfg, resolve=True)
+    cfg = plain(cfg)
     if not isinstance(cfg, Mapping):
         known = [f.name for f in fields(cls)]
         if all(hasattr(cfg, k) for k in known):  # another object with the same fields

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from .ir import Graph
-from .sources import SOURCES
+from .sources import register_source
 from .configs import coerce
 
 SOURCE = "nasbench201"
@@ -253,18 +253,10 @@ def selected_indices(cfg: Any, seed: int) -> list[int]:
     return order[: cfg.n]
 
 
-@SOURCES.register(SOURCE)
-class NasBench201Source:
-    """NAS-Bench-201 architectures as full CIFAR-10 networks (name ``nb201-<index>``)."""
+def _generate(cfg: Any, seed: int) -> Iterator[Graph]:
+    for i in selected_indices(cfg, seed):
+        yield build(i)
 
-    name = SOURCE
-    Config = NasBench201Config
 
-    @staticmethod
-    def validate_config(cfg: Any) -> NasBench201Config:
-        return validate_config(cfg)
-
-    @staticmethod
-    def generate(cfg: Any, seed: int) -> Iterator[Graph]:
-        for i in selected_indices(cfg, seed):
-            yield build(i)
+NasBench201Source = register_source(SOURCE, NasBench201Config, validate_config, _generate,
+                                    "NAS-Bench-201 architectures as full CIFAR-10 networks (name ``nb201-<index>``).")

@@ -1,6 +1,7 @@
 """The registry of generator sources: each turns its own config section into IR graphs.
 
-A source is registered as ``@SOURCES.register(name)`` on a class with
+A source is registered with ``register_source(name, Config, validate_config, generate)``,
+which enters a :class:`Source` with
 - ``Config``: a dataclass (Hydra structured config) for its section under ``generator.<name>``;
 - ``validate_config(cfg)``: raises ``ValueError("<field>: <what is wrong>")`` (one line; the
   config loader prefixes ``generator.<name>.``);
@@ -12,6 +13,27 @@ adding one module that registers itself (and importing it in ``generators/catalo
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
 from .registry import Registry
 
-SOURCES: Registry = Registry("generator source")
+
+@dataclass(frozen=True)
+class Source:
+    """A generator source as the registry holds it (see the module doc)."""
+
+    name: str
+    Config: type
+    validate_config: Callable[[Any], Any]
+    generate: Callable[[Any, int], Iterator[Any]]
+    description: str = ""  # one line: what the source generates
+
+
+SOURCES: Registry[Source] = Registry("generator source")
+
+
+def register_source(name: str, config: type, validate_config: Callable[[Any], Any],
+                    generate: Callable[[Any, int], Iterator[Any]], description: str = "") -> Source:
+    """Enters the source ``name`` in :data:`SOURCES` and returns it."""
+    return SOURCES.register(name)(Source(name, config, validate_config, generate, description))

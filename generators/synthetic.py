@@ -50,7 +50,7 @@ from typing import Any, Iterator, Mapping
 from .blocks import classifier, conv_bn_act, depthwise_separable, inverted_residual
 from .ir import Graph
 from .ops import OPS
-from .sources import SOURCES
+from .sources import register_source
 from .configs import coerce
 
 SOURCE = "synthetic"
@@ -396,24 +396,20 @@ def build_network(cfg: SyntheticConfig, seed: int, index: int) -> Graph:
     return g.set_outputs(x)
 
 
-@SOURCES.register(SOURCE)
-class SyntheticSource:
-    """The synthetic NAS space of the USC paper (section 4.3.2): ``cfg.n`` random networks."""
+def _validate(cfg: SyntheticConfig | Mapping) -> SyntheticConfig:
+    return validate_config(coerce_config(cfg))
 
-    name = SOURCE
-    Config = SyntheticConfig
 
-    @staticmethod
-    def validate_config(cfg: SyntheticConfig | Mapping) -> SyntheticConfig:
-        return validate_config(coerce_config(cfg))
+def _generate(cfg: SyntheticConfig | Mapping | None, seed: int) -> Iterator[Graph]:
+    cfg = validate_config(coerce_config(cfg))
+    try:
+        seed = operator.index(seed)
+    except TypeError:
+        raise ValueError(f"seed must be an int, got {seed!r}") from None
+    for i in range(cfg.n):
+        yield build_network(cfg, seed, i)
 
-    @staticmethod
-    def generate(cfg: SyntheticConfig | Mapping | None, seed: int) -> Iterator[Graph]:
-        cfg = validate_config(coerce_config(cfg))
-        try:
-            seed = operator.index(seed)
-        except TypeError:
-            raise ValueError(f"seed must be an int, got {seed!r}") from None
-        for i in range(cfg.n):
-            yield build_network(cfg, seed, i)
+
+SyntheticSource = register_source(SOURCE, SyntheticConfig, _validate, _generate,
+                                  "The synthetic NAS space of the USC paper (section 4.3.2): ``cfg.n`` random networks.")
 

@@ -13,7 +13,7 @@ running it (see docs/kernels.md).
 
 A top-level package: the leaderboard's baselines import it (nnmeter_kernelwise); it builds on
 ``generators`` and, to measure or to run what it checks against, on ``pipelines``. Labelling
-what a GPU dispatch ran stays a measurement step (``pipelines/gpu_programs.py``).
+what a GPU dispatch ran stays a measurement step (``pipelines/gpu/programs.py``).
 """
 from .nnmeter_rules import FusionRules, Kernel, find_kernels, load_rules
 

@@ -4,7 +4,7 @@ convolution kernel selection, :mod:`.gpu_tflite`) deduce from the IR.
 
 The executed side comes from a GPU kernel-mode run of the instrumented runtime: every dispatch
 labelled with its kind and fused parts from the accelerator's generated programs
-(:mod:`pipelines.gpu_programs`). The host transfers (``layout_in``, ``layout_out``, ``copy``)
+(:mod:`pipelines.gpu.programs`). The host transfers (``layout_in``, ``layout_out``, ``copy``)
 are not kernels of the network and are left out.
 
 The deduced side maps each deduced kernel to the dispatches it should be (:data:`EXPECTED`):
@@ -32,7 +32,7 @@ from generators.ir import Graph
 
 from . import gpu_tflite as gt
 
-#: deduced kernel -> the dispatch kinds it runs as (pipelines.gpu_programs.KERNEL_KINDS)
+#: deduced kernel -> the dispatch kinds it runs as (pipelines.gpu.programs.KERNEL_KINDS)
 EXPECTED: dict[str, tuple[str, ...]] = {
     gt.WINOGRAD: ("winograd_input", "winograd_matmul", "winograd_output"),
     gt.CONV2D: ("conv",),
@@ -90,7 +90,7 @@ def executed_tokens(kernels: Iterable[dict[str, Any]]) -> list[Token]:
         kind = k.get("kernel_kind")
         if kind is None:
             raise ValueError(f"GPU kernel {k.get('name')!r} has no kernel_kind (not labelled: "
-                             "run it through pipelines.native_runner.run_native in kernel mode)")
+                             "run it through pipelines.runners.litert.run_native in kernel mode)")
         if kind in TRANSFERS:
             continue
         linked = frozenset(FUSED_AS_LINKED[f] for f in k.get("fused", []) if f in FUSED_AS_LINKED)

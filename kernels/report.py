@@ -28,7 +28,7 @@ DEFAULT_WORK = Path(os.environ.get("LATBENCH_SCRATCH", "/tmp/latbench-kernels"))
 
 def _cmd_detect(args: argparse.Namespace) -> int:
     from pipelines.devices import make_device
-    from pipelines.native_runner import litert_version
+    from pipelines.runners.litert import litert_version
 
     from .nnmeter_rules import detect_rules, host_measure
 
@@ -97,7 +97,7 @@ def _usc_dataset(args: argparse.Namespace):
 
     if args.dataset:
         return load_dataset(args.dataset)
-    from pipelines.dataset.importers import run_import
+    from pipelines.dataset.import_public import run_import
     from pipelines.dataset.usc import UscConfig
 
     out = Path(args.workdir) / "usc-gpu"
@@ -129,7 +129,7 @@ def report_networks(small: int = 64, nb201: tuple[int, ...] = (7, 777, 3000, 999
 
 def _executed(graph, workdir: Path, runs: int = 3) -> list[str]:
     from generators.export.tflite import export_tflite
-    from pipelines.native_runner import run_native
+    from pipelines.runners.litert import run_native
 
     from .xnnpack import executed_kernels
 
@@ -254,7 +254,7 @@ def gpu_host_truth(graph, workdir: Path, precision: str = "fp32"):
     """Exports ``graph``, runs it once on the GPU in kernel mode, compares with the rules."""
     from generators.export.tflite import export_tflite
     from pipelines import gpu
-    from pipelines.native_runner import run_native
+    from pipelines.runners.litert import run_native
 
     from .gpu_truth import compare
 
@@ -270,7 +270,7 @@ def _cmd_gpu_host(args: argparse.Namespace) -> int:
     import json
 
     from pipelines import gpu
-    from pipelines.native_runner import NativeRunError
+    from pipelines.runners.records import NativeRunError
 
     reason = gpu.unavailable_reason()
     if reason:

@@ -66,7 +66,8 @@ from .dataset.opfeatures import (
     torch_features,
 )
 from .dataset.schema import TABLES, TableBuilder
-from .measure import GPU_EVENT_KEYS, RECORD_SCHEMA, RUNNERS
+from .runners import RUNNERS
+from .runners.records import GPU_EVENT_KEYS, RECORD_SCHEMA
 
 DATASET = "latbench"
 OUT = "dataset"  # <data_dir>/dataset
@@ -303,7 +304,7 @@ def runtime_version(meta: dict) -> str | None:
 
 
 def output_check(rec: dict) -> dict[str, Any]:
-    """The GPU output check of a record's processes (pipelines/gpu_validate.py): ``ok`` or
+    """The GPU output check of a record's processes (pipelines/gpu/validate.py): ``ok`` or
     ``fp16_overflow`` (a failed check fails the pair, so it never reaches a record)."""
     v = ((rec.get("runtime") or {}).get("gpu") or {}).get("validation")
     if not isinstance(v, dict):
@@ -441,7 +442,7 @@ def kernel_rows(rec: dict, rel: str, counts: Counts, node_to_op: dict[int, int])
     microseconds, ``gpu_timestamps`` for GPU commands) and the runtime's identification of it:
     the XNNPACK partition or builtin node; for a GPU command the layer's ``kind`` (dispatch |
     copy), ``shader``, ``groups``, ``local_size`` and the program labels ``kernel_kind``,
-    ``fused``, ``program`` (pipelines/gpu_programs.py), when the record has them."""
+    ``fused``, ``program`` (pipelines/gpu/programs.py), when the record has them."""
     k = rec.get("kernel")
     if not isinstance(k, dict) or not k.get("kernels"):
         return []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Callable
 
 from generators.ir import Graph, IRError
 from generators.registry import UnknownName
@@ -16,6 +17,8 @@ from .config import PARAMS, ConfigError, compose, load_params, validate, write_p
 
 
 def _cmd_compose(args: argparse.Namespace) -> None:
+    """Compose conf/ with optional Hydra overrides (e.g. generator.synthetic.n=50
+    'generator=[synthetic,zoo]') and write the validated result to params.yaml."""
     raw = compose(args.overrides)
     validate(raw, where="conf/")
     path = write_params(raw, args.output)
@@ -23,6 +26,8 @@ def _cmd_compose(args: argparse.Namespace) -> None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> None:
+    """Read the composed parameters, generate the networks of every source under `generator` and
+    write <data_dir>/models/<source>/<model_id>.json plus index.csv."""
     from .generate import run_generate
 
     cfg = load_params(args.params)
@@ -31,6 +36,9 @@ def _cmd_generate(args: argparse.Namespace) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> None:
+    """Export every generated network to the formats in `export.formats`, in parallel, skipping what
+    is already exported; failures are recorded as <format>.error.json and the stage goes on. Writes
+    <data_dir>/artifacts/<model_id>/ and manifest.csv."""
     from .export import run_export
 
     cfg = load_params(args.params)
@@ -40,9 +48,14 @@ def _cmd_export(args: argparse.Namespace) -> None:
 
 
 def _cmd_measure(args: argparse.Namespace) -> None:
+    """Measure the exported networks in one scenario (framework x precision x core set, or framework
+    x precision on the GPU: --accelerator gpu, no core set) of the configured device: fresh pinned
+    processes, interleaved across models, adaptive or fixed stopping, op and kernel records, traces.
+    Resumable: a rerun skips finished pairs and reuses finished processes; failures are recorded and
+    the sweep goes on. Writes <data_dir>/measurements/<device>/<scenario_id>/."""
     from .devices import DeviceBusy
     from .measure import run_measure
-    from .native_runner import NativeRunError
+    from .runners.records import NativeRunError
 
     cfg = load_params(args.params)
     if args.models:
@@ -70,8 +83,10 @@ def _cmd_measure(args: argparse.Namespace) -> None:
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> None:
+    """Expand the `scenario` grid on the configured device: scenario ids, CPU sets, taskset masks,
+    threads; and the grid points not offered, with the reason."""
     from .devices import make_device
-    from .measure import RUNNERS
+    from .runners import RUNNERS
     from .scenarios import explain_grid
 
     cfg = load_params(args.params)
@@ -96,6 +111,9 @@ def _cmd_scenarios(args: argparse.Namespace) -> None:
 
 
 def _cmd_import_public(args: argparse.Namespace) -> None:
+    """Read the public datasets selected in `public.datasets` from their folders (pulled with
+    `dvc import`, see docs/dataset.md), rebuild their networks as IR, and write the five dataset
+    tables, import_problems.csv and DATASET.md to <data_dir>/public."""
     from .public import run_public_import
 
     cfg = load_params(args.params)
@@ -108,6 +126,9 @@ def _cmd_import_public(args: argparse.Namespace) -> None:
 
 
 def _cmd_assemble(args: argparse.Namespace) -> None:
+    """Read <data_dir>/measurements (every device and scenario), the IR files of the networks they
+    name and the measured .tflite files, and write the five dataset tables (parquet), failures.csv
+    and DATASET.md with its figures to <data_dir>/dataset."""
     from .assemble import AssembleError, run_assemble
 
     cfg = load_params(args.params)
@@ -132,13 +153,18 @@ def _parse_shape(text: str | None) -> list[int] | None:
 
 
 def _cmd_profile(args: argparse.Namespace) -> None:
+    """Run one model file of yours through the measure stage's instrumented runtime (fresh pinned
+    processes, the configured stopping rule, op and kernel processes) on the host CPU, the host GPU
+    or an adb phone, and print the e2e median with its interval, the top ops and kernels with their
+    share, the time outside any op (nnPerf's data preparation) and where the Perfetto traces and the
+    JSON record are. Free dimensions (Keras' batch None) resolve to 1 unless --shape says otherwise."""
     from pathlib import Path
 
     from tqdm import tqdm
 
     from .devices import DeviceBusy
-    from .native_runner import NativeRunError
     from .profile import ProfileError, ProfileRequest, run_profile, summary_lines
+    from .runners.records import NativeRunError
 
     cfg = load_params(args.params) if Path(args.params).is_file() else validate(compose([]))
     req = ProfileRequest(Path(args.model), device=args.device, cores=args.cores, precision=args.precision,
@@ -159,6 +185,11 @@ def _cmd_profile(args: argparse.Namespace) -> None:
 
 
 def _cmd_predict(args: argparse.Namespace) -> None:
+    """Predict the latency of a model file (IR JSON, ONNX or TFLite) in one or more scenarios from
+    the predictor zoo (zoo/: one fitted predictor per scenario of the USC phones, the HELP devices
+    and the host), with the accuracy that predictor reached on held-out networks on the board and
+    the per-op breakdown. Python API for NAS loops: leaderboard.zoo.Zoo().predict(graphs,
+    scenario_id)."""
     from leaderboard.zoo import Zoo, ZooError
 
     from .predict import load_model, report_lines
@@ -230,6 +261,29 @@ def _cmd_validate(args: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
+# ---------------------------------------------------------------- the parser
+def _command(sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], None],
+             help: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name``, which runs ``func(args)``. What ``latbench <name> --help``
+    says of the command is ``func``'s docstring (argparse refills its lines)."""
+    p = sub.add_parser(name, help=help, description=func.__doc__)
+    p.set_defaults(func=func)
+    return p
+
+
+# options several subcommands take, defined once (a subcommand may say more in its own help)
+def _params(p: argparse.ArgumentParser, help: str = "composed parameters (default: %(default)s)") -> None:
+    p.add_argument("--params", default=str(PARAMS), help=help)
+
+
+def _quiet(p: argparse.ArgumentParser, help: str = "no progress bar") -> None:
+    p.add_argument("-q", "--quiet", action="store_true", help=help)
+
+
+def _threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None, help="inference threads (default: = cores)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="latbench",
@@ -238,42 +292,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    c = sub.add_parser("compose", help="compose conf/ (Hydra) into params.yaml, as `dvc exp run` does",
-                       description="Compose conf/ with optional Hydra overrides (e.g. generator.synthetic.n=50 "
-                       "'generator=[synthetic,zoo]') and write the validated result to params.yaml.")
+    c = _command(sub, "compose", _cmd_compose, help="compose conf/ (Hydra) into params.yaml, as `dvc exp run` does")
     c.add_argument("overrides", nargs="*", help="Hydra overrides, key=value")
     c.add_argument("-o", "--output", default=str(PARAMS), help="where to write (default: %(default)s)")
-    c.set_defaults(func=_cmd_compose)
 
-    g = sub.add_parser("generate", help="stage: write IR files for every selected generator source",
-                       description="Read the composed parameters, generate the networks of every source under "
-                       "`generator` and write <data_dir>/models/<source>/<model_id>.json plus index.csv.")
-    g.add_argument("--params", default=str(PARAMS), help="composed parameters (default: %(default)s)")
+    g = _command(sub, "generate", _cmd_generate, help="stage: write IR files for every selected generator source")
+    _params(g)
     g.add_argument("--out", default=None, help="output folder (default: <data_dir>/models)")
-    g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    g.set_defaults(func=_cmd_generate)
+    _quiet(g, "no progress bars")
 
-    e = sub.add_parser("export", help="stage: framework artifacts (TFLite fp32/fp16/int8, TorchScript, lite, nn-Meter IR)",
-                       description="Export every generated network to the formats in `export.formats`, in parallel, "
-                       "skipping what is already exported; failures are recorded as <format>.error.json and the "
-                       "stage goes on. Writes <data_dir>/artifacts/<model_id>/ and manifest.csv.")
-    e.add_argument("--params", default=str(PARAMS), help="composed parameters (default: %(default)s)")
-    e.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    e.set_defaults(func=_cmd_export)
+    e = _command(sub, "export", _cmd_export,
+                 help="stage: framework artifacts (TFLite fp32/fp16/int8, TorchScript, lite, nn-Meter IR)")
+    _params(e)
+    _quiet(e)
 
-    m = sub.add_parser("measure", help="stage: measure every exported network in one scenario",
-                       description="Measure the exported networks in one scenario (framework x precision x "
-                       "core set, or framework x precision on the GPU: --accelerator gpu, no core set) of the "
-                       "configured device: fresh pinned processes, interleaved across models, "
-                       "adaptive or fixed stopping, op and kernel records, traces. Resumable: a rerun skips "
-                       "finished pairs and reuses finished processes; failures are recorded and the sweep goes "
-                       "on. Writes <data_dir>/measurements/<device>/<scenario_id>/.")
+    m = _command(sub, "measure", _cmd_measure, help="stage: measure every exported network in one scenario")
     m.add_argument("--framework", required=True, help="tflite | pytorch")
     m.add_argument("--precision", required=True, help="fp32 | fp16 | int8 (on the GPU: the compute precision, "
                    "fp16 | fp32)")
     m.add_argument("--cores", default=None, help="core-set label: 1large, 2large, 1large2med, ... "
                    "(required on the CPU; not used on the GPU)")
-    m.add_argument("--threads", type=int, default=None, help="inference threads (default: = cores)")
+    _threads(m)
     m.add_argument("--accelerator", default="cpu", help="cpu | gpu (default: %(default)s)")
     m.add_argument("--models", nargs="*", default=None, help="only these model ids")
     m.add_argument("--retry-failed", action="store_true", help="measure again pairs whose failure is on record")
@@ -282,45 +321,30 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--farm-serials", nargs="*", default=None, help="--farm: only these phones")
     m.add_argument("--farm-no-reassign", action="store_true", help="--farm: leave the pairs of a vanished phone "
                    "to the next run instead of giving them to the other phones")
-    m.add_argument("--params", default=str(PARAMS), help="composed parameters (default: %(default)s)")
-    m.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    m.set_defaults(func=_cmd_measure)
+    _params(m)
+    _quiet(m)
 
-    sc = sub.add_parser("scenarios", help="list the scenarios the configured grid gives on this device",
-                        description="Expand the `scenario` grid on the configured device: scenario ids, CPU sets, "
-                        "taskset masks, threads; and the grid points not offered, with the reason.")
+    sc = _command(sub, "scenarios", _cmd_scenarios, help="list the scenarios the configured grid gives on this device")
     sc.add_argument("--cores-all", action="store_true", help="every core combination of the device (USC-style)")
-    sc.add_argument("--params", default=str(PARAMS), help="composed parameters (default: %(default)s)")
-    sc.set_defaults(func=_cmd_scenarios)
+    _params(sc)
 
-    ip = sub.add_parser("import-public", help="stage: import public real-device measurements (USC phones, HELP)",
-                        description="Read the public datasets selected in `public.datasets` from their folders "
-                        "(pulled with `dvc import`, see docs/dataset.md), rebuild their networks as IR, and write "
-                        "the five dataset tables, import_problems.csv and DATASET.md to <data_dir>/public.")
-    ip.add_argument("--params", default=str(PARAMS), help="composed parameters (default: %(default)s)")
-    ip.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    ip.set_defaults(func=_cmd_import_public)
+    ip = _command(sub, "import-public", _cmd_import_public,
+                  help="stage: import public real-device measurements (USC phones, HELP)")
+    _params(ip)
+    _quiet(ip, "no progress bars")
 
-    a = sub.add_parser("assemble", help="stage: IR files + measurement records -> the dataset tables and card",
-                       description="Read <data_dir>/measurements (every device and scenario), the IR files of the "
-                       "networks they name and the measured .tflite files, and write the five dataset tables "
-                       "(parquet), failures.csv and DATASET.md with its figures to <data_dir>/dataset.")
-    a.add_argument("--params", default=str(PARAMS), help="composed parameters (default: %(default)s)")
-    a.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    a.set_defaults(func=_cmd_assemble)
+    a = _command(sub, "assemble", _cmd_assemble,
+                 help="stage: IR files + measurement records -> the dataset tables and card")
+    _params(a)
+    _quiet(a)
 
-    pr = sub.add_parser("profile", help="profile a .tflite or TorchScript file: e2e, top ops and kernels, traces",
-                        description="Run one model file of yours through the measure stage's instrumented runtime "
-                        "(fresh pinned processes, the configured stopping rule, op and kernel processes) on the host "
-                        "CPU, the host GPU or an adb phone, and print the e2e median with its interval, the top ops "
-                        "and kernels with their share, the time outside any op (nnPerf's data preparation) and where "
-                        "the Perfetto traces and the JSON record are. Free dimensions (Keras' batch None) resolve "
-                        "to 1 unless --shape says otherwise.")
+    pr = _command(sub, "profile", _cmd_profile,
+                  help="profile a .tflite or TorchScript file: e2e, top ops and kernels, traces")
     pr.add_argument("model", help="a .tflite, .pt (TorchScript) or .ptl (lite interpreter) file")
     pr.add_argument("--device", default="host", help="host (CPU), gpu (the host's GPU via LiteRT's GPU accelerator) "
                     "or an adb serial (default: %(default)s)")
     pr.add_argument("--cores", default="1large", help="core-set label as in `latbench scenarios` (default: %(default)s)")
-    pr.add_argument("--threads", type=int, default=None, help="inference threads (default: = cores)")
+    _threads(pr)
     pr.add_argument("--precision", default="auto", help="auto (read from the file) | fp32 | fp16 | int8; on the GPU "
                     "the compute precision (default: %(default)s)")
     pr.add_argument("--shape", default=None, help="input shape, e.g. 1x3x224x224 (required for TorchScript)")
@@ -330,15 +354,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--top", type=int, default=8, help="op and kernel types listed (default: %(default)s)")
     pr.add_argument("--params", default=str(PARAMS), help="composed parameters for the measure protocol "
                     "(default: %(default)s; the defaults of conf/ if absent)")
-    pr.add_argument("-q", "--quiet", action="store_true", help="no progress bar or live lines")
-    pr.set_defaults(func=_cmd_profile)
+    _quiet(pr, "no progress bar or live lines")
 
-    pd_ = sub.add_parser("predict", help="predict a model's latency in known scenarios (the predictor zoo)",
-                         description="Predict the latency of a model file (IR JSON, ONNX or TFLite) in one or more "
-                         "scenarios from the predictor zoo (zoo/: one fitted predictor per scenario of the USC phones, "
-                         "the HELP devices and the host), with the accuracy that predictor reached on held-out "
-                         "networks on the board and the per-op breakdown. Python API for NAS loops: "
-                         "leaderboard.zoo.Zoo().predict(graphs, scenario_id).")
+    pd_ = _command(sub, "predict", _cmd_predict,
+                   help="predict a model's latency in known scenarios (the predictor zoo)")
     pd_.add_argument("model", nargs="?", help="an IR JSON, .onnx or .tflite file")
     pd_.add_argument("--scenario", action="append", default=[], help="scenario id, e.g. usc-pixel4-tflite-cpu-1large-fp32 "
                      "(repeat for several; --list shows them)")
@@ -346,43 +365,39 @@ def build_parser() -> argparse.ArgumentParser:
     pd_.add_argument("--shape", default=None, help="input shape for ONNX/TFLite files with free dimensions, e.g. 1x3x224x224")
     pd_.add_argument("--top", type=int, default=8, help="op types in the breakdown (0: none; default: %(default)s)")
     pd_.add_argument("--zoo", default=None, help="another zoo folder (default: the project's zoo/)")
-    pd_.set_defaults(func=_cmd_predict)
 
     z = sub.add_parser("zoo", help="rebuild the predictor zoo from the board and the data",
                        description="For every scenario on the board's zoo tracks (usc-real-kfold, help-nb201-n900, "
                        "host-per-scenario), take the op-wise predictor with the lowest held-out MAPE there, refit it on "
                        "the track's training networks in that scenario and write zoo/<scenario>/ and zoo/INDEX.json.")
     zsub = z.add_subparsers(dest="zoo_command", required=True, metavar="ACTION")
-    zb = zsub.add_parser("build", help="fit and write the zoo's predictors")
+    zb = _command(zsub, "build", _cmd_zoo_build, help="fit and write the zoo's predictors")
     zb.add_argument("--scenario", action="append", default=[], help="only these scenario ids (repeatable)")
     zb.add_argument("--out", default=None, help="zoo folder (default: the project's zoo/)")
-    zb.add_argument("-q", "--quiet", action="store_true", help="no line per scenario")
-    zb.set_defaults(func=_cmd_zoo_build)
+    _quiet(zb, "no line per scenario")
 
     dv = sub.add_parser("devices", help="the device catalog (pipelines/devices/catalog.yaml)",
                         description="Devices are data: the catalog describes phones (SoC, clusters, clocks, GPU) for "
                         "the importers, the adb device kind and the predictor zoo.")
     dsub = dv.add_subparsers(dest="devices_command", required=True, metavar="ACTION")
-    da = dsub.add_parser("add", help="describe an adb phone from its own getprop and sysfs and write it into the catalog")
+    da = _command(dsub, "add", _cmd_devices_add,
+                  help="describe an adb phone from its own getprop and sysfs and write it into the catalog")
     da.add_argument("serial", help="the phone's adb serial (`adb devices`); not stored")
     da.add_argument("name", help="short lower-case device name, the first part of its scenario ids (e.g. pixel7)")
     da.add_argument("--gpu", default=None, help="the phone's GPU name, if you want it recorded")
     da.add_argument("--adb-server", default="127.0.0.1:5037", help="adb server (default: %(default)s)")
     da.add_argument("--catalog", default=None, help="another catalog file (default: the suite's)")
     da.add_argument("--overwrite", action="store_true", help="replace a different entry of that name")
-    da.set_defaults(func=_cmd_devices_add)
 
     from .farm.cli import add_farm_parser
 
     add_farm_parser(sub)
 
-    s = sub.add_parser("show", help="print a network's summary: costs, operator counts, metadata")
+    s = _command(sub, "show", _cmd_show, help="print a network's summary: costs, operator counts, metadata")
     s.add_argument("model", help="an IR JSON file")
-    s.set_defaults(func=_cmd_show)
 
-    v = sub.add_parser("validate", help="validate IR JSON files (exit 1 if any is invalid)")
+    v = _command(sub, "validate", _cmd_validate, help="validate IR JSON files (exit 1 if any is invalid)")
     v.add_argument("models", nargs="+", help="IR JSON files")
-    v.set_defaults(func=_cmd_validate)
     return p
 
 

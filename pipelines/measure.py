@@ -30,13 +30,14 @@ Protocol (nnPerf's instrument, the USC paper's coverage; ``measure`` config sect
 - Op and kernel granularity come from one extra process each (``op_runs`` timed runs), which
   also measures the profiler's overhead in-process (``overhead_pairs``: alternating profiled
   and unprofiled runs). The headline e2e numbers never come from a profiled run.
-- What a (framework, accelerator) can record is one table, :data:`RUNNERS`: the artifact per
-  precision, the granularities, and why the others are not offered (PyTorch: no kernels; the
-  GPU: no ops, LiteRT has no profiler for its GPU accelerator). Records and SCENARIO.json
-  state the reason (``granularities_not_offered``). On the GPU the kernel process's records are
-  the GPU commands the Vulkan timestamp layer saw (docs/gpu.md), timed by GPU timestamps; their
+- What a (framework, accelerator) can record is its registered runner (pipelines/runners/,
+  :data:`pipelines.runners.RUNNERS`): the artifact per precision, the granularities, and why
+  the others are not offered (PyTorch: no kernels; the GPU: no ops, LiteRT has no profiler for
+  its GPU accelerator). Records and SCENARIO.json state the reason
+  (``granularities_not_offered``). On the GPU the kernel process's records are the GPU
+  commands the Vulkan timestamp layer saw (docs/gpu.md), timed by GPU timestamps; their
   identity (command kind, shader, dispatch size) and the program labels of
-  pipelines/gpu_programs.py are kept per kernel (:func:`aggregate_events`).
+  pipelines/gpu/programs.py are kept per kernel (:func:`aggregate_events`).
 
 Resumable and loss-free: records are written atomically (temp file + rename); every finished
 process is kept under ``.work/`` until its pair is complete, so a killed sweep restarts where
@@ -58,57 +59,25 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
 from .machine_load import LoadConfig, LoadWindow, judge, validate_load
-from .native_runner import NativeRun, NativeRunError
-from .scenarios import PRECISIONS, Scenario, ScenarioGridConfig
+from .runners import RUNNERS, runner_for
+from .runners.records import EVENT_KEYS, GPU_EVENT_KEYS, RECORD_SCHEMA, NativeRun, NativeRunError
+from .scenarios import PRECISIONS, Scenario, ScenarioGridConfig, make_scenario_id
 from .stats import make_stopper, pooled_summary, summarize
 
-RECORD_SCHEMA = "latbench.measurement/1"
+if TYPE_CHECKING:
+    from .devices.base import Device
+
 GRANULARITIES = ("e2e", "op", "kernel")
 # failures of the device rather than of the model (a phone that disconnected): a rerun
 # measures those pairs again without being asked (the sweep resumes)
 # and processes taken under load (kind "loaded"): a quieter rerun should measure them
 TRANSIENT_KINDS = ("device", "loaded")
-
-
-@dataclass(frozen=True)
-class Runner:
-    """What the suite can measure for one (framework, accelerator): the artifact each precision
-    runs, the granularities its runner records, and why the others (and absent precisions) are
-    not offered. The reasons end up in SCENARIO.json and every record."""
-
-    formats: dict[str, str]  # precision -> export format (generators/export/formats.py)
-    granularities: tuple[str, ...]
-    missing_granularities: dict[str, str] = field(default_factory=dict)  # granularity -> why not
-    missing_precisions: dict[str, str] = field(default_factory=dict)  # precision -> why not
-
-
-# (framework, accelerator) -> its runner; a pair absent here has no runner in the suite
-RUNNERS: dict[tuple[str, str], Runner] = {
-    ("tflite", "cpu"): Runner(
-        {"fp32": "tflite_fp32", "fp16": "tflite_fp16", "int8": "tflite_int8"}, ("e2e", "op", "kernel")),
-    # On the GPU the precision is the compute precision (LiteRT GPU option `precision`), not the
-    # weights' type: both run the fp32 artifact, so the two scenarios differ in that alone
-    # (as the USC study's TFLite GPU fp16 runs, docs/gpu.md).
-    ("tflite", "gpu"): Runner(
-        {"fp16": "tflite_fp32", "fp32": "tflite_fp32"}, ("e2e", "kernel"),
-        missing_granularities={"op": "LiteRT's profiler is not implemented for the GPU accelerator (\"Profile is "
-                                     "not implemented\"); kernel records come from the Vulkan timestamp layer"},
-        missing_precisions={"int8": "int8 is CPU-only (the GPU accelerator runs float models)"}),
-    ("pytorch", "cpu"): Runner(
-        {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
-        missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
-        missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"}),
-}
-
-
-def runner_for(framework: str, accelerator: str) -> Runner | None:
-    return RUNNERS.get((framework, accelerator))
 
 
 def grid_formats(scenario_cfg: Any, measure_cfg: Any = None) -> dict[str, frozenset[str] | None]:
@@ -322,7 +291,7 @@ class StageScenario:
     reason: str | None = None  # why the grid point is not offered on this device
 
 
-def stage_scenario(device: Any, framework: str, precision: str, cores: str | None, threads: int | None = None,
+def stage_scenario(device: Device, framework: str, precision: str, cores: str | None, threads: int | None = None,
                    accelerator: str = "cpu") -> StageScenario:
     """The scenario one matrix stage measures, or why the device does not offer it.
 
@@ -341,7 +310,7 @@ def stage_scenario(device: Any, framework: str, precision: str, cores: str | Non
         return StageScenario(None, f"device {device.name} does not run {framework}")
     runner = runner_for(framework, accelerator)
     if runner is None:
-        return StageScenario(None, f"the suite has no {framework} runner for the {accelerator} (measure.RUNNERS)")
+        return StageScenario(None, f"the suite has no {framework} runner for the {accelerator} (pipelines.runners)")
     if precision not in runner.formats:
         why = runner.missing_precisions.get(precision, "see docs/exporters.md")
         return StageScenario(None, f"{framework} {precision} is not offered on the {accelerator}: {why}")
@@ -394,7 +363,7 @@ class MeasureError(RuntimeError):
 class Sweep:
     """Measures a list of models in one scenario on one device (see the module doc)."""
 
-    def __init__(self, device: Any, scenario: Scenario, cfg: MeasureConfig, out_dir: Path, artifacts_dir: Path,
+    def __init__(self, device: Device, scenario: Scenario, cfg: MeasureConfig, out_dir: Path, artifacts_dir: Path,
                  progress: bool = True, log: Callable[[str], None] | None = None):
         self.device, self.scenario, self.cfg = device, scenario, cfg
         self.out, self.artifacts = Path(out_dir), Path(artifacts_dir)
@@ -726,14 +695,6 @@ def check_threads(run: NativeRun, scenario: Scenario) -> None:
                            + ")", "threads")
 
 
-# what an aggregated op/kernel entry keeps of its per-run events (the first run's value): the
-# runtime's identification of the event; for GPU commands (source "gpu", docs/gpu.md) the
-# timestamp layer's identity of the dispatch and what pipelines/gpu_programs.py read from the
-# WGSL program (kernel_kind, fused parts, program index), whichever the record has
-EVENT_KEYS = ("node", "subgraph", "source", "partition", "index_in_partition", "input_shapes")
-GPU_EVENT_KEYS = ("kind", "kernel_kind", "fused", "program", "shader", "groups", "local_size")
-
-
 def aggregate_events(events: Iterable[dict], runs: Sequence[dict]) -> list[dict]:
     """Per-run op or kernel events -> one entry per position in the run (order), with the
     median, mean, min and max duration over the timed runs (ms) and how many runs had it.
@@ -807,14 +768,12 @@ def grid_dir_name(device_name: str, framework: str, precision: str, cores: str |
     """The folder a matrix stage writes (dvc.yaml spells it with ${...}): the scenario id with
     threads = cores (no core set on the GPU), which the stage also uses when the grid point is
     not offered."""
-    from .dataset.importers import make_scenario_id
-
     return make_scenario_id(device_name, accelerator, framework=framework,
                             cores=cores if accelerator == "cpu" else None, precision=precision)
 
 
 def run_measure(cfg: Any, framework: str, precision: str, cores: str | None, *, threads: int | None = None,
-                accelerator: str = "cpu", device: Any = None, models_dir: str | Path | None = None,
+                accelerator: str = "cpu", device: Device | None = None, models_dir: str | Path | None = None,
                 artifacts_dir: str | Path | None = None, out_root: str | Path | None = None,
                 progress: bool = True) -> dict[str, Any]:
     """Measure the selected networks in one scenario of the configured device.

@@ -34,7 +34,10 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .devices.base import Device
 
 FRAMEWORK_BY_SUFFIX = {".tflite": "tflite", ".pt": "pytorch", ".ptl": "pytorch"}
 PROFILE_SOURCE = "profile"  # the record's generator source: the model came from the user, not a generator
@@ -188,14 +191,15 @@ def device_config(spec: str, adb_server: str = "127.0.0.1:5037") -> tuple[Any, s
     return DeviceConfig(name=name, kind="adb", gpu=None, serial=spec, adb_server=adb_server), "cpu"
 
 
-def run_profile(cfg: Any, req: ProfileRequest, *, device: Any = None, progress: bool = True,
+def run_profile(cfg: Any, req: ProfileRequest, *, device: Device | None = None, progress: bool = True,
                 on_process: Callable[[str, int, dict], None] | None = None) -> Profile:
     """Measure ``req.model`` as the measure stage measures a generated network (see the module
     docstring); ``cfg`` is the composed configuration (its ``measure`` protocol is used)."""
     import copy
 
     from .devices import make_device
-    from .measure import RUNNERS, Sweep, artifact_path, stage_scenario
+    from .measure import Sweep, artifact_path, stage_scenario
+    from .runners import RUNNERS
     from generators.export.formats import FORMATS
 
     path = Path(req.model)

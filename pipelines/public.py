@@ -48,7 +48,7 @@ def validate_config(cfg: PublicConfig) -> PublicConfig:
 
 def run_public_import(cfg: Any, progress: bool = True) -> dict[str, Any]:
     """Import the selected public datasets into ``<data_dir>/<public.out>``."""
-    from .dataset.importers import run_import
+    from .dataset.import_public import run_import
     from .dataset.load import save_tables
     from .dataset.schema import TABLES, schema
 

@@ -2,8 +2,8 @@
 
 A scenario is device x framework x accelerator x cores x threads x precision.
 
-``scenario_id`` follows ``pipelines.dataset.importers.make_scenario_id`` (the convention of the
-imported USC/HELP data, without their dataset prefix):
+``scenario_id`` follows :func:`make_scenario_id` (the convention of the imported USC/HELP data,
+which their importers build with it too, without their dataset prefix):
 ``<device>-<framework>-<accelerator>-<cores>-<precision>[-t<threads>]``, e.g.
 ``host-tflite-cpu-2large-fp32``, ``pixel4-pytorch-cpu-1large2med-int8``; ``-t<threads>`` only
 when the thread count differs from the number of cores (``host-tflite-cpu-1large-fp32-t2``).
@@ -17,12 +17,12 @@ first as in the USC study; None: the same list as ``precisions``): the ``measure
 iterates it as ``measure`` iterates precisions x cores. ``expand_grid`` keeps the possible
 combinations and drops, with a reason (``explain_grid`` returns them):
 
-- PyTorch fp16: not offered (docs/exporters.md: ``.half()`` on a CPU is ~25x slower than fp32,
-  and the exporter refuses it);
-- ``gpu`` when the device has no GPU (with the device's reason when it gives one); ``gpu`` with
-  int8 (GPU delegates run float models);
+- a precision the framework's runners do not offer (PyTorch fp16), then ``gpu`` when the device
+  has no GPU (with the device's reason when it gives one), then a precision the runner does not
+  offer on its accelerator (``gpu`` with int8): the reasons are the runners' own
+  (``missing_precisions`` in the runner registry, pipelines/runners/);
 - a (framework, accelerator) the suite has no runner for, when the caller passes the runner
-  table (``latbench scenarios`` passes ``pipelines.measure.RUNNERS``: no PyTorch on the GPU);
+  table (``latbench scenarios`` passes ``pipelines.runners.RUNNERS``: no PyTorch on the GPU);
 - a core label whose clusters exist in general but not on this device (``1med`` on a one-cluster
   VM, ``3large`` on two CPUs), so one grid serves several devices;
 - a core set larger than ``max_cores``.
@@ -32,11 +32,12 @@ Unknown values are configuration errors: one-line ``ValueError`` naming the fiel
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pipelines.dataset.importers import make_scenario_id
 from pipelines.devices.topology import Cluster, CoreSet, core_combinations, core_set, cpu_mask, parse_label
+from pipelines.runners import missing_precision
 
 FRAMEWORKS = ("tflite", "pytorch")
 ACCELERATORS = ("cpu", "gpu")
@@ -46,6 +47,34 @@ CLUSTER_TAG_WORDS = ("large", "small")  # plus med, medb, medc, ... (topology.cl
 
 def _known_tag(tag: str) -> bool:
     return tag in CLUSTER_TAG_WORDS or tag == "med" or (tag.startswith("med") and len(tag) == 4 and tag[3].isalpha())
+
+
+# ---------------------------------------------------------------- scenario ids
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def slug(text: str) -> str:
+    """Lower case, only letters and digits (``gold_6226`` -> ``gold6226``)."""
+    return _SLUG.sub("", str(text).lower())
+
+
+def make_scenario_id(device: str, accelerator: str, *, framework: str | None = None, cores: str | None = None,
+                     precision: str | None = None, batch: int = 1, prefix: str | None = None) -> str:
+    """``[<prefix>-]<device>[-<framework>]-<accelerator>[-<cores>][-<precision>][-b<batch>]``.
+
+    Parts are lower-case letters and digits; unknown parts are left out; ``-b<batch>`` only
+    when the batch is not 1; ``prefix`` names the public dataset (``usc``, ``help``) so that
+    imported scenarios never collide with the suite's own measurements, which have none.
+    E.g. ``usc-pixel4-tflite-cpu-1large-fp32``, ``usc-s10-pytorch-gpu-fp16``,
+    ``help-pixel3-tflite-cpu``, ``help-titanxp-gpu-b32``, ``pixel4-litert-cpu-2med-int8``.
+    """
+    parts = [prefix, device, framework, accelerator, cores, precision]
+    out = [slug(p) for p in parts if p]
+    if any(not p for p in out):
+        raise ValueError(f"scenario id parts must contain letters or digits: {parts}")
+    if batch != 1:
+        out.append(f"b{int(batch)}")
+    return "-".join(out)
 
 
 # ---------------------------------------------------------------- scenario
@@ -124,13 +153,8 @@ class ScenarioGridConfig:
                 raise ValueError(f"{name}: must not be empty")
             for v in values:
                 _check(name, v, known, what)
-        if isinstance(self.cores, str):
-            if self.cores != "all":
-                raise ValueError(f"cores: expected 'all' or a list of labels such as [1large, 2med], got {self.cores!r}")
-        else:
-            labels = _as_list("cores", self.cores)
-            if not labels:
-                raise ValueError("cores: must not be empty (use 'all')")
+        labels = _word_or_list("cores", self.cores, "all", "a list of labels such as [1large, 2med]")
+        if labels is not None:
             for label in labels:
                 try:
                     counts = parse_label(str(label))
@@ -139,13 +163,8 @@ class ScenarioGridConfig:
                 for _, tag in counts:
                     if not _known_tag(tag):
                         raise ValueError(f"cores: unknown cluster {tag!r} in {label!r} (known: large, med, small)")
-        if isinstance(self.threads, str):
-            if self.threads != "cores":
-                raise ValueError(f"threads: expected 'cores' or a list of counts, got {self.threads!r}")
-        else:
-            counts = _as_list("threads", self.threads)
-            if not counts:
-                raise ValueError("threads: must not be empty (use 'cores')")
+        counts = _word_or_list("threads", self.threads, "cores", "a list of counts")
+        if counts is not None:
             for t in counts:
                 if isinstance(t, bool) or not isinstance(t, int) or t < 1:
                     raise ValueError(f"threads: expected positive integers, got {t!r}")
@@ -165,6 +184,18 @@ class ScenarioGridConfig:
             if not isinstance(v, str) and v is not None:
                 setattr(out, name, list(v))
         return out.validate()
+
+
+def _word_or_list(name: str, value: Any, word: str, a_list: str) -> list | None:
+    """A grid field that is either the one ``word`` (None) or a non-empty list (the list)."""
+    if isinstance(value, str):
+        if value != word:
+            raise ValueError(f"{name}: expected '{word}' or {a_list}, got {value!r}")
+        return None
+    values = _as_list(name, value)
+    if not values:
+        raise ValueError(f"{name}: must not be empty (use '{word}')")
+    return values
 
 
 def _as_list(name: str, value: Any) -> list:
@@ -229,17 +260,21 @@ def explain_grid(device_clusters: Sequence[Cluster], grid: ScenarioGridConfig | 
             precisions = grid.precisions if acc == "cpu" or grid.gpu_precisions is None else grid.gpu_precisions
             for prec in precisions:
                 what = f"{device}-{fw}-{acc}-{prec}"
-                if fw == "pytorch" and prec == "fp16":
-                    dropped.append(Dropped(what, "pytorch fp16 is not offered (docs/exporters.md: .half() on CPU is ~25x slower)"))
+                why = missing_precision(prec, framework=fw)  # no runner of the framework runs it
+                if why:
+                    dropped.append(Dropped(what, f"{fw} {prec} is not offered: {why}"))
+                    continue
+                if acc == "gpu" and not gpu:
+                    dropped.append(Dropped(what, f"device {device} has no GPU"
+                                           + (f": {no_gpu_reason}" if no_gpu_reason else "")))
+                    continue
+                # the runner's own reason; a pair without a runner (runners=None) takes its accelerator's
+                why = missing_precision(prec, framework=fw, accelerator=acc) or missing_precision(prec, accelerator=acc)
+                if why:
+                    dropped.append(Dropped(what, f"{fw} {prec} is not offered on the {acc}: {why}"))
                     continue
                 if acc == "gpu":
-                    if not gpu:
-                        dropped.append(Dropped(what, f"device {device} has no GPU"
-                                               + (f": {no_gpu_reason}" if no_gpu_reason else "")))
-                    elif prec == "int8":
-                        dropped.append(Dropped(what, "int8 is CPU-only (GPU delegates run float models)"))
-                    else:
-                        add(Scenario(device, fw, acc, prec))
+                    add(Scenario(device, fw, acc, prec))
                     continue
                 for cs in sets:
                     threads = [cs.n_cores] if grid.threads == "cores" else list(grid.threads)

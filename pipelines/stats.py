@@ -30,6 +30,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from scipy.stats import binom
 
+from generators.configs import plain
+
 NS_PER_MS = 1e6
 
 
@@ -201,11 +203,7 @@ def make_stopper(cfg: Mapping[str, Any] | _Rule | None) -> _Rule:
         return cfg
     if cfg is None:
         return AdaptiveStopper()
-    if type(cfg).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf
-
-        cfg = OmegaConf.to_container(cfg, resolve=True)
-    cfg = dict(cfg)
+    cfg = dict(plain(cfg))
     policy = cfg.pop("policy", "adaptive")
     classes = {"fixed": FixedRuns, "adaptive": AdaptiveStopper}
     if policy not in classes:

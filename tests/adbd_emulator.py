@@ -672,6 +672,20 @@ class AdbServer:
         subprocess.run([self.exe, "-P", str(self.port), "kill-server"], capture_output=True, timeout=30)
 
 
+def export_networks(data: Path, n: int) -> dict:
+    """``n`` NAS-Bench-201 networks generated into the data folder ``data`` and exported to fp32
+    .tflite by the real stages (one export worker); the export's counts. The phones of the adb
+    tests and of benchmarks/bench_farm.py measure these."""
+    from pipelines.config import compose, validate
+    from pipelines.export import run_export
+    from pipelines.generate import run_generate
+
+    cfg = validate(compose(["generator=[nasbench201]", f"generator.nasbench201.n={n}", f"data_dir={data}",
+                            "export.formats=[tflite_fp32]", "export.workers=1"]))
+    run_generate(cfg, progress=False)
+    return run_export(cfg, progress=False)
+
+
 def exported_models(tmp_path_factory, n: int = 2) -> Path:
     """A data folder with ``n`` NAS-Bench-201 networks generated and exported to fp32 .tflite by
     the real stages, made once per pytest session (the adb and cross-build tests share it: the
@@ -683,14 +697,7 @@ def exported_models(tmp_path_factory, n: int = 2) -> Path:
     with open(base / f".adb-exported-{n}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (data / ".done").is_file():
-            from pipelines.config import compose, validate
-            from pipelines.export import run_export
-            from pipelines.generate import run_generate
-
-            cfg = validate(compose(["generator=[nasbench201]", f"generator.nasbench201.n={n}", f"data_dir={data}",
-                                    "export.formats=[tflite_fp32]", "export.workers=1"]))
-            run_generate(cfg, progress=False)
-            counts = run_export(cfg, progress=False)
+            counts = export_networks(data, n)
             if counts["ok"] != n:
                 raise RuntimeError(f"export of the test networks failed: {counts}")
             (data / ".done").write_text("ok\n")

@@ -5,6 +5,9 @@ from pathlib import Path
 
 import pytest
 
+# the helpers in tests/support/ assert too: pytest explains their failures as it does a test's
+pytest.register_assert_rewrite("support")
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("LATBENCH_SHARED", ROOT.parent / "shared"))
 
@@ -20,6 +23,17 @@ def shared_dir() -> Path:
     if not (SHARED / "external").is_dir():
         pytest.fail(f"shared data folder not found at {SHARED} (set LATBENCH_SHARED)")
     return SHARED
+
+
+# the public datasets' folders under ../shared/external, for the tests that read their files
+@pytest.fixture(scope="session")
+def usc_dir(shared_dir) -> Path:
+    return shared_dir / "external" / "usc-mobile-ml-benchmark"
+
+
+@pytest.fixture(scope="session")
+def help_dir(shared_dir) -> Path:
+    return shared_dir / "external" / "help-nasbench201"
 
 
 @pytest.fixture(scope="session")
@@ -38,13 +52,10 @@ def public(shared_dir, tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def native_built() -> Path:
     """native/build.sh once per test session (incremental); the latbench-run binary."""
-    import subprocess
+    from pipelines.runners import litert as nr
+    from support.native import build_native
 
-    from pipelines import native_runner as nr
-
-    proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
+    build_native()
     return nr.BINARY
 
 

@@ -13,47 +13,27 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from adbd_emulator import AdbServer, EmulatorProcess, exported_models, model_files
+from adbd_emulator import AdbServer, EmulatorProcess
 from pipelines.devices import AdbDevice, DeviceBusy, make_device
 from pipelines.devices.android import sysfs_tree
 from pipelines.devices.topology import read_clusters
-from pipelines.native_runner import run_native
+from pipelines.runners.litert import run_native
 from pipelines.scenarios import Scenario
+from support.adb import adb_server, exported, model  # noqa: F401 (fixtures)
+from support.native import build_native
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data" / "sysfs"
 
 
 # ---------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def adb_server():
-    srv = AdbServer().start()
-    yield srv
-    srv.stop()
-
-
+# adb_server, exported and model (a NAS-Bench-201 network, fp32 .tflite): support/adb.py
 @pytest.fixture(scope="module")
 def runner() -> Path:
-    proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory) -> Path:
-    return exported_models(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def tiny_model(exported) -> Path:
-    """A NAS-Bench-201 network (32x32 input), fp32 .tflite."""
-    return model_files(exported)[0]
+    return Path(build_native().strip().splitlines()[-1])
 
 
 def _disconnect(server: AdbServer, serial: str) -> None:
@@ -122,12 +102,12 @@ def test_clusters_over_adb_are_those_of_the_recorded_phone(tmp_path, adb_server)
 
 
 # ---------------------------------------------------------------- one run
-def test_run_pushes_pins_pulls_cleans_and_records_provenance(phone, adb_server, runner, tiny_model, tmp_path):
+def test_run_pushes_pins_pulls_cleans_and_records_provenance(phone, adb_server, runner, model, tmp_path):
     dev = device_for(phone, adb_server)
     sc = scenario_on(dev, "1large")
     out = tmp_path / "out"
     with dev.lock(tmp_path / "locks" / ".lock"):
-        run = dev.run("tflite", tiny_model, scenario=sc, mode="kernel", warmup=1, runs=4, overhead_pairs=1,
+        run = dev.run("tflite", model, scenario=sc, mode="kernel", warmup=1, runs=4, overhead_pairs=1,
                       records_path=out / "r.jsonl", trace_path=out / "t.json", timeout=120)
         work = phone.root / "data/local/tmp/latbench"
         assert sorted(p.name for p in work.iterdir()) == ["latbench-run", "libLiteRt.so"]  # model and run gone
@@ -157,12 +137,12 @@ def test_run_pushes_pins_pulls_cleans_and_records_provenance(phone, adb_server, 
     assert d["thermal_before"]["max_cpu_c"] > 0 and d["fixed_performance_mode"] is True
 
 
-def test_records_have_the_form_of_host_records(phone, adb_server, runner, tiny_model, tmp_path):
+def test_records_have_the_form_of_host_records(phone, adb_server, runner, model, tmp_path):
     dev = device_for(phone, adb_server)
     sc = scenario_on(dev, "1large1small")
-    phone_run = dev.run("tflite", tiny_model, scenario=sc, mode="op", warmup=1, runs=3,
+    phone_run = dev.run("tflite", model, scenario=sc, mode="op", warmup=1, runs=3,
                         records_path=tmp_path / "p.jsonl", trace_path=tmp_path / "p.json", timeout=120)
-    host_run = run_native(tiny_model, cpus=list(sc.cpus), threads=sc.threads, mode="op", warmup=1, runs=3,
+    host_run = run_native(model, cpus=list(sc.cpus), threads=sc.threads, mode="op", warmup=1, runs=3,
                           precision="fp32", records_path=tmp_path / "h.jsonl", trace_path=tmp_path / "h.json")
 
     def form(run):
@@ -173,13 +153,13 @@ def test_records_have_the_form_of_host_records(phone, adb_server, runner, tiny_m
     assert phone_run.meta["threads"] == 2 and phone_run.end["affinity_ok"] is True
 
 
-def test_thermal_status_and_an_android10_phone_are_recorded_as_they_are(phone, adb_server, runner, tiny_model,
+def test_thermal_status_and_an_android10_phone_are_recorded_as_they_are(phone, adb_server, runner, model,
                                                                        tmp_path):
     st = phone.state()
     st["props"]["ro.build.version.sdk"], st["props"]["ro.build.version.release"] = "29", "10"
     phone.set_state(props=st["props"], thermal_status=3)  # severe; Android 10 has no fixed performance mode
     dev = device_for(phone, adb_server)
-    run = dev.run("tflite", tiny_model, scenario=scenario_on(dev, "1small"), warmup=1, runs=2,
+    run = dev.run("tflite", model, scenario=scenario_on(dev, "1small"), warmup=1, runs=2,
                   records_path=tmp_path / "r.jsonl", timeout=120)
     d = run.meta["device"]
     assert d["thermal_before"]["status"] == 3 and d["thermal_before"]["status_name"] == "severe"

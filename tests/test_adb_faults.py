@@ -14,38 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from adbd_emulator import AdbServer, EmulatorProcess, exported_models, model_files
+from adbd_emulator import AdbServer, EmulatorProcess, model_files
 from pipelines.devices import make_device
 from pipelines.devices.topology import core_set
-from pipelines.native_runner import NativeRunError
+from pipelines.runners.records import NativeRunError
 from pipelines.scenarios import Scenario
+from support.adb import adb_server, exported, model  # noqa: F401 (fixtures)
+from support.native import build_native
 
 
-@pytest.fixture(scope="module")
-def adb_server():
-    srv = AdbServer().start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory) -> Path:
-    return exported_models(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def model(exported) -> Path:
-    return model_files(exported)[0]
-
-
+# adb_server, exported and model: support/adb.py
 @pytest.fixture(scope="module", autouse=True)
 def runner():
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([str(root / "native" / "build.sh")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
+    build_native()
 
 
 def emulator(tmp_path, server, **phone) -> EmulatorProcess:

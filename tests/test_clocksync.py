@@ -19,7 +19,8 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from pipelines import gpu, native_runner as nr
+from pipelines import gpu
+from pipelines.runners import litert as nr
 
 JITTER = 10_000.0  # ns, scale of the half-normal queue wake-up delay
 MEAN_DELAY = JITTER * np.sqrt(2 / np.pi)

@@ -15,32 +15,22 @@ import pytest
 
 from pipelines import control
 from pipelines.assemble import run_assemble
-from pipelines.config import compose, validate
 from pipelines.measure import run_measure
 from pipelines.release import write_release
+from support.sweeps import exported_sweep, tiny_sweep_cfg
 
 SID = "host-tflite-cpu-1large-fp32"
+GRID = ("scenario.frameworks=[tflite]", "scenario.precisions=[fp32]", "scenario.cores=[1large]",
+        "scenario.accelerators=[cpu]")
 
 
 def _cfg(data: Path, release: Path, *more: str):
-    return validate(compose(["generator=[nasbench201]", "generator.nasbench201.n=3", f"data_dir={data}",
-                             "export.formats=[tflite_fp32]", "export.workers=2", "measure.processes=2",
-                             "measure.warmup=1", "measure.stopping.policy=fixed", "measure.stopping.runs=4",
-                             "measure.granularities=[e2e,op]", "measure.load.check=false",
-                             "scenario.frameworks=[tflite]", "scenario.precisions=[fp32]", "scenario.cores=[1large]",
-                             "scenario.accelerators=[cpu]", f"measure.release={release}", *more]))
+    return tiny_sweep_cfg(data, release, *more, granularities="[e2e,op]", grid=GRID)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> Path:
-    from pipelines.export import run_export
-    from pipelines.generate import run_generate
-
-    data = tmp_path_factory.mktemp("control") / "data"
-    cfg = _cfg(data, data.parent / "none-v1")
-    run_generate(cfg, progress=False)
-    assert run_export(cfg, progress=False)["failed"] == 0
-    return data
+    return exported_sweep(tmp_path_factory, "control", _cfg)
 
 
 def _names(data: Path) -> list[str]:

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from adbd_emulator import exported_models, model_files
-from pipelines.native_runner import read_records, run_native
+from pipelines.runners.litert import run_native
+from pipelines.runners.records import read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 CROSS_SYSROOT = Path("/usr/aarch64-linux-gnu")

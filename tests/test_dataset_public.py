@@ -28,26 +28,16 @@ from pipelines.dataset import (
     import_help,
     import_usc,
     load_dataset,
-    make_scenario_id,
     run_import,
 )
 from pipelines.dataset import help as help_mod
 from pipelines.dataset import usc as usc_mod
 from pipelines.dataset.card import write_card
 from pipelines.dataset.schema import Column, conform, markdown, write_table
+from pipelines.scenarios import make_scenario_id
 
 USC_FILES = ["cnn_real_e2e_tflite.csv", "cnn_real_e2e_torch.csv", "cnn_real_ops_gpu_tflite.csv",
              "cnn_real_ops_gpu_torch.csv"]
-
-
-@pytest.fixture(scope="session")
-def usc_dir(shared_dir) -> Path:
-    return shared_dir / "external" / "usc-mobile-ml-benchmark"
-
-
-@pytest.fixture(scope="session")
-def help_dir(shared_dir) -> Path:
-    return shared_dir / "external" / "help-nasbench201"
 
 
 @pytest.fixture(scope="session")

@@ -42,16 +42,6 @@ SYSFS = DATA / "sysfs"
 CATALOG_FILE = "pipelines/devices/catalog.yaml"
 
 
-@pytest.fixture(scope="module")
-def usc_dir(shared_dir) -> Path:
-    return shared_dir / "external" / "usc-mobile-ml-benchmark"
-
-
-@pytest.fixture(scope="module")
-def help_dir(shared_dir) -> Path:
-    return shared_dir / "external" / "help-nasbench201"
-
-
 def _header(path: Path) -> list[str]:
     return path.read_text().splitlines()[0].split(",")
 

@@ -22,6 +22,7 @@ from generators.export import tflite as T  # noqa: E402
 from generators.export.weights import example_input, graph_weights  # noqa: E402
 from generators.ir import Graph, split_ref  # noqa: E402
 from generators.ops import OPS, OpSpec, register_op  # noqa: E402
+from support.nets import close, mbv3ish_logits  # noqa: E402
 
 #: fp32 TFLite vs torch: max |diff| <= RTOL * max |reference| (per output).
 RTOL = 1e-4
@@ -113,15 +114,8 @@ def torch_forward(graph: Graph, inputs: dict[str, np.ndarray] | None = None) -> 
 
 # ------------------------------------------------------------------ test graphs
 def mbv3ish(size: int = 32) -> Graph:
-    """MobileNetV3-like: hswish stem, SE blocks (hsigmoid gate), residual, swish head."""
-    g = Graph("mbv3ish", source="test")
-    x = g.input([1, 3, size, size])
-    x = B.conv_bn_act(g, x, 16, 3, stride=2, act="hswish")
-    x = B.inverted_residual(g, x, 16, 3, expansion=1, se=True, act="relu")
-    x = B.inverted_residual(g, x, 24, 5, stride=2, expansion=4, se=True, act="hswish")
-    x = B.inverted_residual(g, x, 24, 3, expansion=3, act="relu6")
-    x = B.conv_bn_act(g, x, 48, 1, act="swish")
-    y = B.classifier(g, x, 10, hidden=32, act="relu")
+    """MobileNetV3-like: hswish stem, SE blocks (hsigmoid gate), residual, swish head; softmax."""
+    g, y = mbv3ish_logits(size)
     return g.set_outputs(g.add("softmax", y, axis=1)).validate()
 
 
@@ -275,15 +269,6 @@ def fp32_outputs(exported):
     }
 
 
-def _close(got: list[np.ndarray], ref: list[np.ndarray], rtol: float, what: str) -> None:
-    assert len(got) == len(ref), what
-    for k, (a, r) in enumerate(zip(got, ref)):
-        assert a.shape == r.shape, f"{what} output {k}: shape {a.shape} != {r.shape}"
-        err = float(np.abs(a - r).max())
-        bound = rtol * max(float(np.abs(r).max()), 1e-6)
-        assert err <= bound, f"{what} output {k}: max |diff| {err:.3g} > {bound:.3g}"
-
-
 # ------------------------------------------------------------------ coverage
 def test_every_operator_is_covered_and_in_the_fusion_table():
     whole = set().union(*(_graph_ops(b()) for b in GRAPHS.values()))
@@ -330,7 +315,7 @@ def test_facts_and_nhwc_io(exported, name, prec):
 def test_fp32_matches_torch(exported, fp32_outputs, name):
     g = exported[name, "fp32"][0]
     for k in range(3):
-        _close(fp32_outputs[name][k], torch_forward(g, example_input(g, sample=100 + k)), RTOL, f"{name} fp32 vs torch")
+        close(fp32_outputs[name][k], torch_forward(g, example_input(g, sample=100 + k)), f"{name} fp32 vs torch", RTOL)
 
 
 @pytest.mark.parametrize("name", GRAPHS)
@@ -338,7 +323,7 @@ def test_fp16_is_close_to_fp32(exported, fp32_outputs, name):
     g, facts = exported[name, "fp16"]
     for k in range(3):
         got = T.run_tflite(facts["path"], g, example_input(g, sample=100 + k))
-        _close(got, fp32_outputs[name][k], FP16_RTOL, f"{name} fp16 vs fp32")
+        close(got, fp32_outputs[name][k], f"{name} fp16 vs fp32", FP16_RTOL)
 
 
 @pytest.mark.parametrize("name", GRAPHS)
@@ -349,7 +334,7 @@ def test_int8_correlates_with_fp32(exported, fp32_outputs, name):
         for j, (a, r) in enumerate(zip(got, fp32_outputs[name][k])):
             corr = np.corrcoef(a.ravel(), r.ravel())[0, 1]
             assert corr >= INT8_MIN_CORR, f"{name} int8 output {j}: r = {corr:.4f}"
-        _close(got, fp32_outputs[name][k], INT8_RTOL, f"{name} int8 vs fp32")
+        close(got, fp32_outputs[name][k], f"{name} int8 vs fp32", INT8_RTOL)
 
 
 # ------------------------------------------------------------------ one operator at a time
@@ -361,7 +346,7 @@ def test_single_operator_matches_torch_and_table(case):
     facts = T.inspect_tflite(blob)
     assert facts["op_counts"] == T.expected_op_counts(g, "fp32")
     assert facts["params"] == T.expected_params(g, "fp32")
-    _close(T.run_tflite(blob, g), torch_forward(g), RTOL, f"{case} fp32 vs torch")
+    close(T.run_tflite(blob, g), torch_forward(g), f"{case} fp32 vs torch", RTOL)
 
 
 @pytest.mark.parametrize("case", ["conv_valid", "conv_s2_even_pad", "maxpool_mirror", "hsigmoid", "split_unread", "concat_h", "scale_into_conv", "clip_01"])

@@ -34,6 +34,7 @@ from pipelines.devices import DeviceBusy, make_device  # noqa: E402
 from pipelines.farm.driver import farm_hosts, run_farm_measure  # noqa: E402
 from pipelines.farm.host import start_agent  # noqa: E402
 from pipelines.farm.resources import NAMESPACE, discover_phones, host_resources  # noqa: E402
+from support.native import build_native  # noqa: E402
 from test_adb_device import measure_cfg, record_files, record_form  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,9 +87,7 @@ class Farm:
 
 @pytest.fixture(scope="module")
 def runner():
-    proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
+    build_native()
 
 
 @pytest.fixture(scope="module")

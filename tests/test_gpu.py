@@ -13,7 +13,8 @@ import subprocess
 
 import numpy as np
 
-from pipelines import gpu, native_runner as nr
+from pipelines import gpu
+from pipelines.runners import litert as nr
 
 
 

@@ -1,5 +1,5 @@
 """Which kernels LiteRT's GPU accelerator ran: dispatches labelled from the generated programs
-(pipelines/gpu_programs.py), GPU outputs checked against the CPU (pipelines/gpu_validate.py),
+(pipelines/gpu/programs.py), GPU outputs checked against the CPU (pipelines/gpu/validate.py),
 and the USC rules B.2/B.3 against what ran (kernels/gpu_truth.py).
 
 The tests that run the GPU skip, saying why, when this machine has no Vulkan device
@@ -13,7 +13,10 @@ import pytest
 
 from generators.ir import Graph
 from kernels import gpu_truth
-from pipelines import gpu, gpu_programs as gp, gpu_validate, native_runner as nr
+from pipelines import gpu
+from pipelines.gpu import programs as gp
+from pipelines.gpu import validate as gpu_validate
+from pipelines.runners import litert as nr
 
 
 

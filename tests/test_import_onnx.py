@@ -42,6 +42,8 @@ from generators.export.weights import example_input  # noqa: E402
 from generators.importers import UnsupportedModelError, import_onnx  # noqa: E402
 from generators.importers.onnx import import_onnx_with_origins  # noqa: E402
 from generators.ir import Graph, split_ref  # noqa: E402
+from support.nets import (close, misc_ops_head, nb201, ops, resnet_tiny, shufflenet_tiny,  # noqa: E402
+                          synthetic_nets, tflite_with_weights)
 
 RTOL = 1e-4  # fp32 TFLite vs PyTorch: max |diff| <= RTOL * max |reference|
 
@@ -58,44 +60,11 @@ def mbv2_se(size: int = 32) -> Graph:
     return g.set_outputs(B.classifier(g, x, 10, hidden=24, act="swish")).validate()
 
 
-def resnet_tiny(size: int = 32) -> Graph:
-    g = Graph("resnet-tiny", source="test")
-    x = g.input([1, 3, size, size])
-    x = B.conv_bn_act(g, x, 16, 7, stride=2)
-    x = g.add("maxpool", x, kernel=3, stride=2, padding=1)
-    for out, stride in ((16, 1), (32, 2)):
-        y = B.conv_bn_act(g, x, out, 3, stride=stride)
-        y = B.conv_bn_act(g, y, out, 3, act=None)
-        s = x if stride == 1 else B.conv_bn_act(g, x, out, 1, stride=stride, act=None)
-        x = g.add("relu", g.add("add", [s, y]))
-    return g.set_outputs(B.classifier(g, x, 10)).validate()
-
-
-def shufflenet_tiny(size: int = 32) -> Graph:
-    g = Graph("shufflenet-tiny", source="test")
-    x = g.input([1, 3, size, size])
-    x = B.conv_bn_act(g, x, 24, 3, stride=2)
-    a, b = g.add_multi("split", x, sections=[12, 12])
-    b = B.conv_bn_act(g, b, 12, 1)
-    b = B.conv_bn_act(g, b, 12, 3, groups=12, act=None)
-    b = B.conv_bn_act(g, b, 12, 1)
-    x = g.add("channel_shuffle", g.add("concat", [a, b]), groups=2)
-    x = g.add_multi("split", x, sections=[4, 16, 4])[1]  # outputs left unread (TFLite: one SLICE)
-    x = B.conv_bn_act(g, x, 48, 3, stride=2, groups=4, act="leaky_relu")
-    return g.set_outputs(B.classifier(g, x, 10)).validate()
-
-
+# resnet_tiny, shufflenet_tiny, synthetic_nets, nb201: support/nets.py
 def misc_ops(size: int = 20) -> Graph:
     """The remaining operators, and pool/pad geometries; two outputs."""
-    g = Graph("misc-ops", source="test")
-    x = g.input([1, 4, size, size])
-    x = g.add("conv2d", x, out_channels=8, kernel=3, padding=2, dilation=2, bias=False)
-    x = g.add("prelu", x, num_parameters=8)
-    x = g.add("avgpool", x, kernel=3, stride=2, padding=1, ceil_mode=True)  # count_include_pad, ceil
-    x2 = g.add("avgpool", x, kernel=3, stride=1, padding=1, count_include_pad=False)
-    x2 = g.add("clip", x2, min=-0.5, max=2.0)
-    x = g.add("add", [x, x2])
-    x = g.add("batchnorm", x)  # standalone (after an add): stays a batch norm
+    # the head: the first avgpool has count_include_pad and ceil; the batch norm stays one
+    g, x = misc_ops_head(size)
     x = g.add("pad", x, pads=[1, 0, 2, 1], value=0.5)
     x = g.add("upsample", x, scale=2)
     x = g.add("crop", x, crops=[1, 2, 0, 3])
@@ -110,20 +79,6 @@ def misc_ops(size: int = 20) -> Graph:
     out1 = g.add("softmax", g.add("reshape", f, shape=[1, 3, 4]), axis=2)
     out2 = g.add("hswish", g.add("fc", g.add("relu6", f), out_features=5, bias=False))
     return g.set_outputs(out1, out2).validate()
-
-
-def synthetic_nets() -> dict[str, callable]:
-    from generators.synthetic import SyntheticConfig, build_network
-
-    cfg = SyntheticConfig(input_size=32, num_classes=10, head_channels=[96, 128], num_blocks=5, strides=[1, 2, 1, 2, 1],
-                          channel_ranges=[[8, 32]] * 5, split_ops=["identity", "relu", "hswish", "hsigmoid", "swish", "tanh"])
-    return {f"synthetic-{i}": (lambda i=i: build_network(cfg, 0, i)) for i in (0, 1, 2, 3)}
-
-
-def nb201() -> Graph:
-    from generators.nasbench201 import build
-
-    return build("|nor_conv_3x3~0|+|none~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|nor_conv_3x3~2|")
 
 
 NETS = {"mbv2-se": mbv2_se, "resnet-tiny": resnet_tiny, "shufflenet-tiny": shufflenet_tiny, "misc-ops": misc_ops,
@@ -237,21 +192,6 @@ def onnx_weights(proto: "onnx.ModelProto", g: Graph, origins: dict) -> dict[str,
     return out
 
 
-def tflite_with_weights(g: Graph, weights: dict) -> bytes:
-    """The project's TFLite export of ``g`` (fp32), with the given weights."""
-    tf = T._tf()
-    tf_graph, ins, outs = T.build_tf_graph(g, weights)
-    return tf.compat.v1.lite.TFLiteConverter(tf_graph.as_graph_def(), ins, outs).convert()
-
-
-def close(got: list[np.ndarray], ref: list[np.ndarray], what: str, rtol: float = RTOL) -> None:
-    assert len(got) == len(ref), what
-    for k, (a, r) in enumerate(zip(got, ref)):
-        assert a.shape == r.shape, f"{what} output {k}: shape {a.shape} != {r.shape}"
-        err, bound = float(np.abs(a - r).max()), rtol * max(float(np.abs(r).max()), 1e-6)
-        assert err <= bound, f"{what} output {k}: max |diff| {err:.3g} > {bound:.3g}"
-
-
 def check_same_function(blob: bytes, module: nn.Module, x: np.ndarray, name: str = "m") -> Graph:
     """Import ``blob``; its TFLite export with the ONNX weights must compute ``module(x)``."""
     proto = onnx.load_model_from_string(blob)
@@ -260,12 +200,8 @@ def check_same_function(blob: bytes, module: nn.Module, x: np.ndarray, name: str
         ref = module(torch.from_numpy(x))
     ref = [t.numpy() for t in (ref if isinstance(ref, (list, tuple)) else [ref])]
     got = T.run_tflite(tflite_with_weights(g, onnx_weights(proto, g, origins)), g, {g.input_nodes[0].name: x})
-    close(got, ref, f"{name}: TFLite of the imported IR vs PyTorch")
+    close(got, ref, f"{name}: TFLite of the imported IR vs PyTorch", RTOL)
     return g
-
-
-def ops(g: Graph) -> list[str]:
-    return [n.op for n in g.nodes.values() if n.op != "input"]
 
 
 # ------------------------------------------------------------------ round trips of IR-built networks

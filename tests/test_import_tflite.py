@@ -29,67 +29,30 @@ pytest.importorskip("ai_edge_litert")
 
 from ai_edge_litert import schema_py_generated as S  # noqa: E402
 
-from generators import blocks as B  # noqa: E402
 from generators.export import tflite as T  # noqa: E402
 from generators.export.weights import example_input  # noqa: E402
 from generators.importers import UnsupportedModelError, import_tflite  # noqa: E402
 from generators.importers.onnx import f32  # noqa: E402
 from generators.importers.tflite import import_tflite_with_origins  # noqa: E402
 from generators.ir import Graph, split_ref  # noqa: E402
+from support.nets import (close, mbv3ish_logits, misc_ops_head, nb201, ops, resnet_tiny,  # noqa: E402
+                          shufflenet_tiny, synthetic_nets, tflite_with_weights)
 
 RTOL = 1e-5  # the second TFLite file vs the first: max |diff| <= RTOL * max |first|
 
 
 # ------------------------------------------------------------------ source networks (IR)
 def mbv3ish(size: int = 32) -> Graph:
-    g = Graph("mbv3ish", source="test")
-    x = g.input([1, 3, size, size])
-    x = B.conv_bn_act(g, x, 16, 3, stride=2, act="hswish")
-    x = B.inverted_residual(g, x, 16, 3, expansion=1, se=True, act="relu")
-    x = B.inverted_residual(g, x, 24, 5, stride=2, expansion=4, se=True, act="hswish")
-    x = B.inverted_residual(g, x, 24, 3, expansion=3, act="relu6")
-    x = B.conv_bn_act(g, x, 48, 1, act="swish")
-    return g.set_outputs(B.classifier(g, x, 10, hidden=32, act="relu")).validate()
+    g, y = mbv3ish_logits(size)
+    return g.set_outputs(y).validate()
 
 
-def resnet_tiny(size: int = 32) -> Graph:
-    g = Graph("resnet-tiny", source="test")
-    x = g.input([1, 3, size, size])
-    x = B.conv_bn_act(g, x, 16, 7, stride=2)
-    x = g.add("maxpool", x, kernel=3, stride=2, padding=1)  # even input: MIRROR_PAD + MAX_POOL_2D
-    for out, stride in ((16, 1), (32, 2)):
-        y = B.conv_bn_act(g, x, out, 3, stride=stride)  # stride 2 on an even input: PAD + CONV_2D
-        y = B.conv_bn_act(g, y, out, 3, act=None)
-        s = x if stride == 1 else B.conv_bn_act(g, x, out, 1, stride=stride, act=None)
-        x = g.add("relu", g.add("add", [s, y]))
-    return g.set_outputs(B.classifier(g, x, 10)).validate()
-
-
-def shufflenet_tiny(size: int = 32) -> Graph:
-    g = Graph("shufflenet-tiny", source="test")
-    x = g.input([1, 3, size, size])
-    x = B.conv_bn_act(g, x, 24, 3, stride=2)
-    a, b = g.add_multi("split", x, sections=[12, 12])
-    b = B.conv_bn_act(g, b, 12, 1)
-    b = B.conv_bn_act(g, b, 12, 3, groups=12, act=None)
-    b = B.conv_bn_act(g, b, 12, 1)
-    x = g.add("channel_shuffle", g.add("concat", [a, b]), groups=2)
-    x = g.add_multi("split", x, sections=[4, 16, 4])[1]  # outputs left unread (TFLite: one SLICE)
-    x = B.conv_bn_act(g, x, 48, 3, stride=2, groups=4, act="leaky_relu")
-    return g.set_outputs(B.classifier(g, x, 10)).validate()
-
-
+# resnet_tiny, shufflenet_tiny, synthetic_nets, nb201: support/nets.py
 def misc_ops(size: int = 20) -> Graph:
     """The remaining operators and geometries; two outputs."""
-    g = Graph("misc-ops", source="test")
-    x = g.input([1, 4, size, size])
-    x = g.add("conv2d", x, out_channels=8, kernel=3, padding=2, dilation=2, bias=False)  # zero bias
-    x = g.add("prelu", x, num_parameters=8)
-    x = g.add("avgpool", x, kernel=3, stride=2, padding=1, ceil_mode=True)  # PAD + pool + correction MUL
-    x2 = g.add("avgpool", x, kernel=3, stride=1, padding=1, count_include_pad=False)  # SAME
-    x2 = g.add("clip", x2, min=-0.5, max=2.0)  # MINIMUM + MAXIMUM
-    x = g.add("add", [x, x2])
-    x = g.add("batchnorm", x)  # standalone: MUL + ADD
+    # the head, in TFLite: the conv has a zero bias, the first avgpool is PAD + pool + correction
+    # MUL, the second SAME, the clip MINIMUM + MAXIMUM, the batch norm MUL + ADD
+    g, x = misc_ops_head(size)
     x = g.add("clip", x, min=0.0, max=3.0)  # MINIMUM + RELU
     x = g.add("pad", x, pads=[1, 0, 2, 1], value=0.5)  # PADV2
     x = g.add("upsample", x, scale=2)
@@ -106,20 +69,6 @@ def misc_ops(size: int = 20) -> Graph:
     out1 = g.add("softmax", r, axis=1)  # TRANSPOSE + SOFTMAX + TRANSPOSE (merged with the one before)
     out2 = g.add("hswish", g.add("fc", f, out_features=5, bias=False))  # (a relu6 here would duplicate f's FC)
     return g.set_outputs(out1, out2).validate()
-
-
-def synthetic_nets() -> dict:
-    from generators.synthetic import SyntheticConfig, build_network
-
-    cfg = SyntheticConfig(input_size=32, num_classes=10, head_channels=[96, 128], num_blocks=5, strides=[1, 2, 1, 2, 1],
-                          channel_ranges=[[8, 32]] * 5, split_ops=["identity", "relu", "hswish", "hsigmoid", "swish", "tanh"])
-    return {f"synthetic-{i}": (lambda i=i: build_network(cfg, 0, i)) for i in (0, 1, 2, 3)}
-
-
-def nb201() -> Graph:
-    from generators.nasbench201 import build
-
-    return build("|nor_conv_3x3~0|+|none~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_1x1~1|nor_conv_3x3~2|")
 
 
 NETS = {"mbv3ish": mbv3ish, "resnet-tiny": resnet_tiny, "shufflenet-tiny": shufflenet_tiny, "misc-ops": misc_ops,
@@ -262,30 +211,13 @@ def tflite_weights(blob: bytes, g: Graph, origins: dict) -> dict[str, dict[str, 
     return out
 
 
-def tflite_with_weights(g: Graph, weights: dict) -> bytes:
-    tf_graph, ins, outs = T.build_tf_graph(g, weights)
-    return tf.compat.v1.lite.TFLiteConverter(tf_graph.as_graph_def(), ins, outs).convert()
-
-
-def close(got: list[np.ndarray], ref: list[np.ndarray], what: str, rtol: float = RTOL) -> None:
-    assert len(got) == len(ref), what
-    for k, (a, r) in enumerate(zip(got, ref)):
-        assert a.shape == r.shape, f"{what} output {k}: shape {a.shape} != {r.shape}"
-        err, bound = float(np.abs(a - r).max()), rtol * max(float(np.abs(r).max()), 1e-6)
-        assert err <= bound, f"{what} output {k}: max |diff| {err:.3g} > {bound:.3g}"
-
-
 def round_trip(blob: bytes, x: np.ndarray, name: str, first_graph: Graph | None = None) -> tuple[Graph, bytes]:
     """Import ``blob``, export the IR again with its weights; both files must compute the same."""
     g, origins = import_tflite_with_origins(blob, name=name)
     blob2 = tflite_with_weights(g, tflite_weights(blob, g, origins))
     first = T.run_tflite(blob, first_graph or g, {(first_graph or g).input_nodes[0].name: x})
-    close(T.run_tflite(blob2, g, {g.input_nodes[0].name: x}), first, f"{name}: TFLite -> IR -> TFLite vs TFLite")
+    close(T.run_tflite(blob2, g, {g.input_nodes[0].name: x}), first, f"{name}: TFLite -> IR -> TFLite vs TFLite", RTOL)
     return g, blob2
-
-
-def ops(g: Graph) -> list[str]:
-    return [n.op for n in g.nodes.values() if n.op != "input"]
 
 
 # ------------------------------------------------------------------ round trips of IR-built networks

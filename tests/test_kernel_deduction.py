@@ -166,7 +166,8 @@ def _tiny_networks() -> list[Graph]:
 
 def test_xnnpack_operators_match_kernel_mode(tmp_path: Path):
     from generators.export.tflite import export_tflite
-    from pipelines.native_runner import NativeNotBuiltError, run_native
+    from pipelines.runners.litert import run_native
+    from pipelines.runners.records import NativeNotBuiltError
 
     for g in _tiny_networks():
         model = tmp_path / f"{g.model_id}.tflite"

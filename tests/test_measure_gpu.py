@@ -20,7 +20,8 @@ import yaml
 
 from pipelines import gpu
 from pipelines.config import compose, validate, write_params
-from pipelines.measure import RUNNERS, aggregate_events, run_measure
+from pipelines.measure import aggregate_events, run_measure
+from pipelines.runners import RUNNERS
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["generator=[synthetic]", "generator.synthetic.n=1", "generator.synthetic.input_size=16",
@@ -77,7 +78,7 @@ def _records(out: Path) -> dict[str, dict]:
 def test_the_gpu_stage_records_e2e_and_gpu_kernels(measured):
     stage = _stage("measure-gpu")
     assert stage["matrix"] == {"precision": "${scenario.gpu_precisions}"}
-    assert {"pipelines/gpu.py", "pipelines/gpu_programs.py", "native/vklayer", "pipelines/measure.py"} <= \
+    assert {"pipelines/gpu", "native/vklayer", "pipelines/measure.py"} <= \
         set(stage["deps"])
     (outs,) = stage["outs"]
     (path,) = outs
@@ -206,7 +207,7 @@ def test_scenarios_lists_the_gpu_points(tmp_path, monkeypatch, capsys):
 
 # ---------------------------------------------------------------- the pure parts
 def test_gpu_events_keep_their_identity_through_aggregation():
-    """aggregate_events carries the layer's and gpu_programs' fields of GPU commands, times
+    """aggregate_events carries the layer's and pipelines.gpu.programs' fields of GPU commands, times
     them by their GPU durations and counts runs that ran another shader at a position."""
     runs = [{"run": 0}, {"run": 1}, {"run": 2}]
     def ev(run, order, shader, ns, **kw):
@@ -234,7 +235,7 @@ def test_kernel_types_of_gpu_commands_and_the_runner_table():
                         "fused": ["bias", "clamp", "add"], "name": "dawn_entry_point 8x4x1 #1"}) == \
         "winograd_output+bias+clamp+add"
     assert kernel_type({"source": "gpu", "kind": "copy", "kernel_kind": "copy", "fused": [], "name": "copy"}) == "copy"
-    # unlabelled records (made before pipelines/gpu_programs.py) keep the layer's command kind;
+    # unlabelled records (made before pipelines/gpu/programs.py) keep the layer's command kind;
     # a USC-style name is never parsed for a host GPU command
     assert kernel_type({"source": "gpu", "kind": "dispatch", "name": "convolution_2d_1_linked_:_relu_2"}) == "dispatch"
     assert kernel_type({"source": "xnnpack", "name": "Convolution (NHWC, F32) IGEMM"}) == "convolution"

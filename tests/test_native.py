@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import native_runner as nr
+from pipelines.runners import litert as nr
+from support.native import build_native
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -33,10 +34,7 @@ TFLITE_OP = re.compile(r"^[A-Z][A-Z0-9_]*$")
 @pytest.fixture(scope="session")
 def runner() -> Path:
     """Builds native/ (idempotent, quick when up to date) and returns the binary."""
-    proc = subprocess.run([str(ROOT / "native" / "build.sh")], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"native/build.sh failed: {proc.stderr.strip()[-2000:]}")
-    path = Path(proc.stdout.strip().splitlines()[-1])
+    path = Path(build_native().strip().splitlines()[-1])
     assert path == nr.BINARY and path.is_file()
     return path
 

@@ -21,7 +21,8 @@ from leaderboard.baselines.adaptive_sampling import (CHANNEL_RANGE, DeviceKernel
                                                      relative_errors)
 from leaderboard.baselines.nnmeter_kernelwise import (DESC_COLUMNS, NnMeterPredictor, describe_op_row,
                                                       graph_kernels, load_rules_for, with_costs)
-from pipelines.dataset import Dataset, HelpConfig, UscConfig, import_help, import_usc
+from pipelines.dataset import Dataset, HelpConfig, import_help
+from support.fixtures import usc_pixel4
 
 FAST = {"n_estimators": 10, "rules": "paper"}
 
@@ -34,11 +35,9 @@ def help_x(shared_dir) -> Networks:
 
 
 @pytest.fixture(scope="module")
-def usc_gpu(shared_dir) -> Networks:
+def usc_gpu(usc_dir) -> Networks:
     models = ["resnet10", "mobilenet_wd4", "mobilenetv2_wd2", "squeezenet_v1_1"]
-    r = import_usc(UscConfig(path=str(shared_dir / "external" / "usc-mobile-ml-benchmark"), models=models,
-                             devices=["pixel4"]))
-    return Networks.of_scenario(Dataset(dict(r)), "usc-pixel4-tflite-gpu-fp16")
+    return Networks.of_scenario(usc_pixel4(usc_dir, models), "usc-pixel4-tflite-gpu-fp16")
 
 
 def _small_net() -> Graph:
@@ -178,7 +177,7 @@ def test_prior_from_zoo_networks():
 def test_adaptive_sampling_on_host_trains_the_predictor(help_x, tmp_path):
     """A tiny real run: 3 test + 5 prior conv kernels measured on core 0, one fine-grained round
     (2 samples) around the worst test point (threshold 0 forces it), then the predictor trains."""
-    from pipelines.native_runner import BINARY
+    from pipelines.runners.litert import BINARY
 
     if not BINARY.is_file():
         pytest.skip(f"the native runtime is not built ({BINARY}); see native/README")

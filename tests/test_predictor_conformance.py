@@ -14,7 +14,8 @@ import pytest
 from sklearn.base import clone
 
 from leaderboard.baselines import PREDICTORS, Networks, load_predictor, make_predictor, save_predictor
-from pipelines.dataset import Dataset, UscConfig, import_usc
+from pipelines.dataset import Dataset
+from support.fixtures import usc_pixel4
 
 MODELS = ["resnet10", "resnet14", "resnet18_wd2", "mobilenet_w1", "mobilenet_wd4", "mobilenetv2_w1",
           "mobilenetv2_wd2", "squeezenet_v1_1", "regnetx002", "mnasnet_a1"]
@@ -28,10 +29,8 @@ SEEDED = {n for n in PREDICTORS.names() if "random_state" in make_predictor(n).g
 
 
 @pytest.fixture(scope="module")
-def ds(shared_dir) -> Dataset:
-    r = import_usc(UscConfig(path=str(shared_dir / "external" / "usc-mobile-ml-benchmark"), models=MODELS,
-                             devices=["pixel4"]))
-    return Dataset(dict(r))
+def ds(usc_dir) -> Dataset:
+    return usc_pixel4(usc_dir, MODELS)
 
 
 def _xy(ds, scenario):

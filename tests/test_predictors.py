@@ -17,7 +17,8 @@ from leaderboard.baselines.linear import nonneg_lasso, split_e2e
 from leaderboard.baselines.lookup import LookupOpModel
 from leaderboard.baselines.persist import PersistError
 from leaderboard.baselines.trees import ForestOpModel
-from pipelines.dataset import Dataset, UscConfig, import_usc
+from pipelines.dataset import Dataset
+from support.fixtures import usc_pixel4
 
 MODELS = ["resnet10", "resnet12", "resnet14", "resnet18", "resnet18_wd2", "resnet18_wd4", "mobilenet_w1",
           "mobilenet_wd2", "mobilenet_wd4", "mobilenetv2_w1", "mobilenetv2_wd2", "mobilenetv2_wd4",
@@ -26,10 +27,8 @@ CPU, GPU = "usc-pixel4-tflite-cpu-1large-fp32", "usc-pixel4-tflite-gpu-fp16"
 
 
 @pytest.fixture(scope="module")
-def ds(shared_dir) -> Dataset:
-    r = import_usc(UscConfig(path=str(shared_dir / "external" / "usc-mobile-ml-benchmark"), models=MODELS,
-                             devices=["pixel4"]))
-    return Dataset(dict(r))
+def ds(usc_dir) -> Dataset:
+    return usc_pixel4(usc_dir, MODELS)
 
 
 def _mape(p, y):

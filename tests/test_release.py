@@ -20,29 +20,19 @@ from pipelines.config import compose, validate, write_params
 from pipelines.dataset import load_dataset
 from pipelines.measure import run_measure
 from pipelines.release import ReleaseError, released_pairs, write_release
+from support.sweeps import exported_sweep, tiny_sweep_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 SID = "host-tflite-cpu-1large-fp32"
 
 
 def _cfg(data: Path, release: Path, *more: str):
-    return validate(compose(["generator=[nasbench201]", "generator.nasbench201.n=3", f"data_dir={data}",
-                             "export.formats=[tflite_fp32]", "export.workers=2", "measure.processes=2",
-                             "measure.warmup=1", "measure.stopping.policy=fixed", "measure.stopping.runs=4",
-                             "measure.granularities=[e2e]", "measure.load.check=false",
-                             f"measure.release={release}", *more]))
+    return tiny_sweep_cfg(data, release, *more)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> Path:
-    from pipelines.export import run_export
-    from pipelines.generate import run_generate
-
-    data = tmp_path_factory.mktemp("release") / "data"
-    cfg = _cfg(data, data.parent / "none-v1")
-    run_generate(cfg, progress=False)
-    assert run_export(cfg, progress=False)["failed"] == 0
-    return data
+    return exported_sweep(tmp_path_factory, "release", _cfg)
 
 
 def _ids(data: Path) -> list[str]:

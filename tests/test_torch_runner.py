@@ -1,4 +1,4 @@
-"""The PyTorch runner (pipelines/torch_runner.py): one fresh worker process per scenario.
+"""The PyTorch runner (pipelines/runners/torch.py): one fresh worker process per scenario.
 
 A tiny IR network (input [1,3,32,32], conv_bn_act, inverted_residual, classifier) is exported
 as TorchScript (.pt) and lite (.ptl) in fp32 and int8. Checked: records parse and follow the
@@ -20,7 +20,7 @@ import pytest
 
 from generators import blocks as B
 from generators.ir import Graph
-from pipelines import torch_runner as trn
+from pipelines.runners import torch as trn
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -197,6 +197,6 @@ def test_errors_one_line(artifacts, tmp_path):
 
 def test_worker_imports_torch_after_pinning():
     """The worker module imports nothing of torch at module level (so main() can pin first)."""
-    code = "import sys, pipelines.torch_runner; print('torch' in sys.modules)"
+    code = "import sys, pipelines.runners.torch; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"

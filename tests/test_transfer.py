@@ -29,7 +29,7 @@ TARGETS = {"gold_6226", "pixel2", "raspi4", "eyeriss"}
 def help_root(shared_dir, tmp_path_factory):
     """HELP's data, indices 0-1899 (all that the protocol touches), on all seven devices."""
     from pipelines.dataset.help import HelpConfig
-    from pipelines.dataset.importers import run_import
+    from pipelines.dataset.import_public import run_import
 
     out = tmp_path_factory.mktemp("help-transfer")
     run_import(None, HelpConfig(path=str(shared_dir / "external" / "help-nasbench201"), rebuild_ir=False,

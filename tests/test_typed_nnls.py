@@ -12,7 +12,8 @@ import pytest
 from leaderboard.baselines import Networks, make_predictor
 from leaderboard.baselines.typed_nnls import network_sums, typed_op
 from leaderboard.run import mask
-from pipelines.dataset import Dataset, UscConfig, import_usc
+from pipelines.dataset import Dataset
+from support.fixtures import usc_pixel4
 
 MODELS = ["resnet10", "resnet14", "resnet18_wd2", "mobilenet_w1", "mobilenet_wd4", "mobilenetv2_w1",
           "mobilenetv2_wd2", "squeezenet_v1_1", "regnetx002", "mnasnet_a1", "mobilenetv2_wd4", "resnet18"]
@@ -20,10 +21,8 @@ CPU, GPU = "usc-pixel4-tflite-cpu-1large-fp32", "usc-pixel4-pytorch-gpu-fp16"
 
 
 @pytest.fixture(scope="module")
-def ds(shared_dir) -> Dataset:
-    r = import_usc(UscConfig(path=str(shared_dir / "external" / "usc-mobile-ml-benchmark"), models=MODELS,
-                             devices=["pixel4"]))
-    return Dataset(dict(r))
+def ds(usc_dir) -> Dataset:
+    return usc_pixel4(usc_dir, MODELS)
 
 
 def test_mask_hides_test_networks_in_every_scenario(ds):

@@ -4,22 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from pipelines.dataset import HelpConfig, UscConfig, import_help, import_usc
 from pipelines.dataset import help as help_mod
 
 USC_FILES = ("cnn_real_e2e_tflite.csv", "cnn_real_e2e_torch.csv", "cnn_real_ops_gpu_tflite.csv", "cnn_real_ops_gpu_torch.csv")
-
-
-@pytest.fixture(scope="module")
-def usc_dir(shared_dir) -> Path:
-    return shared_dir / "external" / "usc-mobile-ml-benchmark"
-
-
-@pytest.fixture(scope="module")
-def help_dir(shared_dir) -> Path:
-    return shared_dir / "external" / "help-nasbench201"
 
 
 def small_usc(src: Path, dst: Path, lines: int = 6) -> Path:

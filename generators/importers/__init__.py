@@ -10,12 +10,10 @@
   flatbuffer (read with the schema of the ``ai-edge-litert`` wheel, on first use).
 
 All raise :class:`UnsupportedModelError`, one line naming the model, the node and the op.
+:mod:`.common` holds what the three share (that error, the walk's error translation, the
+handler tables, node names, pending patterns, the finishing of the graph).
 """
-from .pytorch import (  # noqa: F401
-    PytorchImportConfig,
-    UnsupportedModelError,
-    import_module,
-    import_pytorchcv,
-)
+from .common import UnsupportedModelError  # noqa: F401
+from .pytorch import PytorchImportConfig, import_module, import_pytorchcv  # noqa: F401
 from .onnx import import_onnx  # noqa: F401  (imports onnx only when called)
 from .tflite import import_tflite  # noqa: F401  (reads the schema only when called)

@@ -48,7 +48,7 @@ Mapping
 - ``Identity``, ``Dropout``, ``Cast`` to float vanish; ``Constant``, ``Shape``, ``Gather``,
   ``Unsqueeze``, ``Squeeze``, ``Concat``, ``Slice``, arithmetic, ... on constants are
   evaluated.
-- Anything else raises :class:`UnsupportedModelError` (the PyTorch importer's type), one
+- Anything else raises :class:`UnsupportedModelError` (the importers' one type, :mod:`.common`), one
   line naming the model, the ONNX node and its op_type.
 
 The pool-geometry helpers at the end are shared with the TFLite importer.
@@ -62,17 +62,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ..ir import Graph, IRError, split_ref
-from .pytorch import UnsupportedModelError, _prune_dead
+from ..ir import Graph, split_ref
+from .common import Unsupported as _Unsupported
+from .common import UnsupportedModelError, finish, handler_registry, materialized, node_errors, prelu_parameters
+from .common import reciprocal, unique_name
 
 if TYPE_CHECKING:  # onnx is imported on first use
     import onnx
 
 __all__ = ["import_onnx", "UnsupportedModelError"]
-
-
-class _Unsupported(Exception):
-    """Raised by a handler; the walker adds the model, node name and op_type."""
 
 
 # ---------------------------------------------------------------- values
@@ -156,31 +154,23 @@ class _Converter:
 
     # ------------------------------------------------ naming and values
     def _name(self, base: str) -> str:
-        base = (base or "node").replace(":", "_")
-        name, k = base, 1
-        while name in self.g.nodes:
-            name = f"{base}_{k}"
-            k += 1
-        return name
+        return unique_name(self.g, base)
 
     def t(self, v: Any) -> str:
         """The IR reference of a tensor value (materialising a pending pattern)."""
         if isinstance(v, _Const):
             raise _Unsupported(f"a constant tensor of shape {list(v.shape)} where the IR needs a computed one (the IR has no weights)")
-        if v.pending is None:
-            return v.ref
-        if v in self._materialized:
-            return self._materialized[v]
+        return materialized(self._materialized, v, self._end_pattern)
+
+    def _end_pattern(self, v: _T) -> str:
+        """The IR node a pending pattern ends in when an operator outside it reads it."""
         if v.pending == "crop":
-            ref = self._add("crop", [v.ref], v.origin, crops=list(v.data))
-        elif v.pending == "matmul":
-            ref = self._add("fc", [v.ref], v.origin, out_features=v.data[0], bias=False)
-        elif v.pending == "grouped":
-            ref = self._add("reshape", [v.ref], v.origin, shape=list(v.shape))
-        else:
-            raise _Unsupported(_PENDING_WHAT[v.pending])
-        self._materialized[v] = ref
-        return ref
+            return self._add("crop", [v.ref], v.origin, crops=list(v.data))
+        if v.pending == "matmul":
+            return self._add("fc", [v.ref], v.origin, out_features=v.data[0], bias=False)
+        if v.pending == "grouped":
+            return self._add("reshape", [v.ref], v.origin, shape=list(v.shape))
+        raise _Unsupported(_PENDING_WHAT[v.pending])
 
     def _add(self, op: str, refs: list[str], origin: str, **attrs) -> str:
         ref = self.g.add(op, refs, name=self._name(origin), **attrs)
@@ -238,16 +228,8 @@ def _scalar(v: Any) -> float | None:
 # A handler takes (converter, inputs, attrs, node) and returns one value per node output
 # (a list) or a single value. Inputs are _T, _Const or None (an omitted optional input).
 Handler = Callable[["_Converter", list[Any], dict, Any], Any]
-HANDLERS: dict[str, Handler] = {}
-
-
-def _handler(*names: str):
-    def deco(fn: Handler) -> Handler:
-        for n in names:
-            HANDLERS[n] = fn
-        return fn
-
-    return deco
+HANDLERS: dict[str, Handler]
+HANDLERS, _handler = handler_registry()
 
 
 def _spatial_pads(a: dict, x_hw: tuple[int, int], kernel: list[int], stride: list[int], dilation: list[int]) -> tuple[list[int], list[int]]:
@@ -389,10 +371,9 @@ def _prelu(c: _Converter, ins, a, node):
     x, slope = ins
     if not isinstance(slope, _Const):
         raise _Unsupported("PRelu slope computed from the input")
-    n = math.prod(slope.shape)
-    if n != 1 and (len(x.shape) < 2 or n != x.shape[1]):
-        raise _Unsupported(f"PRelu with {n} slopes (shape {list(slope.shape)}) on an input of shape {list(x.shape)}")
-    return c.new("prelu", x, num_parameters=int(n))
+    n = prelu_parameters(x.shape, slope.shape,
+                         lambda n: f"PRelu with {n} slopes (shape {list(slope.shape)}) on an input of shape {list(x.shape)}")
+    return c.new("prelu", x, num_parameters=n)
 
 
 @_handler("Clip")
@@ -485,13 +466,11 @@ def _binary(c: _Converter, ins, a, node):
     if op == "Sub":
         op, v = "Add", -v
     if op == "Div":
-        if v == 0:
-            raise _Unsupported("division by zero")
         if v == 6 and x.pending == "relu6_plus3":
             return c.new("hsigmoid", _T(x.ref, x.shape))
         if v == 6 and x.pending == "x_relu6_plus3":
             return c.new("hswish", _T(x.ref, x.shape))
-        op, v = "Mul", 1.0 / v
+        op, v = "Mul", reciprocal(v)
     if op == "Mul":
         if abs(v - 1 / 6) < 1e-6 and x.pending == "relu6_plus3":
             return c.new("hsigmoid", _T(x.ref, x.shape))
@@ -604,7 +583,9 @@ def _reduce_mean(c: _Converter, ins, a, node):
 
 
 # ------------------------------------------------ shapes and plumbing
-def _reshape_to(c: _Converter, x: _T, shape: list[int]) -> _T:
+def _reshape_to(c: _Converter, x: _T | _Const, shape: list[int]) -> _T | _Const:
+    if isinstance(x, _Const):  # shape arithmetic: evaluated now
+        return _Const(x.value.reshape(shape))
     numel = math.prod(x.shape)
     if list(x.shape) == shape:
         return x
@@ -640,8 +621,6 @@ def _reshape(c: _Converter, ins, a, node):
     if -1 in shape:
         known = math.prod(d for d in shape if d != -1)
         shape[shape.index(-1)] = math.prod(in_shape) // known if known else 0
-    if isinstance(x, _Const):
-        return _Const(x.value.reshape(shape))
     return _reshape_to(c, x, shape)
 
 
@@ -652,8 +631,6 @@ def _flatten(c: _Converter, ins, a, node):
     axis = int(a.get("axis", 1))
     axis = axis + rank if axis < 0 else axis
     shape = [math.prod(x.shape[:axis]), math.prod(x.shape[axis:])]
-    if isinstance(x, _Const):
-        return _Const(x.value.reshape(shape))
     return _reshape_to(c, x, shape)
 
 
@@ -1055,7 +1032,7 @@ def import_onnx_with_origins(model: Any, input_shape: list[int] | tuple[int, ...
         c.origin = node.name or (node.output[0] if node.output else node.op_type)
         c.index = idx
         c.index_of.setdefault(c.origin, idx)
-        try:
+        with node_errors(name, where):
             if node.domain not in ("", "ai.onnx"):
                 raise _Unsupported(f"operator of domain {node.domain!r}")
             handler = HANDLERS.get(node.op_type)
@@ -1078,29 +1055,14 @@ def import_onnx_with_origins(model: Any, input_shape: list[int] | tuple[int, ...
                     c.env[o] = v
                     if isinstance(v, _T) and v.pending:
                         c.source_of[v] = o
-        except _Unsupported as e:
-            raise UnsupportedModelError(f"{name}: {where}: {e}") from None
-        except IRError as e:
-            raise UnsupportedModelError(f"{name}: {where}: {e}") from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
-            raise UnsupportedModelError(
-                f"{name}: {where}: cannot map it: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            ) from e
     outputs = []
     for o in graph.output:
         v = c.env.get(o.name)
-        try:
+        with node_errors(name, f"graph output {o.name!r}", cannot_map=None):
             if not isinstance(v, _T):
                 raise _Unsupported("is a constant, not computed from the input" if v is not None else "is produced by no node")
             outputs.append(c.t(v))
-        except (_Unsupported, IRError) as e:
-            raise UnsupportedModelError(f"{name}: graph output {o.name!r}: {e}") from None
-    g.set_outputs(*outputs)
-    _prune_dead(g)
-    try:
-        g.validate()
-    except IRError as e:
-        raise UnsupportedModelError(f"{name}: {e}") from None
+    finish(g, name, outputs)
     return g, {k: v for k, v in c.origins.items() if k in g.nodes}
 
 

@@ -50,23 +50,17 @@ import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from ..ir import Graph, IRError, split_ref
-from ..sources import SOURCES
+from ..ir import Graph
+from ..sources import register_source
 from ..configs import coerce
+from .common import Unsupported as _Unsupported
+from .common import UnsupportedModelError, finish, materialized, node_errors
 
 if TYPE_CHECKING:  # torch is imported on first use: registering the source stays cheap
     import torch
 
 SOURCE = "pytorch"
 DEFAULT_MODELS = ["mobilenetv2_w1", "resnet18", "squeezenet_v1_1"]
-
-
-class UnsupportedModelError(ImportError):
-    """A model (or one construct of it) the importer cannot express in the IR; one line."""
-
-
-class _Unsupported(Exception):
-    """Raised by a handler; the interpreter adds the model, node and module path."""
 
 
 # ---------------------------------------------------------------- values
@@ -122,16 +116,13 @@ class _Converter:
         if not isinstance(v, _T):
             kind = "a constant tensor" if hasattr(v, "dtype") and hasattr(v, "shape") else repr(v)
             raise _Unsupported(f"expected a tensor computed from the input, got {kind}")
-        if v.pending is None:
-            return v.ref
-        if v in self._materialized:
-            return self._materialized[v]
+        return materialized(self._materialized, v, self._end_pattern)
+
+    def _end_pattern(self, v: _T) -> str:
+        """The IR node a pending pattern ends in when an operator outside it reads it."""
         if v.pending == "crop":
-            ref = self.g.add("crop", v.ref, crops=list(v.data))
-        else:
-            raise _Unsupported(_PENDING_WHAT[v.pending])
-        self._materialized[v] = ref
-        return ref
+            return self.g.add("crop", v.ref, crops=list(v.data))
+        raise _Unsupported(_PENDING_WHAT[v.pending])
 
     def new(self, op: str, inputs: list[Any] | Any, **attrs) -> _T:
         refs = [self.t(x) for x in (inputs if isinstance(inputs, list) else [inputs])]
@@ -705,7 +696,7 @@ def _interpret(conv: _Converter, graph: Any, root: Any, inputs: dict[str, Any], 
     for node in graph.nodes:
         path = _module_path(node) if node.op != "call_module" else str(node.target)
         where = f"{tracer} node {node.name!r}" + (f" ({path})" if path else "")
-        try:
+        with node_errors(conv.model, where, lambda: f"cannot map {node.op} {_target_name(node.target)}"):
             if node.op == "placeholder":
                 if node.name not in inputs:
                     raise _Unsupported("an input the importer was not given (only one tensor input is supported)")
@@ -737,15 +728,6 @@ def _interpret(conv: _Converter, graph: Any, root: Any, inputs: dict[str, Any], 
                     env[node] = _call_function(conv, node.target, args, kwargs, functions, aten)
                 else:  # pragma: no cover - fx has no other node kinds
                     raise _Unsupported(f"unsupported fx node kind {node.op!r}")
-        except _Unsupported as e:
-            raise UnsupportedModelError(f"{conv.model}: {where}: {e}") from None
-        except IRError as e:
-            raise UnsupportedModelError(f"{conv.model}: {where}: {e}") from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
-            what = _target_name(node.target)
-            raise UnsupportedModelError(
-                f"{conv.model}: {where}: cannot map {node.op} {what}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            ) from e
     return outputs
 
 
@@ -779,16 +761,6 @@ def _call_function(conv: _Converter, target: Any, args: tuple, kwargs: dict, fun
                 raise _Unsupported(f"tensor attribute .{attr}")
         return getattr(obj, attr)
     raise _Unsupported(f"unsupported function {getattr(target, '__module__', '') or ''}.{_target_name(target)}")
-
-
-def _prune_dead(g: Graph) -> None:
-    """Drop nodes nothing reads (a traced computation whose result is unused)."""
-    live = {split_ref(r)[0] for r in g.outputs}
-    for node in reversed(list(g.nodes.values())):
-        if node.name in live:
-            live.update(split_ref(r)[0] for r in node.inputs)
-    for name in [n for n, node in g.nodes.items() if n not in live and node.op != "input"]:
-        del g.nodes[name]
 
 
 def _trace(module: "torch.nn.Module", example: "torch.Tensor", model: str) -> tuple[Any, dict, str]:
@@ -855,13 +827,7 @@ def import_module(
     outputs = _interpret(conv, graph, module, inputs, tracer)
     if not outputs:
         raise UnsupportedModelError(f"{name}: the model has no tensor output")
-    g.set_outputs(*outputs)
-    _prune_dead(g)
-    try:
-        g.validate()
-    except IRError as e:
-        raise UnsupportedModelError(f"{name}: {e}") from None
-    return g
+    return finish(g, name, outputs)
 
 
 # ---------------------------------------------------------------- pytorchcv
@@ -936,19 +902,11 @@ def validate_config(cfg: Any) -> PytorchImportConfig:
     return cfg
 
 
-@SOURCES.register(SOURCE)
-class PytorchImportSource:
-    """Real-world CNNs imported from pytorchcv (by name), in the configured order."""
+def _generate(cfg: Any, seed: int) -> Iterator[Graph]:
+    cfg = validate_config(cfg)
+    for m in cfg.models:  # deterministic; the seed plays no part
+        yield import_pytorchcv(m)
 
-    name = SOURCE
-    Config = PytorchImportConfig
 
-    @staticmethod
-    def validate_config(cfg: Any) -> PytorchImportConfig:
-        return validate_config(cfg)
-
-    @staticmethod
-    def generate(cfg: Any, seed: int) -> Iterator[Graph]:
-        cfg = validate_config(cfg)
-        for m in cfg.models:  # deterministic; the seed plays no part
-            yield import_pytorchcv(m)
+PytorchImportSource = register_source(SOURCE, PytorchImportConfig, validate_config, _generate,
+                                      "Real-world CNNs imported from pytorchcv (by name), in the configured order.")

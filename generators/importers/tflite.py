@@ -70,9 +70,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..ir import Graph, IRError
+from ..ir import Graph
+from .common import Unsupported as _Unsupported
+from .common import UnsupportedModelError, finish, handler_registry, materialized, node_errors, prelu_parameters
+from .common import reciprocal, unique_name
 from .onnx import f32, match_pool, slice_as_split, symmetric_conv_padding
-from .pytorch import UnsupportedModelError, _prune_dead
 
 __all__ = ["import_tflite", "UnsupportedModelError"]
 
@@ -80,10 +82,6 @@ _ACTIVATIONS = {0: None, 1: "relu", 2: "relu_n1_to_1", 3: "relu6", 4: "tanh", 5:
 _DTYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16, "FLOAT64": np.float64, "INT32": np.int32, "INT64": np.int64,
            "INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16, "BOOL": np.bool_}
 _QUANTIZED = {"INT8", "UINT8", "INT16"}
-
-
-class _Unsupported(Exception):
-    """Raised by a handler; the walker adds the model, operator index, tensor and op name."""
 
 
 def _schema():
@@ -259,12 +257,7 @@ class _Converter:
         self.split_cache: dict[tuple, list[str]] = {}
 
     def _name(self, base: str) -> str:
-        base = (base or "node").replace(":", "_")
-        name, k = base, 1
-        while name in self.g.nodes:
-            name = f"{base}_{k}"
-            k += 1
-        return name
+        return unique_name(self.g, base)
 
     def label_of(self, index: int) -> str:
         name, _, outs, _ = self.ops[index]
@@ -281,21 +274,18 @@ class _Converter:
         """The IR reference of a tensor value (materialising a pending pattern)."""
         if isinstance(v, _Const) or v is None:
             raise _Unsupported("a constant tensor where the IR needs a computed one (the IR has no weights)")
-        if v.pending is None:
-            return v.ref
-        if v in self._materialized:
-            return self._materialized[v]
+        return materialized(self._materialized, v, self._end_pattern)
+
+    def _end_pattern(self, v: _V) -> str:
+        """The IR node a pending pattern ends in when an operator outside it reads it."""
         if v.pending == "padded":
             t, b, l, r, value = v.data
-            ref = self.add("pad", [v.ref], v.origin, pads=[t, b, l, r], value=float(value))
-        elif v.pending == "affine":
-            ref = self.add("batchnorm", [v.ref], v.origin, eps=0.0)
-        elif v.pending == "max" and v.data[0] == 0.0:
-            ref = self.add("relu", [v.ref], v.origin)
-        else:
-            raise _Unsupported(_PENDING_WHAT[v.pending])
-        self._materialized[v] = ref
-        return ref
+            return self.add("pad", [v.ref], v.origin, pads=[t, b, l, r], value=float(value))
+        if v.pending == "affine":
+            return self.add("batchnorm", [v.ref], v.origin, eps=0.0)
+        if v.pending == "max" and v.data[0] == 0.0:
+            return self.add("relu", [v.ref], v.origin)
+        raise _Unsupported(_PENDING_WHAT[v.pending])
 
     def new(self, op: str, inputs: list[Any] | Any, perm: tuple[int, ...] | None = None, origin: tuple[int, ...] | None = None,
             suffix: str = "", **attrs) -> _V:
@@ -360,16 +350,8 @@ def _scalar(v: Any) -> float | None:
 # ---------------------------------------------------------------- handlers
 # (converter, op index, inputs (values or None), input tensor indices, output tensor indices, options)
 Handler = Callable[..., Any]
-HANDLERS: dict[str, Handler] = {}
-
-
-def _handler(*names: str):
-    def deco(fn: Handler) -> Handler:
-        for n in names:
-            HANDLERS[n] = fn
-        return fn
-
-    return deco
+HANDLERS: dict[str, Handler]
+HANDLERS, _handler = handler_registry()
 
 
 def _tf_same(size: int, k: int, s: int, d: int = 1) -> tuple[int, int]:
@@ -606,9 +588,7 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
     if op == "SUB":
         op, v = "ADD", -v
     if op == "DIV":
-        if v == 0:
-            raise _Unsupported("division by zero")
-        op, v = "MUL", 1.0 / v
+        op, v = "MUL", reciprocal(v)
     if op == "MUL":
         if abs(v * 6 - 1) < 1e-2 and a.pending == "relu6_plus3":  # 1/6 (quantized in int8 files)
             return _act(c, c.new("hsigmoid", _V(a.ref, a.shape, a.perm), a.perm, origin=(*a.origin, i)), act)
@@ -699,10 +679,8 @@ def _prelu(c: _Converter, i, ins, tin, tout, o):
     x, alpha = ins
     if not isinstance(alpha, _Const):
         raise _Unsupported("a slope computed from the input")
-    n = math.prod(alpha.shape)
-    if n != 1 and (len(x.shape) < 2 or n != x.shape[1]):
-        raise _Unsupported(f"PRELU with {n} slopes on an input of shape {x.tfl_shape}")
-    return c.new("prelu", _std(c, x, "PRELU") if n > 1 else x, num_parameters=int(n))
+    n = prelu_parameters(x.shape, alpha.shape, lambda n: f"PRELU with {n} slopes on an input of shape {x.tfl_shape}")
+    return c.new("prelu", _std(c, x, "PRELU") if n > 1 else x, num_parameters=n)
 
 
 @_handler("SOFTMAX")
@@ -1086,7 +1064,7 @@ def import_tflite_with_origins(model: Any, input_shape: list[int] | tuple[int, .
         c.index = i
         label = r.tensors[outs[0]].name if outs else "?"
         where = f"TFLite operator {i} ({opname}, output {label!r})"
-        try:
+        with node_errors(name, where):
             if i in c.absorbed:  # folded into an earlier op; apply this op's fused activation
                 src = next(c.env[t] for t in ins if t >= 0 and isinstance(c.env.get(t), _V))
                 v = _act(c, src, c.absorbed[i])
@@ -1112,32 +1090,18 @@ def import_tflite_with_origins(model: Any, input_shape: list[int] | tuple[int, .
                 raise _Unsupported(f"{len(outs)} outputs, {len(outs_v)} mapped")
             for t, v in zip(outs, outs_v):
                 c.env[t] = v
-        except _Unsupported as e:
-            raise UnsupportedModelError(f"{name}: {where}: {e}") from None
-        except IRError as e:
-            raise UnsupportedModelError(f"{name}: {where}: {e}") from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
-            raise UnsupportedModelError(
-                f"{name}: {where}: cannot map it: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            ) from e
     refs = []
     for t in graph_outputs:
         v = c.env.get(t)
-        try:
+        # the tensor's name is looked up only for an error's message
+        with node_errors(name, lambda: f"graph output {r.tensors[t].name!r}", cannot_map=None):
             if not isinstance(v, _V):
                 raise _Unsupported("is a constant, not computed from the input" if v is not None else "is produced by no operator")
             v = _std(c, _materialize(c, v, ""), "a graph output")
             refs.append(c.t(v))
-        except (_Unsupported, IRError) as e:
-            raise UnsupportedModelError(f"{name}: graph output {r.tensors[t].name!r}: {e}") from None
     if not refs:
         raise UnsupportedModelError(f"{name}: the model has no output")
-    g.set_outputs(*refs)
-    _prune_dead(g)
-    try:
-        g.validate()
-    except IRError as e:
-        raise UnsupportedModelError(f"{name}: {e}") from None
+    finish(g, name, refs)
     return g, {k: v for k, v in c.origins.items() if k in g.nodes}
 
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 from ..ir import Graph
 from ..registry import UnknownName
-from ..sources import SOURCES
+from ..sources import register_source
 from .registry import FAMILIES, INPUT_SHAPE
 from .sampler import ReferenceSampler, Sampler, VariantSampler
 from ..configs import coerce
@@ -98,21 +98,14 @@ def variant(family: str, seed: int, index: int, cfg: Any = None) -> Graph:
     return _build(family, sampler, f"zoo-{family}-{seed}-{index:05d}", meta)
 
 
-@SOURCES.register(SOURCE)
-class ZooSource:
-    """nn-Meter's model-zoo families: per family the reference, then the variants."""
+def _generate(cfg: Any, seed: int) -> Iterator[Graph]:
+    cfg = validate_config(cfg)
+    for family in cfg.families:
+        if cfg.include_reference:
+            yield reference(family)
+        for i in range(cfg.variants):
+            yield variant(family, seed, i, cfg)
 
-    Config = ZooConfig
 
-    @staticmethod
-    def validate_config(cfg: Any) -> ZooConfig:
-        return validate_config(cfg)
-
-    @staticmethod
-    def generate(cfg: Any, seed: int) -> Iterator[Graph]:
-        cfg = validate_config(cfg)
-        for family in cfg.families:
-            if cfg.include_reference:
-                yield reference(family)
-            for i in range(cfg.variants):
-                yield variant(family, seed, i, cfg)
+ZooSource = register_source(SOURCE, ZooConfig, validate_config, _generate,
+                            "nn-Meter's model-zoo families: per family the reference, then the variants.")

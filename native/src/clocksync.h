@@ -138,7 +138,7 @@ double cs_bootstrap(clocksync *cs, const int64_t *t, const int64_t *tau, int n);
 bool cs_observe(clocksync *cs, int64_t t, int64_t tau);
 /* A GPU timestamp on the host clock under the current fit. */
 int64_t cs_to_host(const clocksync *cs, int64_t tau);
-/* sizeof(clocksync), for callers that allocate it through an FFI (pipelines/gpu.py). */
+/* sizeof(clocksync), for callers that allocate it through an FFI (pipelines/gpu/__init__.py). */
 size_t cs_state_size(void);
 /* The cost of the sync itself, timed in C (benchmarks/bench_gpu.py): feeds the n pairs
  * to cs_observe one by one, writes each call's CLOCK_MONOTONIC duration to ns_out and

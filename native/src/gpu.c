@@ -222,7 +222,7 @@ static const char *kind_name(uint32_t k) {
 
 /* The kernel's display name: which shader (entry point, workgroup size, SPIR-V hash).
  * The kind of computation (Winograd transform, matmul, direct conv, ...) is assigned
- * later from the shader's identity (pipelines/gpu.py), which this name carries. */
+ * later from the shader's identity (pipelines/gpu/programs.py), which this name carries. */
 static char *kernel_label(const lbvk_record *r) {
     char *s = NULL;
     if (r->kind == LBVK_COPY) {

@@ -1,16 +1,23 @@
 /* latbench-run: on-device latency measurement of a .tflite model through the LiteRT C API.
  *
- * Order of events (each step matters for what the numbers mean):
- *   1. arguments, model file check;
+ * Order of events (each step matters for what the numbers mean); main() calls the phase
+ * functions named in brackets, in this order:
+ *   1. arguments, model file check [parse_args, check_model_file];
  *   2. the process is pinned to the requested CPU set (before any runtime thread exists,
- *      so LiteRT's thread pool and the writer thread inherit the set);
- *   3. the asynchronous writer starts (SCHED_IDLE, inside the set);
- *   4. LiteRT environment, model, compiled model(s), tensor buffers;
- *   5. warm-up runs; then every thread's affinity is read back from the OS;
- *   6. timed runs: each one is exactly  t0 = clock(); LiteRtRunCompiledModel(); t1 = clock().
- *      Profiler start/stop, event retrieval and record hand-off happen outside [t0, t1];
- *   7. optional overhead measurement (alternating plain / armed / profiled runs);
- *   8. end record, writer drained, files closed.
+ *      so LiteRT's thread pool and the writer thread inherit the set) [choose_cpus,
+ *      pin_to_cpus];
+ *   3. the asynchronous writer starts (SCHED_IDLE, inside the set) [start_writer];
+ *   4. LiteRT environment, model, compiled model(s), tensor buffers [open_runtime,
+ *      load_model, compile_models];
+ *   5. warm-up runs; then every thread's affinity is read back from the OS [warm_up,
+ *      write_meta];
+ *   6. timed runs [timed_runs]: each one is exactly  t0 = clock(); LiteRtRunCompiledModel();
+ *      t1 = clock() (timed_run). Profiler start/stop, event retrieval and record hand-off
+ *      happen outside [t0, t1];
+ *   7. optional overhead measurement (alternating plain / armed / profiled runs; in e2e
+ *      mode, runs timed one by one against runs timed as one block) [overhead_profiled,
+ *      overhead_e2e];
+ *   8. end record, writer drained, files closed [write_end, release_runtime].
  * See print_help() for the CLI, the record schema and the exit codes.
  */
 #define _GNU_SOURCE
@@ -457,7 +464,6 @@ static void destroy_compiled(compiled_t *c) {
     c->cm = NULL;
 }
 
-/* The timed region: two clock reads around the run call, nothing else. */
 /* --dump-outputs: the raw bytes of every output tensor, in signature order. */
 static void dump_outputs(compiled_t *c, const char *path) {
     FILE *f = fopen(path, "wb");
@@ -488,6 +494,8 @@ static LrStatus read_outputs(compiled_t *c) {
     return LR_OK;
 }
 
+/* The timed region: two clock reads around the run call, nothing else (on the GPU, the
+ * read-back above as well). */
 static inline LrStatus timed_run(compiled_t *c, int64_t *t0, int64_t *t1) {
     *t0 = plat_now_ns();
     LrStatus st = LiteRtRunCompiledModel(c->cm, 0, c->n_in, c->in, c->n_out, c->out);
@@ -726,157 +734,237 @@ static void cpus_json(sbuf *b, const int *cpus, int n) {
     sb_puts(b, "]");
 }
 
-int main(int argc, char **argv) {
+/* ------------------------------------------------------------------------------------ */
+/* the phases of main(), in their order (see the top of this file)                      */
+
+/* What one phase hands on to the next. */
+typedef struct {
     args_t a;
-    int64_t wall_start = plat_wall_ns();
-    int64_t t_start = plat_now_ns();
-    parse_args(argc, argv, &a);
-    if (!a.verbose) capture_library_stderr();
-
-    /* the model file */
-    struct stat stm;
-    if (stat(a.model, &stm) != 0)
-        die(EXIT_MODEL_MISSING, "model file not found: %s", a.model);
-    if (!S_ISREG(stm.st_mode)) die(EXIT_MODEL_MISSING, "model path is not a file: %s", a.model);
-    if (access(a.model, R_OK) != 0) die(EXIT_MODEL_MISSING, "model file not readable: %s", a.model);
+    int64_t wall_start, t_start; /* process start: provenance, trace origin, elapsed_ns */
+    struct stat stm;             /* the model file */
     char model_abs[4096];
-    if (!realpath(a.model, model_abs)) snprintf(model_abs, sizeof model_abs, "%s", a.model);
-    if (stm.st_size < 8) die(EXIT_MODEL_INVALID, "not a valid .tflite model (%lld bytes): %s",
-                             (long long)stm.st_size, a.model);
-    {
-        /* a flatbuffer with the TFLite file identifier "TFL3" at bytes 4..7 */
-        unsigned char head[8] = {0};
-        FILE *mf = fopen(a.model, "rb");
-        size_t got = mf ? fread(head, 1, 8, mf) : 0;
-        if (mf) fclose(mf);
-        if (got != 8 || memcmp(head + 4, "TFL3", 4) != 0)
-            die(EXIT_MODEL_INVALID, "not a valid .tflite model (no TFL3 identifier): %s", a.model);
-    }
-    plat_install_crash_handler();
+    int allowed[PLAT_MAX_CPUS], cpus[PLAT_MAX_CPUS];
+    int ncpus;
+    char allowed_str[256];
+    writer *w;
+    long writer_tid;
+    char lib_abs[4096];
+    LrEnvironment env;
+    LrModel model;
+    LrSignature sig;
+    const char *sig_key;
+    model_facts facts;
+    bool profiling, fully;
+    compiled_t main_cm, plain_cm; /* plain_cm: only for the overhead rounds of op/kernel mode */
+    int64_t *warm;                /* warm-up t0, t1 pairs, recorded once meta is out */
+    int64_t *dur;                 /* timed run durations */
+    intern_t names;
+    events_t E;
+} session_t;
 
-    /* the CPU set: validated against what the process may use, then pinned */
-    static int allowed[PLAT_MAX_CPUS], cpus[PLAT_MAX_CPUS];
+/* The CPU set as the user gave it, or the allowed set when --cpus is absent (messages). */
+static const char *cpus_shown(const session_t *s) { return s->a.cpus_arg ? s->a.cpus_arg : s->allowed_str; }
+
+/* What the crash handler writes (and exits with) if the runtime crashes from now on. */
+static void crash_message(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void crash_message(int code, const char *fmt, ...) {
+    char crash[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(crash, sizeof crash, fmt, ap);
+    va_end(ap);
+    plat_set_crash_message(g_err_fd, crash, code);
+}
+
+/* A run record (phase warmup, timed or overhead), handed to the writer. Called after t1,
+ * never inside a timed interval. */
+static inline void push_run(writer *w, int phase, int run, bool profiled, const char *label,
+                            int64_t start_ns, int64_t dur_ns) {
+    record r;
+    memset(&r, 0, sizeof r);
+    r.type = REC_RUN;
+    r.phase = phase;
+    r.run = run;
+    r.profiled = profiled;
+    r.label = label;
+    r.start_ns = start_ns;
+    r.dur_ns = dur_ns;
+    writer_push(w, &r);
+}
+
+/* Step 1: the model file exists, is a readable file and looks like a .tflite (exit 3 or 4). */
+static void check_model_file(session_t *s) {
+    const args_t *a = &s->a;
+    if (stat(a->model, &s->stm) != 0)
+        die(EXIT_MODEL_MISSING, "model file not found: %s", a->model);
+    if (!S_ISREG(s->stm.st_mode)) die(EXIT_MODEL_MISSING, "model path is not a file: %s", a->model);
+    if (access(a->model, R_OK) != 0) die(EXIT_MODEL_MISSING, "model file not readable: %s", a->model);
+    if (!realpath(a->model, s->model_abs)) snprintf(s->model_abs, sizeof s->model_abs, "%s", a->model);
+    if (s->stm.st_size < 8) die(EXIT_MODEL_INVALID, "not a valid .tflite model (%lld bytes): %s",
+                                (long long)s->stm.st_size, a->model);
+    /* a flatbuffer with the TFLite file identifier "TFL3" at bytes 4..7 */
+    unsigned char head[8] = {0};
+    FILE *mf = fopen(a->model, "rb");
+    size_t got = mf ? fread(head, 1, 8, mf) : 0;
+    if (mf) fclose(mf);
+    if (got != 8 || memcmp(head + 4, "TFL3", 4) != 0)
+        die(EXIT_MODEL_INVALID, "not a valid .tflite model (no TFL3 identifier): %s", a->model);
+}
+
+/* Step 2a: the CPU set (--cpus, else every CPU the process may use now), validated against
+ * what the process may use (exit 5; 2 if the list does not parse). */
+static void choose_cpus(session_t *s) {
+    const args_t *a = &s->a;
+    int *allowed = s->allowed, *cpus = s->cpus;
     int n_allowed = plat_allowed_cpus(allowed, PLAT_MAX_CPUS);
     if (n_allowed <= 0) die(EXIT_CPUS, "cannot read the process's CPU affinity");
-    char allowed_str[256] = "";
     {
-        sbuf s;
-        sb_init(&s);
-        for (int i = 0; i < n_allowed; i++) sb_printf(&s, i ? ",%d" : "%d", allowed[i]);
-        snprintf(allowed_str, sizeof allowed_str, "%s", s.s);
-        sb_free(&s);
+        sbuf b;
+        sb_init(&b);
+        for (int i = 0; i < n_allowed; i++) sb_printf(&b, i ? ",%d" : "%d", allowed[i]);
+        snprintf(s->allowed_str, sizeof s->allowed_str, "%s", b.s);
+        sb_free(&b);
     }
-    int ncpus;
-    if (a.cpus_arg) {
-        ncpus = plat_parse_cpu_list(a.cpus_arg, cpus, PLAT_MAX_CPUS);
+    if (a->cpus_arg) {
+        int ncpus = plat_parse_cpu_list(a->cpus_arg, cpus, PLAT_MAX_CPUS);
         if (ncpus == -2)
-            die(EXIT_CPUS, "--cpus %s: no such CPU (CPUs this process may use: %s)", a.cpus_arg, allowed_str);
-        if (ncpus <= 0) die(EXIT_USAGE, "--cpus: cannot parse '%s' (expected e.g. 0,1 or 0-3)", a.cpus_arg);
+            die(EXIT_CPUS, "--cpus %s: no such CPU (CPUs this process may use: %s)", a->cpus_arg, s->allowed_str);
+        if (ncpus <= 0) die(EXIT_USAGE, "--cpus: cannot parse '%s' (expected e.g. 0,1 or 0-3)", a->cpus_arg);
         for (int i = 0; i < ncpus; i++) {
             bool ok = false;
             for (int k = 0; k < n_allowed; k++) ok |= allowed[k] == cpus[i];
             if (!ok)
-                die(EXIT_CPUS, "--cpus %s: CPU %d %s (CPUs this process may use: %s)", a.cpus_arg,
+                die(EXIT_CPUS, "--cpus %s: CPU %d %s (CPUs this process may use: %s)", a->cpus_arg,
                     cpus[i], cpus[i] >= plat_num_cpus_configured() ? "does not exist" : "is not allowed",
-                    allowed_str);
+                    s->allowed_str);
         }
+        s->ncpus = ncpus;
     } else {
-        ncpus = n_allowed;
+        s->ncpus = n_allowed;
         memcpy(cpus, allowed, sizeof(int) * (size_t)n_allowed);
     }
+}
+
+/* Step 2b: the whole process is pinned to the set while it is still the only thread, so the
+ * writer and LiteRT's thread pool, started later, inherit it (exit 5). */
+static void pin_to_cpus(session_t *s) {
     char err[512];
-    if (plat_pin_process(cpus, ncpus, err, sizeof err) != 0)
-        die(EXIT_CPUS, "cannot pin to CPUs %s: %s", a.cpus_arg ? a.cpus_arg : allowed_str, err);
+    if (plat_pin_process(s->cpus, s->ncpus, err, sizeof err) != 0)
+        die(EXIT_CPUS, "cannot pin to CPUs %s: %s", cpus_shown(s), err);
+}
 
-    /* the writer (inherits the set) */
-    char pname[4500];
-    const char *base = strrchr(model_abs, '/');
-    snprintf(pname, sizeof pname, "latbench-run %s (%s, cpus %s, %d threads)", base ? base + 1 : model_abs,
-             mode_names[a.mode], a.cpus_arg ? a.cpus_arg : allowed_str, a.threads);
-    writer *w = writer_open(a.records, a.trace, t_start, pname, err, sizeof err);
-    if (!w) die(EXIT_OUTPUT, "%s", err);
-    long writer_tid = writer_thread_id(w);
+/* Step 3: the asynchronous writer; its thread inherits the set (exit 7 if an output cannot
+ * be opened). */
+static void start_writer(session_t *s) {
+    const args_t *a = &s->a;
+    char pname[4500], err[512];
+    const char *base = strrchr(s->model_abs, '/');
+    snprintf(pname, sizeof pname, "latbench-run %s (%s, cpus %s, %d threads)", base ? base + 1 : s->model_abs,
+             mode_names[a->mode], cpus_shown(s), a->threads);
+    s->w = writer_open(a->records, a->trace, s->t_start, pname, err, sizeof err);
+    if (!s->w) die(EXIT_OUTPUT, "%s", err);
+    s->writer_tid = writer_thread_id(s->w);
+}
 
-    /* LiteRT */
+/* Step 4a: the library's path (meta record), the GPU accelerator for --accelerator gpu, and
+ * the LiteRT environment (exit 6). */
+static void open_runtime(session_t *s) {
+    const args_t *a = &s->a;
     Dl_info dli;
     const char *lib_path = dladdr((void *)&LiteRtCreateEnvironment, &dli) && dli.dli_fname ? dli.dli_fname : "?";
-    char lib_abs[4096];
-    if (!realpath(lib_path, lib_abs)) snprintf(lib_abs, sizeof lib_abs, "%s", lib_path);
-    if (!strcmp(a.accelerator, "gpu")) {
+    if (!realpath(lib_path, s->lib_abs)) snprintf(s->lib_abs, sizeof s->lib_abs, "%s", lib_path);
+    if (!strcmp(a->accelerator, "gpu")) {
         /* before the environment: the accelerator registers itself, and the Vulkan
          * loader reads the layer variables when Dawn creates its instance */
-        g_gpu = gpu_prepare(lib_abs, a.precision ? a.precision : "fp16", a.mode == MODE_KERNEL, err, sizeof err);
+        char err[512];
+        g_gpu = gpu_prepare(s->lib_abs, a->precision ? a->precision : "fp16", a->mode == MODE_KERNEL, err, sizeof err);
         if (!g_gpu) die(EXIT_RUNTIME, "%s", err);
     }
-    LrEnvironment env;
-    LrStatus st = LiteRtCreateEnvironment(0, NULL, &env);
+    LrStatus st = LiteRtCreateEnvironment(0, NULL, &s->env);
     if (st != LR_OK) die_lr(EXIT_RUNTIME, st, "cannot create the LiteRT environment");
-    char crash[4400];
-    snprintf(crash, sizeof crash, "latbench-run: error: not a valid .tflite model: %s (the runtime crashed reading it", a.model);
-    plat_set_crash_message(g_err_fd, crash, EXIT_MODEL_INVALID);
-    LrModel model;
-    st = LiteRtCreateModelFromFile(env, a.model, &model);
+}
+
+/* Step 4b: the model and its first signature, read by the runtime (a failure or a crash
+ * exits with 4); the checks that need its tensor types (exit 2). */
+static void load_model(session_t *s) {
+    const args_t *a = &s->a;
+    crash_message(EXIT_MODEL_INVALID, "latbench-run: error: not a valid .tflite model: %s (the runtime crashed reading it",
+                  a->model);
+    LrStatus st = LiteRtCreateModelFromFile(s->env, a->model, &s->model);
     if (st != LR_OK) {
         char what[4200];
-        snprintf(what, sizeof what, "not a valid .tflite model: %s", a.model);
+        snprintf(what, sizeof what, "not a valid .tflite model: %s", a->model);
         die_lr(EXIT_MODEL_INVALID, st, what);
     }
     LrParamIndex nsig = 0;
-    LiteRtGetNumModelSignatures(model, &nsig);
-    LrSignature sig;
-    if (nsig < 1 || LiteRtGetModelSignature(model, 0, &sig) != LR_OK)
-        die(EXIT_MODEL_INVALID, "model has no signature: %s", a.model);
-    const char *sig_key = NULL;
-    LiteRtGetSignatureKey(sig, &sig_key);
-    model_facts facts;
-    inspect_model(model, sig, &facts);
-    if (g_gpu && strcmp(facts.detected, "fp32") && strcmp(facts.detected, "fp16"))
+    LiteRtGetNumModelSignatures(s->model, &nsig);
+    if (nsig < 1 || LiteRtGetModelSignature(s->model, 0, &s->sig) != LR_OK)
+        die(EXIT_MODEL_INVALID, "model has no signature: %s", a->model);
+    s->sig_key = NULL;
+    LiteRtGetSignatureKey(s->sig, &s->sig_key);
+    inspect_model(s->model, s->sig, &s->facts);
+    if (g_gpu && strcmp(s->facts.detected, "fp32") && strcmp(s->facts.detected, "fp16"))
         die(EXIT_USAGE, "--accelerator gpu: %s is a %s model; the GPU runs float models (fp32 or fp16 weights)",
-            a.model, facts.detected);
+            a->model, s->facts.detected);
     /* on the GPU --precision is the compute precision, not the weights' type */
-    if (!g_gpu && a.precision && strcmp(a.precision, facts.detected) != 0)
+    if (!g_gpu && a->precision && strcmp(a->precision, s->facts.detected) != 0)
         die(EXIT_USAGE, "--precision %s does not match the model %s (its tensor types say %s)",
-            a.precision, a.model, facts.detected);
+            a->precision, a->model, s->facts.detected);
+}
 
+/* Step 4c: the compiled model that is measured (profiling compiled in for op and kernel
+ * mode on the CPU) and, for their overhead rounds, a plain one without it (exit 6). */
+static void compile_models(session_t *s) {
+    const args_t *a = &s->a;
     if (g_gpu) {
         /* the file has been read and inspected: a crash while the GPU accelerator compiles it
          * (e.g. an internal check of the accelerator trapping with SIGILL) is the runtime's */
-        snprintf(crash, sizeof crash, "latbench-run: error: LiteRT's GPU accelerator crashed compiling %s (runtime "
-                 "failure", a.model);
-        plat_set_crash_message(g_err_fd, crash, EXIT_RUNTIME);
+        crash_message(EXIT_RUNTIME, "latbench-run: error: LiteRT's GPU accelerator crashed compiling %s (runtime "
+                      "failure", a->model);
     }
-    bool profiling = a.mode != MODE_E2E && !g_gpu; /* GPU kernels: the layer, not the profiler */
-    compiled_t main_cm, plain_cm;
-    memset(&plain_cm, 0, sizeof plain_cm);
-    compile_model(&main_cm, env, model, sig, &a, profiling, a.model);
-    if (a.overhead_pairs > 0 && profiling) compile_model(&plain_cm, env, model, sig, &a, false, a.model);
-    bool fully = false;
-    LiteRtCompiledModelIsFullyAccelerated(main_cm.cm, &fully);
-    /* from here on a crash is the runtime's, not the file's (the first runs still read
-     * the model, so the warm-up counts as loading) */
+    s->profiling = a->mode != MODE_E2E && !g_gpu; /* GPU kernels: the layer, not the profiler */
+    memset(&s->plain_cm, 0, sizeof s->plain_cm);
+    compile_model(&s->main_cm, s->env, s->model, s->sig, a, s->profiling, a->model);
+    if (a->overhead_pairs > 0 && s->profiling)
+        compile_model(&s->plain_cm, s->env, s->model, s->sig, a, false, a->model);
+    s->fully = false;
+    LiteRtCompiledModelIsFullyAccelerated(s->main_cm.cm, &s->fully);
+}
 
-    if (!a.keep_memory_sampling) memsample_suppress(1); /* see memsample.h */
+/* Step 5a: the warm-up runs, timed like the timed runs; their records wait for meta. */
+static void warm_up(session_t *s) {
+    const args_t *a = &s->a;
+    compiled_t *main_cm = &s->main_cm;
+    bool profiling = s->profiling;
+    if (!a->keep_memory_sampling) memsample_suppress(1); /* see memsample.h */
 
     /* warm-up (in the same condition as the timed runs); records kept until meta is out */
-    int64_t *warm = calloc((size_t)a.warmup + 1, 2 * sizeof(int64_t));
-    for (int i = 0; i < a.warmup; i++) {
-        if (profiling) LiteRtStartProfiler(main_cm.prof);
+    int64_t *warm = s->warm = calloc((size_t)a->warmup + 1, 2 * sizeof(int64_t));
+    for (int i = 0; i < a->warmup; i++) {
+        if (profiling) LiteRtStartProfiler(main_cm->prof);
         int64_t t0, t1;
-        check_run(timed_run(&main_cm, &t0, &t1), a.model);
-        if (profiling) LiteRtStopProfiler(main_cm.prof);
-        if (g_gpu) gpu_after_run(g_gpu, w, -1, t0, t1);
+        check_run(timed_run(main_cm, &t0, &t1), a->model);
+        if (profiling) LiteRtStopProfiler(main_cm->prof);
+        if (g_gpu) gpu_after_run(g_gpu, s->w, -1, t0, t1);
         warm[2 * i] = t0;
         warm[2 * i + 1] = t1;
     }
-    if (plain_cm.cm)
-        for (int i = 0; i < a.warmup; i++) {
+    if (s->plain_cm.cm)
+        for (int i = 0; i < a->warmup; i++) {
             int64_t t0, t1;
-            check_run(timed_run(&plain_cm, &t0, &t1), a.model);
+            check_run(timed_run(&s->plain_cm, &t0, &t1), a->model);
         }
 
-    snprintf(crash, sizeof crash, "latbench-run: error: LiteRT crashed running %s (runtime failure", a.model);
-    plat_set_crash_message(g_err_fd, crash, EXIT_RUNTIME);
+    /* from here on a crash is the runtime's, not the file's (the first runs still read
+     * the model, so the warm-up counts as loading) */
+    crash_message(EXIT_RUNTIME, "latbench-run: error: LiteRT crashed running %s (runtime failure", a->model);
+}
 
+/* Step 5b: the meta record, with every thread's CPU set read back from the OS (exit 5 if
+ * one is outside the set); then the warm-up runs' records. */
+static void write_meta(session_t *s) {
+    const args_t *a = &s->a;
+    writer *w = s->w;
     /* clock cost, accelerators, affinity -> meta */
     int64_t clk[257];
     for (int i = 0; i < 257; i++) clk[i] = plat_now_ns();
@@ -890,17 +978,17 @@ int main(int argc, char **argv) {
     plat_hostname(host, sizeof host);
     sb_printf(&m, "{\"type\":\"meta\",\"tool\":\"latbench-run\",\"tool_version\":\"%s\",", TOOL_VERSION);
     sb_puts(&m, "\"runtime\":\"litert\",\"runtime_version\":");
-    sb_json_str(&m, a.runtime_version);
+    sb_json_str(&m, a->runtime_version);
     sb_puts(&m, ",\"library\":");
-    sb_json_str(&m, lib_abs);
+    sb_json_str(&m, s->lib_abs);
     sb_puts(&m, ",\"accelerators\":[");
     LrParamIndex nacc = 0;
-    LiteRtGetNumAccelerators(env, &nacc);
+    LiteRtGetNumAccelerators(s->env, &nacc);
     for (size_t i = 0; i < nacc; i++) {
         LrAccelerator acc;
         const char *aname = NULL;
         LrApiVersion v = {0, 0, 0};
-        if (LiteRtGetAccelerator(env, i, &acc) != LR_OK) continue;
+        if (LiteRtGetAccelerator(s->env, i, &acc) != LR_OK) continue;
         LiteRtGetAcceleratorName(acc, &aname);
         LiteRtGetAcceleratorVersion(acc, &v);
         sb_puts(&m, i ? ",{\"name\":" : "{\"name\":");
@@ -908,218 +996,235 @@ int main(int argc, char **argv) {
         sb_printf(&m, ",\"version\":\"%d.%d.%d\"}", v.major, v.minor, v.patch);
     }
     sb_puts(&m, "],\"model\":");
-    sb_json_str(&m, model_abs);
-    sb_printf(&m, ",\"model_bytes\":%lld,\"signature\":", (long long)stm.st_size);
-    sb_json_str(&m, sig_key);
-    sb_printf(&m, ",\"model_subgraphs\":%zu,\"model_ops\":%zu,\"precision\":", facts.subgraphs, facts.ops);
-    sb_json_str(&m, a.precision ? a.precision : facts.detected);
+    sb_json_str(&m, s->model_abs);
+    sb_printf(&m, ",\"model_bytes\":%lld,\"signature\":", (long long)s->stm.st_size);
+    sb_json_str(&m, s->sig_key);
+    sb_printf(&m, ",\"model_subgraphs\":%zu,\"model_ops\":%zu,\"precision\":", s->facts.subgraphs, s->facts.ops);
+    sb_json_str(&m, a->precision ? a->precision : s->facts.detected);
     sb_puts(&m, ",\"precision_detected\":");
-    sb_json_str(&m, facts.detected);
+    sb_json_str(&m, s->facts.detected);
     sb_puts(&m, ",\"accelerator\":");
-    sb_json_str(&m, a.accelerator);
+    sb_json_str(&m, a->accelerator);
     sb_puts(&m, ",\"cpus\":");
-    cpus_json(&m, cpus, ncpus);
+    cpus_json(&m, s->cpus, s->ncpus);
     sb_printf(&m, ",\"threads\":%d,\"mode\":\"%s\",\"cpu_kernel_mode\":\"%s\",\"profiling\":%s,"
                   "\"fully_accelerated\":%s,\"memory_sampling\":%s,\"warmup\":%d,\"runs\":%d,\"overhead_pairs\":%d,",
-              a.threads, mode_names[a.mode], a.mode == MODE_OP ? "builtin" : "xnnpack",
-              profiling ? "true" : "false", fully ? "true" : "false",
-              a.keep_memory_sampling ? "true" : "false", a.warmup, a.runs, a.overhead_pairs);
+              a->threads, mode_names[a->mode], a->mode == MODE_OP ? "builtin" : "xnnpack",
+              s->profiling ? "true" : "false", s->fully ? "true" : "false",
+              a->keep_memory_sampling ? "true" : "false", a->warmup, a->runs, a->overhead_pairs);
     sb_puts(&m, "\"hostname\":");
     sb_json_str(&m, host);
     sb_printf(&m, ",\"pid\":%ld,\"clock\":\"%s\",\"clock_resolution_ns\":%lld,\"clock_read_ns\":%.0f,"
                   "\"profiler_resolution_ns\":1000,\"start_unix_ns\":%lld,\"writer_policy\":\"%s\",",
               plat_process_id(), plat_clock_name(), (long long)plat_clock_resolution_ns(), clock_read_ns,
-              (long long)wall_start, writer_is_background(w) ? plat_background_policy_name() : "default");
+              (long long)s->wall_start, writer_is_background(w) ? plat_background_policy_name() : "default");
     char bad[128];
-    const char *bad_thread = affinity_json(&m, cpus, ncpus, writer_tid, bad, sizeof bad);
+    const char *bad_thread = affinity_json(&m, s->cpus, s->ncpus, s->writer_tid, bad, sizeof bad);
     if (g_gpu) gpu_meta_json(g_gpu, &m);
     sb_puts(&m, "}");
     writer_push_raw(w, sb_take(&m));
     if (bad_thread)
         die(EXIT_CPUS, "%s runs outside the requested CPU set %s after the model was compiled",
-            bad_thread, a.cpus_arg ? a.cpus_arg : allowed_str);
-    for (int i = 0; i < a.warmup; i++) {
-        record r;
-        memset(&r, 0, sizeof r);
-        r.type = REC_RUN;
-        r.phase = PHASE_WARMUP;
-        r.run = i;
-        r.profiled = profiling;
-        r.start_ns = warm[2 * i];
-        r.dur_ns = warm[2 * i + 1] - warm[2 * i];
-        writer_push(w, &r);
-    }
-    free(warm);
+            bad_thread, cpus_shown(s));
+    for (int i = 0; i < a->warmup; i++)
+        push_run(w, PHASE_WARMUP, i, s->profiling, NULL, s->warm[2 * i], s->warm[2 * i + 1] - s->warm[2 * i]);
+    free(s->warm);
+    s->warm = NULL;
+}
 
-    /* timed runs */
-    intern_t names = {0};
-    events_t E = {0};
-    E.dump = getenv("LATBENCH_DUMP_EVENTS") && !strcmp(getenv("LATBENCH_DUMP_EVENTS"), "1");
-    int64_t *dur = calloc((size_t)a.runs, sizeof(int64_t));
-    for (int i = 0; i < a.runs; i++) {
-        if (profiling) LiteRtStartProfiler(main_cm.prof); /* also clears the last run's events */
+/* Step 6: the timed runs. Each is timed_run() alone; starting and stopping the profiler,
+ * the run record, the events and the GPU's kernel records all stay outside [t0, t1]. */
+static void timed_runs(session_t *s) {
+    const args_t *a = &s->a;
+    compiled_t *main_cm = &s->main_cm;
+    writer *w = s->w;
+    bool profiling = s->profiling;
+    s->E.dump = getenv("LATBENCH_DUMP_EVENTS") && !strcmp(getenv("LATBENCH_DUMP_EVENTS"), "1");
+    int64_t *dur = s->dur = calloc((size_t)a->runs, sizeof(int64_t));
+    for (int i = 0; i < a->runs; i++) {
+        if (profiling) LiteRtStartProfiler(main_cm->prof); /* also clears the last run's events */
         int64_t t0, t1;
-        LrStatus rs = timed_run(&main_cm, &t0, &t1);
-        if (profiling) LiteRtStopProfiler(main_cm.prof);
-        check_run(rs, a.model);
-        record r;
-        memset(&r, 0, sizeof r);
-        r.type = REC_RUN;
-        r.phase = PHASE_TIMED;
-        r.run = i;
-        r.profiled = profiling;
-        r.start_ns = t0;
-        r.dur_ns = t1 - t0;
-        dur[i] = r.dur_ns;
-        writer_push(w, &r);
-        if (profiling) collect_events(&main_cm, &E, &names, w, i, t0, a.mode);
+        LrStatus rs = timed_run(main_cm, &t0, &t1);
+        if (profiling) LiteRtStopProfiler(main_cm->prof);
+        check_run(rs, a->model);
+        dur[i] = t1 - t0;
+        push_run(w, PHASE_TIMED, i, profiling, NULL, t0, t1 - t0);
+        if (profiling) collect_events(main_cm, &s->E, &s->names, w, i, t0, a->mode);
         if (g_gpu) gpu_after_run(g_gpu, w, i, t0, t1);
     }
+}
 
-    if (a.outputs) dump_outputs(&main_cm, a.outputs);
-
-    /* overhead in e2e mode: what the instrument itself adds to a run. Per round, K runs
-     * timed as the timed runs are (two clock reads each, a record handed to the writer)
-     * and K runs timed as one block (two clock reads for all K, no records), in alternating
-     * order; the uninstrumented run time is the block's time / K. */
-    if (a.overhead_pairs > 0 && !profiling) {
-        enum { K = 5 };
-        int P = a.overhead_pairs;
-        int64_t *inst = calloc((size_t)P, sizeof(int64_t)), *block = calloc((size_t)P, sizeof(int64_t));
-        double *ratio = calloc((size_t)P, sizeof(double));
-        int seq = 0;
-        for (int p = 0; p < P; p++) {
-            for (int j = 0; j < 2; j++) {
-                bool blocked = (j + p) % 2 == 1;
-                if (blocked) {
-                    int64_t b0 = plat_now_ns();
-                    for (int k = 0; k < K; k++)
-                        check_run(LiteRtRunCompiledModel(main_cm.cm, 0, main_cm.n_in, main_cm.in, main_cm.n_out,
-                                                         main_cm.out), a.model);
-                    if (main_cm.read_back) check_run(read_outputs(&main_cm), a.model);
-                    int64_t b1 = plat_now_ns();
-                    block[p] = (b1 - b0) / K;
-                    record r;
-                    memset(&r, 0, sizeof r);
-                    r.type = REC_RUN;
-                    r.phase = PHASE_OVERHEAD;
-                    r.run = seq++;
-                    r.label = "block";
-                    r.start_ns = b0;
-                    r.dur_ns = b1 - b0;
-                    writer_push(w, &r);
-                } else {
-                    int64_t dk[K];
-                    for (int k = 0; k < K; k++) {
-                        int64_t t0, t1;
-                        check_run(timed_run(&main_cm, &t0, &t1), a.model);
-                        dk[k] = t1 - t0;
-                        record r;
-                        memset(&r, 0, sizeof r);
-                        r.type = REC_RUN;
-                        r.phase = PHASE_OVERHEAD;
-                        r.run = seq++;
-                        r.label = "instrumented";
-                        r.start_ns = t0;
-                        r.dur_ns = t1 - t0;
-                        writer_push(w, &r);
-                    }
-                    int64_t sum = 0;
-                    for (int k = 0; k < K; k++) sum += dk[k];
-                    inst[p] = sum / K;
+/* Step 7 without the profiler (e2e mode; the GPU in any mode), as an overhead record.
+ * overhead in e2e mode: what the instrument itself adds to a run. Per round, K runs
+ * timed as the timed runs are (two clock reads each, a record handed to the writer)
+ * and K runs timed as one block (two clock reads for all K, no records), in alternating
+ * order; the uninstrumented run time is the block's time / K. */
+static void overhead_e2e(session_t *s) {
+    const args_t *a = &s->a;
+    compiled_t *main_cm = &s->main_cm;
+    writer *w = s->w;
+    enum { K = 5 };
+    int P = a->overhead_pairs;
+    int64_t *inst = calloc((size_t)P, sizeof(int64_t)), *block = calloc((size_t)P, sizeof(int64_t));
+    double *ratio = calloc((size_t)P, sizeof(double));
+    int seq = 0;
+    for (int p = 0; p < P; p++) {
+        for (int j = 0; j < 2; j++) {
+            bool blocked = (j + p) % 2 == 1;
+            if (blocked) {
+                int64_t b0 = plat_now_ns();
+                for (int k = 0; k < K; k++)
+                    check_run(LiteRtRunCompiledModel(main_cm->cm, 0, main_cm->n_in, main_cm->in, main_cm->n_out,
+                                                     main_cm->out), a->model);
+                if (main_cm->read_back) check_run(read_outputs(main_cm), a->model);
+                int64_t b1 = plat_now_ns();
+                block[p] = (b1 - b0) / K;
+                push_run(w, PHASE_OVERHEAD, seq++, false, "block", b0, b1 - b0);
+            } else {
+                int64_t dk[K];
+                for (int k = 0; k < K; k++) {
+                    int64_t t0, t1;
+                    check_run(timed_run(main_cm, &t0, &t1), a->model);
+                    dk[k] = t1 - t0;
+                    push_run(w, PHASE_OVERHEAD, seq++, false, "instrumented", t0, t1 - t0);
                 }
+                int64_t sum = 0;
+                for (int k = 0; k < K; k++) sum += dk[k];
+                inst[p] = sum / K;
             }
-            ratio[p] = block[p] > 0 ? (double)inst[p] / (double)block[p] : 0;
         }
-        double med_inst = median_i64(inst, P), med_block = median_i64(block, P), med_ratio = median_dbl(ratio, P);
-        sb_init(&m);
-        sb_printf(&m,
-                  "{\"type\":\"overhead\",\"mode\":\"e2e\",\"pairs\":%d,\"runs_per_condition\":%d,"
-                  "\"baseline\":\"block: %d runs timed as one interval, without per-run clock reads or records\","
-                  "\"median_unprofiled_ns\":%.0f,\"median_profiled_ns\":%.0f,\"ratio\":%.6f,"
-                  "\"median_pair_ratio\":%.6f,\"memory_sampling\":false}",
-                  P, K, K, med_block, med_inst, med_block > 0 ? med_inst / med_block : 0, med_ratio);
-        writer_push_raw(w, sb_take(&m));
-        free(inst);
-        free(block);
-        free(ratio);
+        ratio[p] = block[p] > 0 ? (double)inst[p] / (double)block[p] : 0;
     }
-
-    /* overhead: rounds of plain / armed / profiled in rotating order */
-    if (a.overhead_pairs > 0 && profiling) {
-        int P = a.overhead_pairs;
-        int64_t *d[3];
-        for (int k = 0; k < 3; k++) d[k] = calloc((size_t)P, sizeof(int64_t));
-        double *pair_ratio = calloc((size_t)P, sizeof(double));
-        double *rec_ratio = calloc((size_t)P, sizeof(double));
-        static const char *cond[3] = {"plain", "armed", "profiled"};
-        int seq = 0;
-        for (int p = 0; p < P; p++) {
-            for (int j = 0; j < 3; j++) {
-                int k = (j + p) % 3;
-                compiled_t *c = (!plain_cm.cm || k != 0) ? &main_cm : &plain_cm;
-                bool rec = profiling && k == 2;
-                if (rec) LiteRtStartProfiler(c->prof);
-                int64_t t0, t1;
-                LrStatus rs = timed_run(c, &t0, &t1);
-                if (rec) LiteRtStopProfiler(c->prof);
-                check_run(rs, a.model);
-                d[k][p] = t1 - t0;
-                record r;
-                memset(&r, 0, sizeof r);
-                r.type = REC_RUN;
-                r.phase = PHASE_OVERHEAD;
-                r.run = seq++;
-                r.profiled = rec;
-                r.label = cond[k];
-                r.start_ns = t0;
-                r.dur_ns = t1 - t0;
-                writer_push(w, &r);
-            }
-            pair_ratio[p] = d[0][p] > 0 ? (double)d[2][p] / (double)d[0][p] : 0;
-            rec_ratio[p] = d[1][p] > 0 ? (double)d[2][p] / (double)d[1][p] : 0;
-        }
-        double med_plain = median_i64(d[0], P), med_armed = median_i64(d[1], P),
-               med_prof = median_i64(d[2], P), med_pair = median_dbl(pair_ratio, P),
-               med_rec = median_dbl(rec_ratio, P);
-        sb_init(&m);
-        sb_printf(&m,
-                  "{\"type\":\"overhead\",\"mode\":\"%s\",\"pairs\":%d,\"baseline\":\"%s\","
-                  "\"median_unprofiled_ns\":%.0f,\"median_armed_ns\":%.0f,\"median_profiled_ns\":%.0f,"
-                  "\"ratio\":%.6f,\"ratio_armed\":%.6f,\"median_pair_ratio\":%.6f,"
-                  "\"median_recording_ratio\":%.6f,\"memory_sampling\":%s}",
-                  mode_names[a.mode], P, "plain: a second compiled model of the same file without the profiling option",
-                  med_plain, med_armed, med_prof, med_plain > 0 ? med_prof / med_plain : 0,
-                  med_plain > 0 ? med_armed / med_plain : 0, med_pair, med_rec,
-                  a.keep_memory_sampling ? "true" : "false");
-        writer_push_raw(w, sb_take(&m));
-        for (int k = 0; k < 3; k++) free(d[k]);
-        free(pair_ratio);
-        free(rec_ratio);
-    }
-
-    /* end record: the affinity once more, after everything ran */
+    double med_inst = median_i64(inst, P), med_block = median_i64(block, P), med_ratio = median_dbl(ratio, P);
+    sbuf m;
     sb_init(&m);
-    double med = median_i64(dur, a.runs);
+    sb_printf(&m,
+              "{\"type\":\"overhead\",\"mode\":\"e2e\",\"pairs\":%d,\"runs_per_condition\":%d,"
+              "\"baseline\":\"block: %d runs timed as one interval, without per-run clock reads or records\","
+              "\"median_unprofiled_ns\":%.0f,\"median_profiled_ns\":%.0f,\"ratio\":%.6f,"
+              "\"median_pair_ratio\":%.6f,\"memory_sampling\":false}",
+              P, K, K, med_block, med_inst, med_block > 0 ? med_inst / med_block : 0, med_ratio);
+    writer_push_raw(w, sb_take(&m));
+    free(inst);
+    free(block);
+    free(ratio);
+}
+
+/* Step 7 with the profiler (op and kernel mode on the CPU), as an overhead record.
+ * overhead: rounds of plain / armed / profiled in rotating order */
+static void overhead_profiled(session_t *s) {
+    const args_t *a = &s->a;
+    compiled_t *main_cm = &s->main_cm, *plain_cm = &s->plain_cm;
+    writer *w = s->w;
+    bool profiling = s->profiling;
+    int P = a->overhead_pairs;
+    int64_t *d[3];
+    for (int k = 0; k < 3; k++) d[k] = calloc((size_t)P, sizeof(int64_t));
+    double *pair_ratio = calloc((size_t)P, sizeof(double));
+    double *rec_ratio = calloc((size_t)P, sizeof(double));
+    static const char *cond[3] = {"plain", "armed", "profiled"};
+    int seq = 0;
+    for (int p = 0; p < P; p++) {
+        for (int j = 0; j < 3; j++) {
+            int k = (j + p) % 3;
+            compiled_t *c = (!plain_cm->cm || k != 0) ? main_cm : plain_cm;
+            bool rec = profiling && k == 2;
+            if (rec) LiteRtStartProfiler(c->prof);
+            int64_t t0, t1;
+            LrStatus rs = timed_run(c, &t0, &t1);
+            if (rec) LiteRtStopProfiler(c->prof);
+            check_run(rs, a->model);
+            d[k][p] = t1 - t0;
+            push_run(w, PHASE_OVERHEAD, seq++, rec, cond[k], t0, t1 - t0);
+        }
+        pair_ratio[p] = d[0][p] > 0 ? (double)d[2][p] / (double)d[0][p] : 0;
+        rec_ratio[p] = d[1][p] > 0 ? (double)d[2][p] / (double)d[1][p] : 0;
+    }
+    double med_plain = median_i64(d[0], P), med_armed = median_i64(d[1], P),
+           med_prof = median_i64(d[2], P), med_pair = median_dbl(pair_ratio, P),
+           med_rec = median_dbl(rec_ratio, P);
+    sbuf m;
+    sb_init(&m);
+    sb_printf(&m,
+              "{\"type\":\"overhead\",\"mode\":\"%s\",\"pairs\":%d,\"baseline\":\"%s\","
+              "\"median_unprofiled_ns\":%.0f,\"median_armed_ns\":%.0f,\"median_profiled_ns\":%.0f,"
+              "\"ratio\":%.6f,\"ratio_armed\":%.6f,\"median_pair_ratio\":%.6f,"
+              "\"median_recording_ratio\":%.6f,\"memory_sampling\":%s}",
+              mode_names[a->mode], P, "plain: a second compiled model of the same file without the profiling option",
+              med_plain, med_armed, med_prof, med_plain > 0 ? med_prof / med_plain : 0,
+              med_plain > 0 ? med_armed / med_plain : 0, med_pair, med_rec,
+              a->keep_memory_sampling ? "true" : "false");
+    writer_push_raw(w, sb_take(&m));
+    for (int k = 0; k < 3; k++) free(d[k]);
+    free(pair_ratio);
+    free(rec_ratio);
+}
+
+/* Step 8: the end record, the writer drained and closed (exit 7 if any write failed), then
+ * the verdict of the final affinity read-back (exit 5). */
+static void write_end(session_t *s) {
+    const args_t *a = &s->a;
+    writer *w = s->w;
+    /* end record: the affinity once more, after everything ran */
+    sbuf m;
+    sb_init(&m);
+    double med = median_i64(s->dur, a->runs);
     sb_printf(&m, "{\"type\":\"end\",\"timed_runs\":%d,\"median_run_ns\":%.0f,\"profiler_events\":%lld,"
                   "\"names\":%zu,\"producer_waits\":%lld,\"elapsed_ns\":%lld,",
-              a.runs, med, (long long)E.events_total, names.n, (long long)writer_producer_waits(w),
-              (long long)(plat_now_ns() - t_start));
+              a->runs, med, (long long)s->E.events_total, s->names.n, (long long)writer_producer_waits(w),
+              (long long)(plat_now_ns() - s->t_start));
     if (g_gpu) gpu_end_json(g_gpu, &m);
-    bad_thread = affinity_json(&m, cpus, ncpus, writer_tid, bad, sizeof bad);
+    char bad[128];
+    const char *bad_thread = affinity_json(&m, s->cpus, s->ncpus, s->writer_tid, bad, sizeof bad);
     sb_puts(&m, "}");
     writer_push_raw(w, sb_take(&m));
-    free(dur);
+    free(s->dur);
+    s->dur = NULL;
 
+    char err[512];
     if (writer_close(w, err, sizeof err) != 0) die(EXIT_OUTPUT, "%s", err);
     if (bad_thread)
-        die(EXIT_CPUS, "%s ran outside the requested CPU set %s", bad_thread,
-            a.cpus_arg ? a.cpus_arg : allowed_str);
+        die(EXIT_CPUS, "%s ran outside the requested CPU set %s", bad_thread, cpus_shown(s));
+}
 
-    destroy_compiled(&plain_cm);
-    destroy_compiled(&main_cm);
-    LiteRtDestroyModel(model);
-    LiteRtDestroyEnvironment(env);
-    free(E.ev);
+/* Cleanup: the compiled models, the model, the environment, the event buffer. */
+static void release_runtime(session_t *s) {
+    destroy_compiled(&s->plain_cm);
+    destroy_compiled(&s->main_cm);
+    LiteRtDestroyModel(s->model);
+    LiteRtDestroyEnvironment(s->env);
+    free(s->E.ev);
+}
+
+/* The steps of the top of this file, in order. A phase that fails ends the process
+ * itself, through die() or die_lr(): one line on the original stderr and the exit code
+ * of print_help(); none returns an error. */
+int main(int argc, char **argv) {
+    static session_t s; /* static: zeroed, and its CPU lists are large */
+    s.wall_start = plat_wall_ns();
+    s.t_start = plat_now_ns();
+    parse_args(argc, argv, &s.a);
+    if (!s.a.verbose) capture_library_stderr();
+    check_model_file(&s);
+    plat_install_crash_handler();
+
+    choose_cpus(&s);
+    pin_to_cpus(&s); /* before any thread exists: see pin_to_cpus */
+    start_writer(&s);
+
+    open_runtime(&s);
+    load_model(&s);
+    compile_models(&s);
+
+    warm_up(&s);
+    write_meta(&s);
+    timed_runs(&s);
+    if (s.a.outputs) dump_outputs(&s.main_cm, s.a.outputs);
+
+    if (s.a.overhead_pairs > 0 && !s.profiling) overhead_e2e(&s);
+    if (s.a.overhead_pairs > 0 && s.profiling) overhead_profiled(&s);
+
+    write_end(&s);
+    release_runtime(&s);
     return EXIT_OK;
 }

@@ -609,6 +609,24 @@ static void stamp_submitted(int64_t t_submit, int64_t cost) {
         }
 }
 
+/* Ends a submit's interception, entered at t with the lock held: counts it, reads t_qu
+ * (returned) as the last thing before the submit goes down, and releases the lock. */
+static inline int64_t submit_release(int64_t t) {
+    g_intercepts++;
+    int64_t t_submit = now_ns();
+    g_self_ns += t_submit - t;
+    pthread_mutex_unlock(&g_mu);
+    return t_submit;
+}
+
+/* Right after the driver's submit returned: its cost, and t_qu on this submit's snapshots. */
+static inline void submit_returned(int64_t t_submit) {
+    int64_t cost = now_ns() - t_submit;
+    pthread_mutex_lock(&g_mu);
+    stamp_submitted(t_submit, cost);
+    pthread_mutex_unlock(&g_mu);
+}
+
 static VKAPI_ATTR VkResult VKAPI_CALL lb_QueueSubmit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence fence) {
     int64_t t = now_ns();
     pthread_mutex_lock(&g_mu);
@@ -617,15 +635,9 @@ static VKAPI_ATTR VkResult VKAPI_CALL lb_QueueSubmit(VkQueue q, uint32_t n, cons
         d->last_queue = q;
         for (uint32_t s = 0; s < n; s++) queue_buffers(d, si[s].pCommandBuffers, si[s].commandBufferCount, 0);
     }
-    g_intercepts++;
-    int64_t t_submit = now_ns();
-    g_self_ns += t_submit - t;
-    pthread_mutex_unlock(&g_mu);
+    int64_t t_submit = submit_release(t);
     VkResult r = d->QueueSubmit(q, n, si, fence);
-    int64_t cost = now_ns() - t_submit;
-    pthread_mutex_lock(&g_mu);
-    stamp_submitted(t_submit, cost);
-    pthread_mutex_unlock(&g_mu);
+    submit_returned(t_submit);
     return r;
 }
 
@@ -639,15 +651,9 @@ static VKAPI_ATTR VkResult VKAPI_CALL lb_QueueSubmit2(VkQueue q, uint32_t n, con
             for (uint32_t k = 0; k < si[s].commandBufferInfoCount; k++)
                 queue_buffers(d, &si[s].pCommandBufferInfos[k].commandBuffer, 1, 0);
     }
-    g_intercepts++;
-    int64_t t_submit = now_ns();
-    g_self_ns += t_submit - t;
-    pthread_mutex_unlock(&g_mu);
+    int64_t t_submit = submit_release(t);
     VkResult r = d->QueueSubmit2(q, n, si, fence);
-    int64_t cost = now_ns() - t_submit;
-    pthread_mutex_lock(&g_mu);
-    stamp_submitted(t_submit, cost);
-    pthread_mutex_unlock(&g_mu);
+    submit_returned(t_submit);
     return r;
 }
 

@@ -3,14 +3,18 @@
 - :mod:`.schema`: the five tables as data (columns, dtypes, units, keys) and ``check_table``;
 - :mod:`.usc`, :mod:`.help`: importers of the public USC and HELP measurements;
 - :mod:`.opfeatures`: op types, op features and kernel types of the suite's own records (assemble);
-- :mod:`.importers`: shared import machinery and ``run_import`` (the ``import-public`` stage);
+- :mod:`.importers`: the import machinery the importers share;
+- :mod:`.import_public`: ``run_import``, both importers into a folder (the ``import-public`` stage);
 - :mod:`.load`: ``load_dataset(path) -> Dataset``;
 - :mod:`.card`: DATASET.md and its figures.
+
+Scenario ids (``make_scenario_id``) are the scenarios' own: pipelines/scenarios.py.
 
 See docs/dataset.md.
 """
 from .help import HelpConfig, import_help
-from .importers import ImportProblem, ImportResult, PublicDataError, make_scenario_id, merge_tables, run_import
+from .import_public import run_import
+from .importers import ImportProblem, ImportResult, PublicDataError, merge_tables
 from .load import Dataset, Scenario, load_dataset, save_tables
 from .schema import SCHEMA_VERSION, SCHEMAS, TABLES, SchemaError, check_table, check_tables, conform
 from .usc import UscConfig, import_usc
@@ -19,5 +23,5 @@ __all__ = [
     "SCHEMA_VERSION", "SCHEMAS", "TABLES", "SchemaError", "check_table", "check_tables", "conform",
     "Dataset", "Scenario", "load_dataset", "save_tables",
     "UscConfig", "import_usc", "HelpConfig", "import_help",
-    "ImportProblem", "ImportResult", "PublicDataError", "make_scenario_id", "merge_tables", "run_import",
+    "ImportProblem", "ImportResult", "PublicDataError", "merge_tables", "run_import",
 ]

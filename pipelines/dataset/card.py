@@ -45,7 +45,7 @@ SOURCES_INFO: dict[str, dict[str, str]] = {
         "title": "Measured by this suite",
         "how": "Networks generated as IR by `generators/`, exported to framework artifacts (TFLite fp32/int8, "
                "TorchScript) and run on each scenario's device by the suite's instrumented runtimes (`native/` "
-               "for LiteRT with XNNPACK, `pipelines/torch_runner.py` for TorchScript): fresh processes pinned to "
+               "for LiteRT with XNNPACK, `pipelines/runners/torch.py` for TorchScript): fresh processes pinned to "
                "the scenario's CPU set before the thread pool exists, end-to-end runs timed with the monotonic "
                "clock after warm-up runs, op- and kernel-level events from the library's profiler in separate "
                "processes. Statistics over the timed runs in ms; raw timestamps in ns.",
@@ -216,6 +216,17 @@ def _boxgrid(df: pd.DataFrame, ylabel: str, fname: str, out: Path, ref: float = 
     _save(fig, out / fname)
 
 
+def _ratio_figure(ds: Dataset, out: Path, pairs: Callable[[pd.DataFrame], list[tuple[str, str, str]]], none: str,
+                  ylabel: str, fname: str, caption: str) -> tuple[str | None, str]:
+    """The box grid of the ratios of ``pairs`` (see _ratio_frame) as ``out/fname``: (fname, caption),
+    or (None, ``none``: why there is no figure) when no pair has a ratio."""
+    df = _ratio_frame(ds, pairs)
+    if df.empty:
+        return None, none
+    _boxgrid(df, ylabel, fname, out)
+    return fname, caption
+
+
 def plot_multicore_speedup(ds: Dataset, out: Path) -> tuple[str | None, str]:
     def pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
         g = g[g["precision"] == "fp32"]
@@ -227,12 +238,10 @@ def plot_multicore_speedup(ds: Dataset, out: Path) -> tuple[str | None, str]:
                 out_pairs.append((by_cores[base], sid, cores))  # base / multi = speed-up
         return out_pairs
 
-    df = _ratio_frame(ds, pairs)
-    if df.empty:
-        return None, "no CPU scenarios with several core combinations of one device and framework"
-    _boxgrid(df, "speed-up over 1 core", "multicore_speedup.png", out)
-    return "multicore_speedup.png", ("End-to-end speed-up of each core combination over one core of the fastest "
-                                     "cluster it uses, fp32 (boxes: quartiles over models; outliers not drawn).")
+    return _ratio_figure(ds, out, pairs, "no CPU scenarios with several core combinations of one device and framework",
+                         "speed-up over 1 core", "multicore_speedup.png",
+                         "End-to-end speed-up of each core combination over one core of the fastest "
+                         "cluster it uses, fp32 (boxes: quartiles over models; outliers not drawn).")
 
 
 def plot_int8_speedup(ds: Dataset, out: Path) -> tuple[str | None, str]:
@@ -241,12 +250,10 @@ def plot_int8_speedup(ds: Dataset, out: Path) -> tuple[str | None, str]:
         int8 = dict(zip(g.loc[g["precision"] == "int8", "cores"], g.loc[g["precision"] == "int8", "scenario_id"]))
         return [(fp32[c], int8[c], c) for c in sorted(set(fp32) & set(int8))]
 
-    df = _ratio_frame(ds, pairs)
-    if df.empty:
-        return None, "no CPU scenarios measured at both fp32 and int8"
-    _boxgrid(df, "fp32 / int8 latency", "int8_speedup.png", out)
-    return "int8_speedup.png", ("int8 speed-up (fp32 latency / int8 latency) per core combination; below the "
-                                "dashed line int8 is slower (boxes: quartiles over models).")
+    return _ratio_figure(ds, out, pairs, "no CPU scenarios measured at both fp32 and int8",
+                         "fp32 / int8 latency", "int8_speedup.png",
+                         "int8 speed-up (fp32 latency / int8 latency) per core combination; below the "
+                         "dashed line int8 is slower (boxes: quartiles over models).")
 
 
 def gap_frame(ds: Dataset) -> pd.DataFrame:

@@ -41,20 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .importers import (
-    CsvTable,
-    Device,
-    ImportProblem,
-    ImportResult,
-    PublicDataError,
-    finish,
-    make_scenario_id,
-    parse_number,
-)
-from .importers import blank_device, device_from_entry, not_in_catalog, select_devices, slug
+from .importers import CsvTable, Device, ImportProblem, ImportResult, PublicDataError, check_config_fields
+from .importers import blank_device, data_folder, device_from_entry, finish, not_in_catalog, parse_number
+from .importers import select_devices
 from .schema import TableBuilder
 from generators.configs import coerce
 from pipelines.devices.catalog import Catalog, as_catalog
+from pipelines.scenarios import make_scenario_id, slug
 
 DATASET = "help-nasbench201"
 PREFIX = "help"
@@ -107,11 +100,7 @@ class HelpConfig:
 def validate_config(cfg: Any) -> HelpConfig:
     """A config section (dataclass, mapping, or OmegaConf node) -> HelpConfig; ValueError("<field>: ...")."""
     cfg = coerce(HelpConfig, cfg)
-    if not isinstance(cfg.path, (str, Path)) or not str(cfg.path):
-        raise ValueError(f"path: expected a folder path, got {cfg.path!r}")
-    for name in ("rebuild_ir", "store_ir", "strict"):
-        if not isinstance(getattr(cfg, name), bool):
-            raise ValueError(f"{name}: expected true or false, got {getattr(cfg, name)!r}")
+    check_config_fields(cfg)
     if isinstance(cfg.workers, bool) or not isinstance(cfg.workers, int) or cfg.workers < 0:
         raise ValueError(f"workers: expected an int >= 0, got {cfg.workers!r}")
     if isinstance(cfg.devices, (str, bytes)) or not all(isinstance(d, str) for d in cfg.devices):
@@ -354,19 +343,13 @@ def _rebuild_all(indices: list[int], store: bool, workers: int, progress: bool) 
 # ---------------------------------------------------------------- the importer
 def import_help(cfg: Any = None, progress: bool = False, catalog: Catalog | str | Path | None = None) -> ImportResult:
     """Read HELP's NAS-Bench-201 latencies from ``cfg.path``; return the five tables.
-
-    ``catalog``: the device catalog (a Catalog or a path; default pipelines/devices/catalog.yaml).
-    PublicDataError when ``cfg.devices`` names a device in neither the files nor the catalog, or
-    selects no device of the files."""
+    ``catalog`` and the errors: as every importer's (:mod:`.importers`)."""
     from generators.nasbench201 import arch_str
 
     cfg = validate_config(cfg)
     catalog = as_catalog(catalog)
     devices = _Devices(catalog)
-    root = Path(cfg.path)
-    if not root.is_dir():
-        raise PublicDataError(f"{root}: folder not found (help.path); pull the files with `dvc import` "
-                              "(see docs/dataset.md)")
+    root = data_folder(cfg.path, "help")
     problems: list[ImportProblem] = []
     notes: list[str] = []
     kind, found = find_layout(root, catalog)

@@ -1,4 +1,10 @@
-"""Importing public latency datasets into the dataset schema, and the ``import-public`` entry.
+"""Importing public latency datasets into the dataset schema: what the importers share.
+
+Each importer is ``import_<name>(cfg=None, progress=False, catalog=None) -> ImportResult``
+(:func:`.usc.import_usc`, :func:`.help.import_help`): it reads the files in ``cfg.path``;
+``catalog`` is the device catalog (a Catalog or a path; default pipelines/devices/catalog.yaml);
+it raises PublicDataError when ``cfg.devices`` names a device in neither the files nor the
+catalog, or selects no device of the files.
 
 Shared by the importers (:mod:`.usc`, :mod:`.help`):
 
@@ -15,8 +21,10 @@ Shared by the importers (:mod:`.usc`, :mod:`.help`):
   catalog lacks (:func:`blank_device`; the importer records :func:`not_in_catalog` as a problem
   and imports its rows); :func:`select_devices` applies a config's ``devices`` filter.
 
-:func:`run_import` runs both importers into an output folder: the five parquet tables,
-``import_problems.csv`` and the dataset card (DATASET.md + plots).
+:func:`check_config_fields` checks the fields every importer's config has and
+:func:`data_folder` finds the folder it names. :func:`merge_tables` joins the tables of several
+imports. The importers use this module and
+this module uses none of them: :mod:`.import_public` (``run_import``) runs both into a folder.
 """
 from __future__ import annotations
 
@@ -75,6 +83,27 @@ def finish(dataset: str, tables: dict[str, pd.DataFrame], problems: list[ImportP
         raise PublicDataError(f"{dataset}: {len(problems)} problem(s) in the input (strict mode):\n"
                               + "\n".join(str(p) for p in problems))
     return ImportResult(tables, problems, notes, dataset)
+
+
+# ---------------------------------------------------------------- config and folder
+def check_config_fields(cfg: Any) -> None:
+    """The checks of the fields every importer's config has (``path``, ``rebuild_ir``,
+    ``store_ir``, ``strict``): ValueError("<field>: ...") on the first fault."""
+    if not isinstance(cfg.path, (str, Path)) or not str(cfg.path):
+        raise ValueError(f"path: expected a folder path, got {cfg.path!r}")
+    for name in ("rebuild_ir", "store_ir", "strict"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ValueError(f"{name}: expected true or false, got {getattr(cfg, name)!r}")
+
+
+def data_folder(path: str, section: str) -> Path:
+    """The folder of a public dataset's files (``<section>.path`` of the config); a
+    PublicDataError saying how to get the files when it is not there."""
+    root = Path(path)
+    if not root.is_dir():
+        raise PublicDataError(f"{root}: folder not found ({section}.path); pull the files with `dvc import` "
+                              "(see docs/dataset.md)")
+    return root
 
 
 # ---------------------------------------------------------------- CSV
@@ -190,34 +219,6 @@ def parse_number(text: str, table: CsvTable, line: int, column: str, *, positive
             return None
         return int(v)
     return v
-
-
-# ---------------------------------------------------------------- scenario ids
-_SLUG = re.compile(r"[^a-z0-9]+")
-
-
-def slug(text: str) -> str:
-    """Lower case, only letters and digits (``gold_6226`` -> ``gold6226``)."""
-    return _SLUG.sub("", str(text).lower())
-
-
-def make_scenario_id(device: str, accelerator: str, *, framework: str | None = None, cores: str | None = None,
-                     precision: str | None = None, batch: int = 1, prefix: str | None = None) -> str:
-    """``[<prefix>-]<device>[-<framework>]-<accelerator>[-<cores>][-<precision>][-b<batch>]``.
-
-    Parts are lower-case letters and digits; unknown parts are left out; ``-b<batch>`` only
-    when the batch is not 1; ``prefix`` names the public dataset (``usc``, ``help``) so that
-    imported scenarios never collide with the suite's own measurements, which have none.
-    E.g. ``usc-pixel4-tflite-cpu-1large-fp32``, ``usc-s10-pytorch-gpu-fp16``,
-    ``help-pixel3-tflite-cpu``, ``help-titanxp-gpu-b32``, ``pixel4-litert-cpu-2med-int8``.
-    """
-    parts = [prefix, device, framework, accelerator, cores, precision]
-    out = [slug(p) for p in parts if p]
-    if any(not p for p in out):
-        raise ValueError(f"scenario id parts must contain letters or digits: {parts}")
-    if batch != 1:
-        out.append(f"b{int(batch)}")
-    return "-".join(out)
 
 
 # ---------------------------------------------------------------- devices
@@ -346,58 +347,3 @@ def merge_tables(*parts: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
             df = df.drop_duplicates(subset=["model_id"], keep="first").reset_index(drop=True)
         out[name] = df
     return out
-
-
-# ---------------------------------------------------------------- the entry point
-def run_import(cfg_usc: Any = None, cfg_help: Any = None, out_dir: str | Path = "data/public",
-               progress: bool = True, card: bool = True) -> dict[str, Any]:
-    """Import the public datasets whose config is given (``None`` skips one) into ``out_dir``.
-
-    Writes ``{models,scenarios,e2e,ops,kernels}.parquet`` (checked against the schema),
-    ``import_problems.csv`` (file, row, column, message; header only when clean) and, with
-    ``card``, DATASET.md and its plots. Deterministic: the same inputs give the same files.
-    Returns ``{"counts": {table: rows}, "problems": [ImportProblem], "notes": [str]}``.
-    """
-    from .load import save_tables
-
-    if cfg_usc is None and cfg_help is None:
-        raise ValueError("run_import: give at least one of cfg_usc, cfg_help")
-    results: list[ImportResult] = []
-    if cfg_usc is not None:
-        from .usc import import_usc
-
-        results.append(import_usc(cfg_usc, progress=progress))
-    if cfg_help is not None:
-        from .help import import_help
-
-        results.append(import_help(cfg_help, progress=progress))
-    tables = merge_tables(*results)
-    check_tables(tables)
-    out = Path(out_dir)
-    save_tables(tables, out)
-    problems = [p for r in results for p in r.problems]
-    notes = [n for r in results for n in r.notes]
-    _write_problems(out / "import_problems.csv", problems)
-    if card:
-        from .card import write_card
-        from .load import Dataset
-
-        write_card(Dataset(tables, path=out, check=False), out, notes=notes)
-    if progress:
-        for r in results:
-            print(r.summary())
-        for p in problems:
-            print(f"  problem: {p}")
-    return {"counts": {n: len(tables[n]) for n in TABLES}, "problems": problems, "notes": notes}
-
-
-def _write_problems(path: Path, problems: list[ImportProblem]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["file", "row", "column", "message"])
-        for p in problems:
-            w.writerow([p.file, "" if p.row is None else p.row, p.column or "", p.message])
-    tmp.replace(path)
-

@@ -74,6 +74,11 @@ def save_tables(tables: Mapping[str, pd.DataFrame], out_dir: str | Path) -> Path
     return out
 
 
+def _table(name: str) -> property:
+    """The read-only attribute of a Dataset that is its table ``name`` (a DataFrame)."""
+    return property(lambda self: self._t[name])
+
+
 class Dataset:
     """The five tables with accessors and joins. Build with :func:`load_dataset` or from tables."""
 
@@ -87,26 +92,12 @@ class Dataset:
         self.path = Path(path) if path is not None else None
         self._graphs: dict[str, Any] = {}
 
-    # ------------------------------------------------------------ tables
-    @property
-    def models(self) -> pd.DataFrame:
-        return self._t["models"]
-
-    @property
-    def scenarios(self) -> pd.DataFrame:
-        return self._t["scenarios"]
-
-    @property
-    def e2e(self) -> pd.DataFrame:
-        return self._t["e2e"]
-
-    @property
-    def ops(self) -> pd.DataFrame:
-        return self._t["ops"]
-
-    @property
-    def kernels(self) -> pd.DataFrame:
-        return self._t["kernels"]
+    # ------------------------------------------------------------ tables (read-only attributes)
+    models = _table("models")
+    scenarios = _table("scenarios")
+    e2e = _table("e2e")
+    ops = _table("ops")
+    kernels = _table("kernels")
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return dict(self._t)
@@ -166,14 +157,17 @@ class Dataset:
         return df.merge(self.scenarios[["scenario_id", *SCENARIO_FEATURES]], on="scenario_id", how="left",
                         validate="many_to_one")
 
+    def _e2e_in(self, ids: list[str] | None) -> pd.DataFrame:
+        """The e2e rows of the scenarios ``ids`` (each must exist; None: every scenario)."""
+        if ids is None:
+            return self.e2e
+        for s in ids:
+            self._check_scenario(s)
+        return self.e2e[self.e2e["scenario_id"].isin(ids)]
+
     def e2e_with_features(self, scenario_ids: Iterable[str] | None = None) -> pd.DataFrame:
         """e2e joined with model features and scenario columns (device, framework, cores, ...)."""
-        df = self.e2e
-        if scenario_ids is not None:
-            ids = list(scenario_ids)
-            for s in ids:
-                self._check_scenario(s)
-            df = df[df["scenario_id"].isin(ids)]
+        df = self._e2e_in(None if scenario_ids is None else list(scenario_ids))
         return self._with_scenarios(self._with_models(df.reset_index(drop=True)))
 
     def by_family(self, scenario_id: str | None = None) -> dict[str, pd.DataFrame]:
@@ -188,13 +182,8 @@ class Dataset:
 
     def latency_matrix(self, scenario_ids: Iterable[str] | None = None, value: str = "latency_ms") -> pd.DataFrame:
         """Models x scenarios table of ``value`` (missing where not measured)."""
-        df = self.e2e
-        if scenario_ids is not None:
-            ids = list(scenario_ids)
-            for s in ids:
-                self._check_scenario(s)
-            df = df[df["scenario_id"].isin(ids)]
-        m = df.pivot(index="model_id", columns="scenario_id", values=value)
+        ids = None if scenario_ids is None else list(scenario_ids)
+        m = self._e2e_in(ids).pivot(index="model_id", columns="scenario_id", values=value)
         if scenario_ids is not None:
             m = m.reindex(columns=[s for s in ids if s in m.columns])
         return m
@@ -211,19 +200,20 @@ class Dataset:
         return out[["model_id", "name", "family", "a_ms", "b_ms", "ratio"]]
 
     # ------------------------------------------------------------ ops / kernels
-    def ops_for(self, scenario_id: str, model_id: str | None = None) -> pd.DataFrame:
+    def _rows_for(self, table: str, index: str, scenario_id: str, model_id: str | None) -> pd.DataFrame:
+        """The rows of ``table`` (ops or kernels) in one scenario (and model), in ``index`` order."""
         self._check_scenario(scenario_id)
-        df = self.ops[self.ops["scenario_id"] == scenario_id]
+        rows = getattr(self, table)
+        df = rows[rows["scenario_id"] == scenario_id]
         if model_id is not None:
             df = df[df["model_id"] == model_id]
-        return df.sort_values(["model_id", "op_index"], kind="stable").reset_index(drop=True)
+        return df.sort_values(["model_id", index], kind="stable").reset_index(drop=True)
+
+    def ops_for(self, scenario_id: str, model_id: str | None = None) -> pd.DataFrame:
+        return self._rows_for("ops", "op_index", scenario_id, model_id)
 
     def kernels_for(self, scenario_id: str, model_id: str | None = None) -> pd.DataFrame:
-        self._check_scenario(scenario_id)
-        df = self.kernels[self.kernels["scenario_id"] == scenario_id]
-        if model_id is not None:
-            df = df[df["model_id"] == model_id]
-        return df.sort_values(["model_id", "kernel_index"], kind="stable").reset_index(drop=True)
+        return self._rows_for("kernels", "kernel_index", scenario_id, model_id)
 
     def ops_with_features(self, scenario_id: str | None = None) -> pd.DataFrame:
         """Op rows (configuration + time) joined with model features and scenario columns, plus

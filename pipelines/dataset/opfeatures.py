@@ -18,7 +18,7 @@ op configuration columns of the ``ops`` table.
 - :data:`KERNEL_TYPES`: per kernel ``source`` (``xnnpack``, ``builtin``, ``gpu``) the rule
   that turns an aggregated kernel entry of a record into ``kernels.kernel_type``. The host's
   GPU commands (``source: gpu``, written by the Vulkan timestamp layer and labelled by
-  ``pipelines/gpu_programs.py``) are typed from their ``kernel_kind`` and ``fused`` fields,
+  ``pipelines/gpu/programs.py``) are typed from their ``kernel_kind`` and ``fused`` fields,
   never from their name (``dawn_entry_point 8x4x1 #688e761b`` says nothing about the kernel);
   the USC importer types the public GPU kernel names itself (``usc.kernel_type``). Both join
   the fused parts with ``+`` after the kernel's own kind (``conv+bias+clamp`` here,
@@ -208,15 +208,21 @@ def read_tflite_ops(path: str | Path) -> list[TfliteNode]:
     return nodes
 
 
-def _nhwc(shape: list[int] | None) -> tuple[int | None, int | None, int | None]:
-    """(channels, height, width) of an NHWC feature map; a 2-D [N, C] tensor has only channels."""
+def _chw(shape: list[int] | None, c: int, h: int, w: int) -> tuple[int | None, int | None, int | None]:
+    """(channels, height, width) of a rank-4 feature map whose axes ``c``, ``h``, ``w`` hold them;
+    a 2-D [N, C] tensor has only channels; any other rank, none."""
     if not shape:
         return None, None, None
     if len(shape) == 4:
-        return shape[3], shape[1], shape[2]
+        return shape[c], shape[h], shape[w]
     if len(shape) == 2:
         return shape[1], None, None
     return None, None, None
+
+
+def _nhwc(shape: list[int] | None) -> tuple[int | None, int | None, int | None]:
+    """(channels, height, width) of an NHWC feature map (TFLite)."""
+    return _chw(shape, 3, 1, 2)
 
 
 def _same_padding(in_size: int | None, out_size: int | None, k: int | None, stride: int | None,
@@ -272,13 +278,8 @@ def tflite_features(node: TfliteNode) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- PyTorch
 def _nchw(shape: list[int] | None) -> tuple[int | None, int | None, int | None]:
-    if not shape:
-        return None, None, None
-    if len(shape) == 4:
-        return shape[1], shape[2], shape[3]
-    if len(shape) == 2:
-        return shape[1], None, None
-    return None, None, None
+    """(channels, height, width) of an NCHW feature map (PyTorch)."""
+    return _chw(shape, 1, 2, 3)
 
 
 def torch_features(name: str, input_shapes: list[list[int]] | None) -> dict[str, Any]:
@@ -333,7 +334,7 @@ def builtin_kernel_type(name: str) -> str:
 
 
 def gpu_kernel_type(entry: dict[str, Any]) -> str:
-    """A GPU command of the host's kernel records: its ``kernel_kind`` (pipelines/gpu_programs.py:
+    """A GPU command of the host's kernel records: its ``kernel_kind`` (pipelines/gpu/programs.py:
     ``conv``, ``winograd_matmul``, ``layout_in``, ``copy``, ...) followed by the operations fused
     into it, in the order the program applies them, joined by ``+`` (``conv+bias+clamp+add``),
     as the USC kernel types join theirs. A record made before the kinds were labelled has the

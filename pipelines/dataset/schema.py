@@ -112,7 +112,20 @@ def _provenance(what: str) -> tuple[Column, ...]:
     )
 
 
-_MODELS = TableSchema(
+def _table(name: str, description: str, columns: tuple[Column, ...], key: tuple[str, ...], row: str,
+           source: str) -> TableSchema:
+    """A table's schema: its own columns, then the provenance columns every row carries
+    (``source`` names a row in their description: "file the <source> was read from")."""
+    return TableSchema(name, description, (*columns, *_provenance(source)), key=key, row=row)
+
+
+# the first columns of the tables of measured pairs (e2e, ops, kernels): the model in its scenario
+_PAIR = (
+    _c("model_id", "string", "-> models.model_id", required=True),
+    _c("scenario_id", "string", "-> scenarios.scenario_id", required=True),
+)
+
+_MODELS = _table(
     "models",
     "One row per network: identity, origin, costs from the IR, and the IR itself.",
     (
@@ -133,13 +146,13 @@ _MODELS = TableSchema(
            "definition is the source's", "FLOPs", nonnegative=True),
         _c("ir", "string", "the canonical IR JSON (`Graph.to_json`), when stored"),
         _c("meta", "string", "generator metadata, a JSON object"),
-        *_provenance("network"),
     ),
     key=("model_id",),
     row="a network",
+    source="network",
 )
 
-_SCENARIOS = TableSchema(
+_SCENARIOS = _table(
     "scenarios",
     "One row per scenario: where and how a model runs (device, framework, accelerator, cores, precision).",
     (
@@ -159,18 +172,17 @@ _SCENARIOS = TableSchema(
         _c("precision", "string", "`fp32`, `fp16`, `int8`; missing when the source does not say"),
         _c("batch", "int64", "batch size", required=True, positive=True),
         _c("description", "string", "one readable sentence", required=True),
-        *_provenance("scenario"),
     ),
     key=("scenario_id",),
     row="a scenario",
+    source="scenario",
 )
 
-_E2E = TableSchema(
+_E2E = _table(
     "e2e",
     "One row per model x scenario: end-to-end latency statistics and provenance.",
     (
-        _c("model_id", "string", "-> models.model_id", required=True),
-        _c("scenario_id", "string", "-> scenarios.scenario_id", required=True),
+        *_PAIR,
         _c("latency_ms", "float64", "the headline end-to-end latency: the statistic named in `latency_stat`", "ms",
            required=True, positive=True),
         _c("latency_stat", "string", "which statistic `latency_ms` is: `median`, `mean`, `median_of_process_medians` "
@@ -224,18 +236,17 @@ _E2E = TableSchema(
            "processes), or `unknown` where the machine exposes no cpufreq"),
         _c("remeasured", "Int64", "processes of this pair measured again because they ran under load",
            nonnegative=True),
-        *_provenance("measurement"),
     ),
     key=("model_id", "scenario_id"),
     row="a model measured in a scenario",
+    source="measurement",
 )
 
-_OPS = TableSchema(
+_OPS = _table(
     "ops",
     "One row per op (framework operator) per model x scenario: its configuration and time.",
     (
-        _c("model_id", "string", "-> models.model_id", required=True),
-        _c("scenario_id", "string", "-> scenarios.scenario_id", required=True),
+        *_PAIR,
         _c("op_index", "int64", "position of the op within the model x scenario (see docs: execution order, or "
            "the source file's order)", required=True, nonnegative=True),
         _c("op_type", "string", "framework-neutral type: `conv2d`, `dwconv2d`, `group_conv2d`, `fc`, "
@@ -260,18 +271,17 @@ _OPS = TableSchema(
         _c("fused", "boolean", "the op has no kernel of its own: fused into another op's kernel", required=True),
         _c("kernel_index", "Int64", "-> kernels.kernel_index of the kernel that executed the op", nonnegative=True),
         _c("kernel_name", "string", "name of that kernel"),
-        *_provenance("op record"),
     ),
     key=("model_id", "scenario_id", "op_index"),
     row="an op of a model in a scenario",
+    source="op record",
 )
 
-_KERNELS = TableSchema(
+_KERNELS = _table(
     "kernels",
     "One row per kernel (the unit the runtime executes after fusion and kernel selection) per model x scenario.",
     (
-        _c("model_id", "string", "-> models.model_id", required=True),
-        _c("scenario_id", "string", "-> scenarios.scenario_id", required=True),
+        *_PAIR,
         _c("kernel_index", "int64", "position of the kernel within the model x scenario", required=True,
            nonnegative=True),
         _c("kernel_name", "string", "the kernel as the runtime names it (`convolution_2d_1_linked_:_relu_2`, "
@@ -289,10 +299,10 @@ _KERNELS = TableSchema(
         _c("config", "string", "what else the source says about the kernel, a JSON object (the suite: its source "
            "`xnnpack`/`builtin`/`gpu`, XNNPACK partition, run statistics, which statistic `latency_ms` is and "
            "what timed it; GPU commands: `kind` dispatch/copy, `shader`, `groups`, `local_size`, `program`)"),
-        *_provenance("kernel record"),
     ),
     key=("model_id", "scenario_id", "kernel_index"),
     row="a kernel executed for a model in a scenario",
+    source="kernel record",
 )
 
 SCHEMAS: dict[str, TableSchema] = {s.name: s for s in (_MODELS, _SCENARIOS, _E2E, _OPS, _KERNELS)}

@@ -56,21 +56,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .importers import (
-    CsvTable,
-    Device,
-    ImportProblem,
-    ImportResult,
-    PublicDataError,
-    finish,
-    make_scenario_id,
-    parse_cores,
-    parse_number,
-)
-from .importers import blank_device, device_from_entry, not_in_catalog, select_devices, slug
+from .importers import CsvTable, Device, ImportProblem, ImportResult, PublicDataError, check_config_fields
+from .importers import blank_device, data_folder, device_from_entry, finish, not_in_catalog, parse_cores
+from .importers import parse_number, select_devices
 from .schema import TableBuilder
 from generators.configs import coerce
 from pipelines.devices.catalog import Catalog, as_catalog
+from pipelines.scenarios import make_scenario_id, slug
 
 DATASET = "usc-mobile-ml-benchmark"
 PREFIX = "usc"
@@ -121,11 +113,7 @@ class UscConfig:
 def validate_config(cfg: Any) -> UscConfig:
     """A config section (dataclass, mapping, or OmegaConf node) -> UscConfig; ValueError("<field>: ...")."""
     cfg = coerce(UscConfig, cfg)
-    if not isinstance(cfg.path, (str, Path)) or not str(cfg.path):
-        raise ValueError(f"path: expected a folder path, got {cfg.path!r}")
-    for name in ("rebuild_ir", "store_ir", "strict"):
-        if not isinstance(getattr(cfg, name), bool):
-            raise ValueError(f"{name}: expected true or false, got {getattr(cfg, name)!r}")
+    check_config_fields(cfg)
     for name in ("models", "devices"):
         v = getattr(cfg, name)
         if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__") or not all(isinstance(x, str) for x in v):
@@ -470,16 +458,10 @@ def _known_pytorchcv() -> set[str]:
 # ---------------------------------------------------------------- the importer
 def import_usc(cfg: Any = None, progress: bool = False, catalog: Catalog | str | Path | None = None) -> ImportResult:
     """Read the USC CSVs from ``cfg.path``; return the five tables (see the module doc).
-
-    ``catalog``: the device catalog (a Catalog or a path; default pipelines/devices/catalog.yaml).
-    PublicDataError when ``cfg.devices`` names a device in neither the files nor the catalog, or
-    selects no device of the files."""
+    ``catalog`` and the errors: as every importer's (:mod:`.importers`)."""
     cfg = validate_config(cfg)
     catalog = as_catalog(catalog)
-    root = Path(cfg.path)
-    if not root.is_dir():
-        raise PublicDataError(f"{root}: folder not found (usc.path); pull the files with `dvc import` "
-                              f"(see docs/dataset.md)")
+    root = data_folder(cfg.path, "usc")
     problems: list[ImportProblem] = []
     notes: list[str] = []
     files = find_files(root)

@@ -44,14 +44,18 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from ..native_runner import EXIT_KINDS, NativeRun, NativeRunError, litert_version, read_records
+from ..runners.litert import litert_version
+from ..runners.records import EXIT_KINDS, NativeRun, NativeRunError, read_records
 from .android import (RC_MARK, AdbFault, PhoneError, cpu_state_command, ensure_server, fault_types, one_line,
                       open_phone, parse_cpu_state, parse_df_available_kb, parse_getprop, parse_thermal, q, shell,
                       sysfs_dump_command, sysfs_tree, describe_phone)
-from .base import register_device_kind, sweep_lock
+from .base import check_run, register_device_kind, sweep_lock
 from .topology import Cluster, CoreSet, core_combinations, read_clusters
+
+if TYPE_CHECKING:
+    from pipelines.scenarios import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 # scripts/cross-build.sh writes one folder per target: latbench-run, libLiteRt.so, LITERT_VERSION
@@ -105,7 +109,7 @@ def find_runtime(abi: str) -> Runtime:
     if abi and abi == _host_abi():
         from importlib.util import find_spec
 
-        from ..native_runner import binary_path
+        from ..runners.litert import binary_path
 
         spec = find_spec("ai_edge_litert")
         lib = Path(spec.origin).parent / "libLiteRt.so" if spec and spec.origin else None
@@ -120,7 +124,7 @@ def find_runtime(abi: str) -> Runtime:
 @register_device_kind("adb")
 @dataclass
 class AdbDevice:
-    """A phone reached through an adb server (see the module doc)."""
+    """A phone reached through an adb server (see the module doc); a :class:`pipelines.devices.Device`."""
 
     name: str
     serial: str
@@ -292,15 +296,12 @@ class AdbDevice:
         self._pushed = None
 
     # -- one run
-    def run(self, framework: str, artifact: str | os.PathLike, *, scenario, mode: str = "e2e", warmup: int = 5,
-            runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+    def run(self, framework: str, artifact: str | os.PathLike, *, scenario: Scenario, mode: str = "e2e",
+            warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
             trace_path: str | os.PathLike | None = None, timeout: float | None = None,
             engine: str | None = None) -> NativeRun:
         """One fresh measuring process on the phone, pinned with taskset (see the module doc)."""
-        if framework not in self.frameworks:
-            raise ValueError(f"device {self.name}: unknown framework {framework!r} "
-                             f"(known: {', '.join(self.frameworks)})")
-        artifact = Path(artifact)
+        artifact = check_run(self, framework, artifact)
         if not artifact.is_file():
             raise NativeRunError(f"{artifact}: model file missing", kind="model_missing", model=str(artifact))
         if not scenario.cpus:

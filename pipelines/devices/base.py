@@ -1,20 +1,9 @@
 """What the measure stage needs of a device, and the registry of device kinds.
 
-A device is where scenarios run: the host itself (``host.py``) or a phone over adb. The
-``measure`` stage talks to every device through the same few calls, so a new kind is one
-class registered with ``@register_device_kind("<kind>")``:
-
-- ``name`` (from config; part of every scenario id), ``kind``, ``gpu`` (None: no GPU scenarios);
-- ``clusters()``: its CPU clusters (``topology.Cluster``), from which scenarios are enumerated;
-- ``describe()``: the device description every record carries (provenance);
-- ``frameworks``: the frameworks it can run (``tflite``, ``pytorch``);
-- ``run(framework, artifact, *, scenario, mode, warmup, runs, overhead_pairs, records_path,
-  trace_path, timeout)``: one fresh measuring process for one artifact in one scenario,
-  returning a :class:`pipelines.native_runner.NativeRun` whose records (and trace) are also
-  left at ``records_path`` (``trace_path``) on this machine; failures raise
-  :class:`pipelines.native_runner.NativeRunError` with a ``kind`` (model_missing, cpus,
-  timeout, crashed, device, ...) and a one-line message;
-- ``lock(path)``: a context manager held for a whole sweep (one sweep at a time per device).
+A device is where scenarios run: the host itself (``host.py``), a phone over adb (``adb.py``)
+or a farm phone (``pipelines/farm/phone.py``). The ``measure`` stage talks to every device
+through the same few calls, the :class:`Device` protocol below (its docstrings say what each
+call must do), so a new kind is one class registered with ``@register_device_kind("<kind>")``.
 
 ``make_device(cfg)`` builds the device a ``device:`` config section names.
 """
@@ -24,11 +13,65 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 from generators.registry import Registry
 
+if TYPE_CHECKING:
+    from pipelines.runners.records import NativeRun
+    from pipelines.scenarios import Scenario
+
+    from .topology import Cluster
+
 DEVICE_KINDS: Registry[type] = Registry("device kind")
+
+
+class Device(Protocol):
+    """The device contract: what the measure stage, the profile command and the farm use.
+
+    Kept by :class:`pipelines.devices.HostDevice`, :class:`pipelines.devices.AdbDevice` and
+    :class:`pipelines.farm.phone.FarmPhone`. A device may also say why it has no GPU
+    (``gpu_unavailable``: a one-line reason, read with ``getattr`` where present)."""
+
+    name: str
+    """From the config (``device.name``); the first part of every scenario id."""
+
+    @property
+    def kind(self) -> str:
+        """The registered kind (``host``, ``adb``)."""
+        ...
+
+    @property
+    def gpu(self) -> str | None:
+        """The GPU that GPU scenarios run on (None: the device offers no GPU scenarios)."""
+        ...
+
+    @property
+    def frameworks(self) -> tuple[str, ...]:
+        """The frameworks it can run (``tflite``, ``pytorch``)."""
+        ...
+
+    def clusters(self) -> list[Cluster]:
+        """Its CPU clusters (``topology.Cluster``), from which scenarios are enumerated."""
+        ...
+
+    def describe(self) -> dict:
+        """The device description every record carries (provenance)."""
+        ...
+
+    def run(self, framework: str, artifact: str | os.PathLike, *, scenario: Scenario, mode: str = "e2e",
+            warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+            trace_path: str | os.PathLike | None = None, timeout: float | None = None,
+            engine: str | None = None) -> NativeRun:
+        """One fresh measuring process for one artifact in one scenario. Its records (and trace)
+        are also left at ``records_path`` (``trace_path``) on this machine; failures raise
+        :class:`pipelines.runners.records.NativeRunError` with a ``kind`` (model_missing, cpus,
+        timeout, crashed, device, ...) and a one-line message."""
+        ...
+
+    def lock(self, path: str | os.PathLike) -> contextlib.AbstractContextManager[None]:
+        """A context manager held for a whole sweep (one sweep at a time per device)."""
+        ...
 
 
 def register_device_kind(kind: str):
@@ -38,7 +81,15 @@ def register_device_kind(kind: str):
     return deco
 
 
-def make_device(cfg: Any) -> Any:
+def check_run(device: Device, framework: str, artifact: str | os.PathLike) -> Path:
+    """What every device kind's ``run`` checks first: ValueError naming the device when it cannot
+    run ``framework``. Returns the artifact as a Path."""
+    if framework not in device.frameworks:
+        raise ValueError(f"device {device.name}: unknown framework {framework!r} (known: {', '.join(device.frameworks)})")
+    return Path(artifact)
+
+
+def make_device(cfg: Any) -> Device:
     """The device of a ``device`` config section (``kind`` picks the class, which reads the
     fields it needs with ``from_config``)."""
     kind = getattr(cfg, "kind", None) or (cfg.get("kind") if isinstance(cfg, dict) else None) or "host"

@@ -364,7 +364,7 @@ _SLUG = re.compile(r"[^a-z0-9]+")
 
 
 def _slug(text: str) -> str:
-    """As ``pipelines.dataset.importers.slug``: the spelling of a name inside scenario ids."""
+    """As ``pipelines.scenarios.slug``: the spelling of a name inside scenario ids."""
     return _SLUG.sub("", str(text).lower())
 
 

@@ -21,9 +21,14 @@ import socket
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .base import register_device_kind, sweep_lock
+from .base import check_run, register_device_kind, sweep_lock
 from .topology import CPU_DIR, Cluster, CoreSet, core_combinations, list_cpus, read_clusters
+
+if TYPE_CHECKING:
+    from pipelines.runners.records import NativeRun
+    from pipelines.scenarios import Scenario
 
 
 def _read(path: Path) -> str | None:
@@ -87,9 +92,9 @@ def probe_gpu() -> tuple[str | None, str | None]:
 @register_device_kind("host")
 @dataclass
 class HostDevice:
-    """This machine as a device. ``name`` comes from the config (``device.name``);
-    ``gpu_setting`` is ``device.gpu`` as configured (a name, ``auto`` or None, see the module
-    doc) and ``gpu`` what it resolves to."""
+    """This machine as a device (a :class:`pipelines.devices.Device`). ``name`` comes from the
+    config (``device.name``); ``gpu_setting`` is ``device.gpu`` as configured (a name, ``auto``
+    or None, see the module doc) and ``gpu`` what it resolves to."""
 
     name: str = "host"
     root: str = "/"
@@ -126,25 +131,23 @@ class HostDevice:
     def lock(self, path: str | os.PathLike):
         return sweep_lock(path, self.name)
 
-    def run(self, framework: str, artifact: str | os.PathLike, *, scenario, mode: str = "e2e", warmup: int = 5,
-            runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
-            trace_path: str | os.PathLike | None = None, timeout: float | None = None, engine: str | None = None):
-        """One fresh measuring process (latbench-run, or the torch worker) pinned to the
-        scenario's CPU set; returns its NativeRun (see base.py)."""
-        cpus = list(scenario.cpus) or None
-        if framework == "tflite":
-            from pipelines.native_runner import run_native
+    def run(self, framework: str, artifact: str | os.PathLike, *, scenario: Scenario, mode: str = "e2e",
+            warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+            trace_path: str | os.PathLike | None = None, timeout: float | None = None,
+            engine: str | None = None) -> NativeRun:
+        """One fresh measuring process pinned to the scenario's CPU set, launched by the runner
+        registered for the framework on the scenario's accelerator (pipelines/runners/:
+        latbench-run, or the torch worker); returns its NativeRun (see base.py)."""
+        from pipelines.runners import runner_for
 
-            return run_native(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
-                              overhead_pairs=overhead_pairs, precision=scenario.precision,
-                              accelerator=scenario.accelerator, records_path=records_path, trace_path=trace_path,
-                              timeout=timeout)
-        if framework == "pytorch":
-            from pipelines.torch_runner import run_torch
-
-            return run_torch(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
-                             engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout)
-        raise ValueError(f"device {self.name}: unknown framework {framework!r} (known: {', '.join(self.frameworks)})")
+        check_run(self, framework, artifact)
+        runner = runner_for(framework, scenario.accelerator)
+        if runner is None:
+            raise ValueError(f"device {self.name}: the suite has no {framework} runner for the {scenario.accelerator} "
+                             f"(pipelines.runners)")
+        return runner.launcher()(artifact, scenario=scenario, cpus=list(scenario.cpus) or None, mode=mode,
+                                 warmup=warmup, runs=runs, overhead_pairs=overhead_pairs, records_path=records_path,
+                                 trace_path=trace_path, timeout=timeout, engine=engine)
 
     def clusters(self) -> list[Cluster]:
         return read_clusters(self.root)

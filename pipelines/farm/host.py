@@ -110,7 +110,7 @@ class PhoneWorker:
         still be exiting on this host (it lets go when its process ends); a lock held longer
         is a sweep really running (kind ``busy``)."""
         from pipelines.devices import DeviceBusy
-        from pipelines.native_runner import NativeRunError
+        from pipelines.runners.records import NativeRunError
 
         deadline = time.monotonic() + wait
         while True:
@@ -152,7 +152,7 @@ class PhoneWorker:
             overhead_pairs: int, want_trace: bool, timeout: float | None, engine: str | None) -> dict:
         """One measuring process on the phone; returns records, trace bytes and the seconds spent
         inside the adb device's run (the rest of a round trip is the farm's own cost)."""
-        from pipelines.native_runner import NativeRunError
+        from pipelines.runners.records import NativeRunError
 
         t0 = time.perf_counter()
         try:

@@ -24,11 +24,16 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 
-from pipelines.native_runner import NativeRun, NativeRunError
+from pipelines.devices.base import check_run
+from pipelines.runners.records import NativeRun, NativeRunError
+
+if TYPE_CHECKING:
+    from pipelines.devices.topology import Cluster
+    from pipelines.scenarios import Scenario
 
 TIMEOUT_SLACK = 30.0  # seconds a round trip may add to a process's own timeout before the host counts as gone
 
@@ -68,7 +73,8 @@ def _write_bytes(path: Path, data: bytes) -> None:
 
 
 class FarmPhone:
-    """One phone of the farm, claimed for a sweep (see the module doc)."""
+    """One phone of the farm, claimed for a sweep (see the module doc); a
+    :class:`pipelines.devices.Device`."""
 
     kind = "adb"
     frameworks = ("tflite",)
@@ -86,23 +92,21 @@ class FarmPhone:
     def label(self) -> str:
         return f"device {self.name} (serial {self.serial} on farm host {self.host})"
 
-    def clusters(self):
+    def clusters(self) -> list[Cluster]:
         return self._clusters
 
     def describe(self) -> dict:
         return self._describe
 
-    def lock(self, path):
+    def lock(self, path: str | os.PathLike) -> contextlib.AbstractContextManager[None]:
         """The farm driver holds the locks (the phone's Ray resource and the worker's adb lock)."""
         return contextlib.nullcontext()
 
-    def run(self, framework: str, artifact, *, scenario, mode: str = "e2e", warmup: int = 5, runs: int = 50,
-            overhead_pairs: int = 0, records_path, trace_path=None, timeout: float | None = None,
+    def run(self, framework: str, artifact: str | os.PathLike, *, scenario: Scenario, mode: str = "e2e",
+            warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+            trace_path: str | os.PathLike | None = None, timeout: float | None = None,
             engine: str | None = None) -> NativeRun:
-        if framework not in self.frameworks:
-            raise ValueError(f"device {self.name}: unknown framework {framework!r} "
-                             f"(known: {', '.join(self.frameworks)})")
-        artifact = Path(artifact)
+        artifact = check_run(self, framework, artifact)
         if self.gone:
             raise NativeRunError(f"{self.label()}: given up earlier: {self.gone}", kind="device", model=str(artifact))
         model = self.artifacts.get(artifact)

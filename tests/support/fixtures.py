@@ -3,7 +3,8 @@
 :func:`public_subset` imports the public measurements from ``../shared/external`` into a
 folder: all USC networks without rebuilding their IR (names key the splits, so the committed
 split files apply) and HELP's NAS-Bench-201 indices 0-1899 on the four devices of the HELP
-tracks (everything HELP's protocol touches). About 6 s.
+tracks (everything HELP's protocol touches). About 6 s. :func:`usc_pixel4` imports a few USC
+networks of the Pixel 4 with their IR, for the predictor tests.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ HELP_DEVICES = ["gold_6226", "pixel2", "raspi4", "eyeriss"]
 
 def public_subset(shared_dir: Path, out: Path, usc_devices: list[str] | None = None) -> Path:
     from pipelines.dataset.help import HelpConfig
-    from pipelines.dataset.importers import run_import
+    from pipelines.dataset.import_public import run_import
     from pipelines.dataset.usc import UscConfig
 
     ext = Path(shared_dir) / "external"
@@ -25,6 +26,15 @@ def public_subset(shared_dir: Path, out: Path, usc_devices: list[str] | None = N
                           devices=HELP_DEVICES),
                out_dir=out, progress=False, card=False)
     return out
+
+
+def usc_pixel4(usc_dir: Path, models: list[str]):
+    """The USC networks ``models`` on the Pixel 4 (IR rebuilt), as a Dataset: the small real
+    data the predictor tests fit on."""
+    from pipelines.dataset import Dataset, UscConfig, import_usc
+
+    r = import_usc(UscConfig(path=str(usc_dir), models=models, devices=["pixel4"]))
+    return Dataset(dict(r))
 
 
 def register_test_predictors() -> None:

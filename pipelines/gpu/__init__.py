@@ -8,10 +8,13 @@ synchronization (docs/gpu.md).
 - :func:`layer_env` gives the environment that enables the timestamp layer for any Vulkan
   program (latbench-run sets it itself in ``--mode kernel``);
 - :func:`gpu_kernels` / :func:`kernels_by_run` read the ``kernel`` records with
-  ``source == "gpu"`` of a :class:`pipelines.native_runner.NativeRun`;
+  ``source == "gpu"`` of a :class:`pipelines.runners.records.NativeRun`;
 - :class:`ClockSync` drives the C implementation of nnPerf's Algorithm 1
   (``native/src/clocksync.c``, built as ``liblatbench_clocksync.so``) so that tests and
   benchmarks check the very code latbench-run uses.
+
+Beside it in this package: :mod:`.programs` (which kernel each GPU dispatch ran, from the
+accelerator's generated programs) and :mod:`.validate` (a GPU run's outputs against the CPU's).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "native" / "build"
 LAYER_NAME = "VK_LAYER_LATBENCH_timestamps"
 LAYER_DIR = BUILD / "vklayer"
@@ -128,7 +131,8 @@ def smoke_run(model: str | os.PathLike | None = None) -> str | None:
     """Compiles and runs ``model`` (default: a conv + ReLU + add network at 8x8, built once into
     native/build/gpu-probe/) on the GPU in fp32; None when it ran and its outputs match the CPU,
     else one line saying why not (the runtime's own message)."""
-    from .native_runner import NativeRunError, run_native
+    from ..runners.litert import run_native
+    from ..runners.records import NativeRunError
 
     try:
         path = Path(model) if model is not None else _probe_model()
@@ -254,6 +258,11 @@ def _clocksync_lib(path: str | os.PathLike = CLOCKSYNC_LIB):
     return _lib
 
 
+def _fit_field(name: str, doc: str | None = None) -> property:
+    """The read-only attribute of a ClockSync that is the field ``name`` of its C struct."""
+    return property(lambda self: getattr(self._cs, name), doc=doc)
+
+
 class ClockSync:
     """nnPerf's GPU-to-CPU clock mapping (SenSys'23 section 3.2.2, Algorithm 1 and Eq. 2),
     the C implementation latbench-run runs, driven from Python.
@@ -296,22 +305,11 @@ class ClockSync:
         timer = self._lib.cs_time_observe(ctypes.byref(self._cs), arr(*map(int, t)), arr(*map(int, tau)), n, ns, refit)
         return list(ns), [bool(r) for r in refit], int(timer)
 
-    @property
-    def a(self) -> float:
-        return self._cs.a
-
-    @property
-    def a_se(self) -> float:
-        """Standard error of the adopted slope (inf while the nominal slope 1 stands)."""
-        return self._cs.a_se
-
-    @property
-    def b(self) -> float:
-        return self._cs.b
-
-    @property
-    def sigma(self) -> float:
-        return self._cs.sigma
+    # the current fit, read from the C struct (floats)
+    a = _fit_field("a")
+    a_se = _fit_field("a_se", "Standard error of the adopted slope (inf while the nominal slope 1 stands).")
+    b = _fit_field("b")
+    sigma = _fit_field("sigma")
 
     @property
     def counts(self) -> dict[str, int]:

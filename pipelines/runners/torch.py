@@ -2,7 +2,7 @@
 
 Two halves:
 
-- the **worker**, ``python -m pipelines.torch_runner --model M.pt|.ptl --cpus 0,1 --threads N
+- the **worker**, ``python -m pipelines.runners.torch --model M.pt|.ptl --cpus 0,1 --threads N
   --mode e2e|op --warmup W --runs R --records out.jsonl [--trace out.json] [--engine x86|qnnpack]
   [--input-shape 1,3,32,32]``, one fresh process per scenario. Its ``main`` pins the process
   with ``os.sched_setaffinity`` *before* torch is imported (this module imports nothing of
@@ -13,10 +13,11 @@ Two halves:
   input is made before) and writes the records after the last run, so no file I/O happens in
   a timed region.
 - the **parent** API :func:`run_torch`, which starts the worker with ``sys.executable -m
-  pipelines.torch_runner ...`` and returns a :class:`pipelines.native_runner.NativeRun`, or
-  raises :class:`TorchRunError` (a :class:`~pipelines.native_runner.NativeRunError`): one
+  pipelines.runners.torch ...`` and returns a :class:`pipelines.runners.records.NativeRun`, or
+  raises :class:`TorchRunError` (a :class:`~pipelines.runners.records.NativeRunError`): one
   line naming the model file, ``kind`` from the worker's exit code (the same codes as
-  ``latbench-run``).
+  ``latbench-run``); :func:`launch` is the call the registry names for the host device
+  (pipelines/runners/__init__.py).
 
 Why one inter-op thread: the inter-op pool only runs ``torch.jit.fork`` tasks (and
 ``torch.set_num_interop_threads`` must be called before any inter-op work, so it can only be
@@ -87,9 +88,10 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 # NB: no torch import at module level: main() pins the CPUs before torch exists.
-from .native_runner import EXIT_KINDS, NativeRun, NativeRunError, read_records
+from .process import cpus_arg, exit_failure, native_run
+from .records import NativeRun, NativeRunError, read_records
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOOL = "latbench-torch"
 VERSION = "0.1.0"
 MODES = ("e2e", "op")
@@ -135,14 +137,6 @@ def parse_cpu_list(text: str) -> list[int]:
     if not out:
         raise ValueError("empty CPU list")
     return sorted(out)
-
-
-def _cpus_arg(cpus: str | Iterable[int] | None) -> str | None:
-    if cpus is None:
-        return None
-    if isinstance(cpus, str):
-        return cpus
-    return ",".join(str(int(c)) for c in cpus)
 
 
 def thread_affinities() -> list[dict[str, Any]]:
@@ -552,11 +546,11 @@ def build_argv(model: str | os.PathLike, *, records: str | os.PathLike, trace: s
                cpus: str | Iterable[int] | None = None, threads: int = 1, mode: str = "e2e", warmup: int = 5,
                runs: int = 50, engine: str | None = None, input_shapes: Sequence[Sequence[int]] | None = None,
                python: str | None = None) -> list[str]:
-    argv = [python or sys.executable, "-m", "pipelines.torch_runner", "--model", str(model), "--records", str(records),
+    argv = [python or sys.executable, "-m", "pipelines.runners.torch", "--model", str(model), "--records", str(records),
             "--threads", str(threads), "--mode", mode, "--warmup", str(warmup), "--runs", str(runs)]
     if trace is not None:
         argv += ["--trace", str(trace)]
-    cpu_list = _cpus_arg(cpus)
+    cpu_list = cpus_arg(cpus)
     if cpu_list is not None:
         argv += ["--cpus", cpu_list]
     if engine is not None:
@@ -598,20 +592,25 @@ def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None,
             raise TorchRunError(f"{model}: the torch worker wrote no records", kind="output", model=model) from None
         except NativeRunError as e:
             raise TorchRunError(f"{model}: {e}", kind="output", model=model) from None
-    return NativeRun(records=records, records_path=Path(records_path) if records_path is not None else None,
-                     trace_path=Path(trace_path) if trace_path is not None else None, argv=argv)
+    return native_run(records, records_path, trace_path, argv)
+
+
+def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
+           warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+           trace_path: str | os.PathLike | None = None, timeout: float | None = None,
+           engine: str | None = None) -> NativeRun:
+    """One process of ``scenario`` as the host device runs it (the runners' ``launch``): the
+    worker with the scenario's threads and the quantized ``engine``, pinned to ``cpus``
+    (``overhead_pairs``: the worker measures no profiler overhead, not used here)."""
+    return run_torch(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
+                     engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout)
 
 
 def _error(proc: subprocess.CompletedProcess, model: str) -> TorchRunError:
     lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
     ours = [ln for ln in lines if ln.startswith(ERROR_PREFIX)]
     msg = ours[-1][len(ERROR_PREFIX):] if ours else (lines[-1] if lines else "")
-    if proc.returncode < 0:
-        kind = "crashed"
-        msg = f"the torch worker was killed by signal {-proc.returncode}" + (f" ({msg})" if msg else "")
-    else:
-        kind = EXIT_KINDS.get(proc.returncode, "runtime")
-        msg = msg or f"the torch worker failed with exit code {proc.returncode}"
+    kind, msg = exit_failure(proc.returncode, "the torch worker", msg)
     msg = " ".join(msg.split())
     if model not in msg:
         msg = f"{model}: {msg}"

@@ -1,0 +1,65 @@
+"""The ``import-public`` entry: both public importers (:mod:`.usc`, :mod:`.help`) into one folder.
+
+:func:`run_import` writes the five parquet tables, ``import_problems.csv`` and the dataset card
+(DATASET.md + plots). It sits above the importers and their shared machinery
+(:mod:`.importers`), which import nothing from here.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from .help import import_help
+from .importers import ImportProblem, ImportResult, merge_tables
+from .schema import TABLES, check_tables
+from .usc import import_usc
+
+
+def run_import(cfg_usc: Any = None, cfg_help: Any = None, out_dir: str | Path = "data/public",
+               progress: bool = True, card: bool = True) -> dict[str, Any]:
+    """Import the public datasets whose config is given (``None`` skips one) into ``out_dir``.
+
+    Writes ``{models,scenarios,e2e,ops,kernels}.parquet`` (checked against the schema),
+    ``import_problems.csv`` (file, row, column, message; header only when clean) and, with
+    ``card``, DATASET.md and its plots. Deterministic: the same inputs give the same files.
+    Returns ``{"counts": {table: rows}, "problems": [ImportProblem], "notes": [str]}``.
+    """
+    from .load import save_tables
+
+    if cfg_usc is None and cfg_help is None:
+        raise ValueError("run_import: give at least one of cfg_usc, cfg_help")
+    results: list[ImportResult] = []
+    if cfg_usc is not None:
+        results.append(import_usc(cfg_usc, progress=progress))
+    if cfg_help is not None:
+        results.append(import_help(cfg_help, progress=progress))
+    tables = merge_tables(*results)
+    check_tables(tables)
+    out = Path(out_dir)
+    save_tables(tables, out)
+    problems = [p for r in results for p in r.problems]
+    notes = [n for r in results for n in r.notes]
+    _write_problems(out / "import_problems.csv", problems)
+    if card:
+        from .card import write_card
+        from .load import Dataset
+
+        write_card(Dataset(tables, path=out, check=False), out, notes=notes)
+    if progress:
+        for r in results:
+            print(r.summary())
+        for p in problems:
+            print(f"  problem: {p}")
+    return {"counts": {n: len(tables[n]) for n in TABLES}, "problems": problems, "notes": notes}
+
+
+def _write_problems(path: Path, problems: list[ImportProblem]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["file", "row", "column", "message"])
+        for p in problems:
+            w.writerow([p.file, "" if p.row is None else p.row, p.column or "", p.message])
+    tmp.replace(path)

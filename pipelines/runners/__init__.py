@@ -1,0 +1,109 @@
+"""The runners: what the suite can measure for each (framework, accelerator), and how.
+
+One registered :class:`Runner` per (framework, accelerator) says which artifact each precision
+runs, which granularities its processes record, and why the other granularities and precisions
+are not offered (the reasons end up in SCENARIO.json and every record). The measure stage, the
+scenario grid and the devices ask this registry (:func:`runner_for`, :data:`RUNNERS`); a pair
+absent here has no runner in the suite.
+
+The modules of this package:
+
+- :mod:`.records`: the record format every runner writes (NativeRun, NativeRunError, the
+  measure stage's record schema);
+- :mod:`.process`: what the runners' measuring processes share (the CPU list argument, the
+  NativeRun of a finished process, the kind and message of a failed one);
+- :mod:`.litert`: the instrumented runtime ``latbench-run`` (LiteRT) on this machine;
+- :mod:`.litert_gpu`: the LiteRT GPU runner's own steps around each process (its outputs
+  checked against the CPU, its dispatches labelled with their kernels);
+- :mod:`.torch`: the PyTorch runner (a fresh worker process, ``python -m pipelines.runners.torch``).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Runner:
+    """What the suite can measure for one (framework, accelerator): the artifact each precision
+    runs, the granularities its runner records, and why the others (and absent precisions) are
+    not offered. The reasons end up in SCENARIO.json and every record.
+
+    ``launch`` names the function that runs one measuring process of the runner on this machine
+    (``"<module>:<function>"``, imported on first use: the host device calls it, see
+    ``pipelines/devices/host.py``) with the keywords ``scenario, cpus, mode, warmup, runs,
+    overhead_pairs, records_path, trace_path, timeout, engine``. ``steps`` names the module of the runner's own steps around each of its processes (None:
+    none), imported only when a process runs: ``prepare(argv, tmp, *, model, mode, precision,
+    cpus, timeout)`` before the process returns an object with the process's ``env`` and a
+    ``finish(records)`` called after it (pipelines/runners/litert_gpu.py)."""
+
+    formats: dict[str, str]  # precision -> export format (generators/export/formats.py)
+    granularities: tuple[str, ...]
+    missing_granularities: dict[str, str] = field(default_factory=dict)  # granularity -> why not
+    missing_precisions: dict[str, str] = field(default_factory=dict)  # precision -> why not
+    launch: str = ""  # "<module>:<function>" running one measuring process here
+    steps: str | None = None  # module of the runner's own steps around each process
+
+    def launcher(self) -> Callable[..., Any]:
+        """The function named by ``launch``."""
+        module, _, name = self.launch.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def load_steps(self) -> Any:
+        """The module named by ``steps`` (None when the runner has none)."""
+        return importlib.import_module(self.steps) if self.steps else None
+
+
+_RUNNERS: dict[tuple[str, str], Runner] = {}
+# (framework, accelerator) -> its runner, in registration order (a read-only view)
+RUNNERS: Mapping[tuple[str, str], Runner] = MappingProxyType(_RUNNERS)
+
+
+def register_runner(framework: str, accelerator: str, runner: Runner) -> Runner:
+    """Adds the runner of (framework, accelerator) to the registry (once)."""
+    if (framework, accelerator) in _RUNNERS:
+        raise ValueError(f"runner {framework}-{accelerator} registered twice")
+    if not runner.launch.partition(":")[2]:
+        raise ValueError(f"runner {framework}-{accelerator}: launch must name '<module>:<function>', "
+                         f"got {runner.launch!r}")
+    _RUNNERS[(framework, accelerator)] = runner
+    return runner
+
+
+def runner_for(framework: str, accelerator: str) -> Runner | None:
+    """The runner of (framework, accelerator), None when the suite has none."""
+    return _RUNNERS.get((framework, accelerator))
+
+
+def missing_precision(precision: str, framework: str | None = None, accelerator: str | None = None) -> str | None:
+    """Why the suite does not offer ``precision`` for ``framework`` on ``accelerator`` (None:
+    any): the reason of the registered runners of that framework and accelerator when none of
+    them runs it; None when one of them does, or none is registered."""
+    runners = [r for (f, a), r in _RUNNERS.items() if framework in (None, f) and accelerator in (None, a)]
+    if not runners or any(precision in r.formats for r in runners):
+        return None
+    return next((r.missing_precisions[precision] for r in runners if precision in r.missing_precisions),
+                "see docs/exporters.md")
+
+
+# ------------------------------------------------------------------ the suite's runners
+register_runner("tflite", "cpu", Runner(
+    {"fp32": "tflite_fp32", "fp16": "tflite_fp16", "int8": "tflite_int8"}, ("e2e", "op", "kernel"),
+    launch="pipelines.runners.litert:launch"))
+# On the GPU the precision is the compute precision (LiteRT GPU option `precision`), not the
+# weights' type: both run the fp32 artifact, so the two scenarios differ in that alone
+# (as the USC study's TFLite GPU fp16 runs, docs/gpu.md).
+register_runner("tflite", "gpu", Runner(
+    {"fp16": "tflite_fp32", "fp32": "tflite_fp32"}, ("e2e", "kernel"),
+    missing_granularities={"op": "LiteRT's profiler is not implemented for the GPU accelerator (\"Profile is "
+                                 "not implemented\"); kernel records come from the Vulkan timestamp layer"},
+    missing_precisions={"int8": "int8 is CPU-only (the GPU accelerator runs float models)"},
+    launch="pipelines.runners.litert:launch",
+    steps="pipelines.runners.litert_gpu"))  # outputs checked against the CPU, dispatches labelled
+register_runner("pytorch", "cpu", Runner(
+    {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
+    missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
+    missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"},
+    launch="pipelines.runners.torch:launch"))
