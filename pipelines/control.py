@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
+import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -51,21 +53,12 @@ def control_models(cfg: Any, models_dir: Path) -> list[tuple[str, str, str]]:
     return [by_name[n] for n in cfg.measure.control]
 
 
-def grid_points(cfg: Any) -> list[tuple[str, str, str | None, str]]:
-    """(framework, precision, cores, accelerator) of every grid point, as DVC's matrix has them."""
-    s = cfg.scenario
-    pts = [(fw, p, c, "cpu") for fw in s.frameworks for p in s.precisions for c in s.cores] if "cpu" in s.accelerators else []
-    if "gpu" in s.accelerators:
-        pts += [("tflite", p, None, "gpu") for p in s.gpu_precisions]
-    return pts
-
-
 def measure_control(cfg: Any, session: str | None = None, progress: bool = True) -> list[dict]:
     """Measure the control set at every grid point the device offers; return one row per
     measured (scenario, network). A point's ``sources`` still apply (a PyTorch point that
     measures synthetic networks measures only the synthetic control networks)."""
     from .devices import make_device
-    from .measure import run_measure
+    from .measure import grid_points, run_measure
 
     if not cfg.measure.control:
         raise ControlError("measure.control: empty; name the networks to measure again every session")
@@ -83,7 +76,7 @@ def measure_control(cfg: Any, session: str | None = None, progress: bool = True)
     out_root = data / "control" / session / device.name
     names = {mid: name for _, mid, name in chosen}
     rows = []
-    for framework, precision, cores, accelerator in grid_points(c):
+    for framework, precision, cores, accelerator in grid_points(c.scenario):
         res = run_measure(c, framework, precision, cores, accelerator=accelerator, device=device,
                           out_root=out_root, progress=progress)
         if res["status"] != "measured":
@@ -93,8 +86,6 @@ def measure_control(cfg: Any, session: str | None = None, progress: bool = True)
 
 
 def _rows(folder: Path, session: str, names: dict[str, str]) -> list[dict]:
-    import json
-
     out = []
     for mid, name in names.items():
         p = folder / f"{mid}.json"
@@ -138,8 +129,6 @@ def read_history(path: Path) -> list[dict]:
 
 def drift(rows: list[dict]) -> list[dict]:
     """Per (scenario, session): how far the control networks moved from their first session."""
-    import statistics
-
     first: dict[tuple[str, str], float] = {}
     by: dict[tuple[str, str], list[float]] = {}
     cvs: dict[tuple[str, str], list[float]] = {}

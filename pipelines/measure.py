@@ -80,6 +80,17 @@ GRANULARITIES = ("e2e", "op", "kernel")
 TRANSIENT_KINDS = ("device", "loaded")
 
 
+def grid_points(scenario_cfg: Any) -> list[tuple[str, str, str | None, str]]:
+    """(framework, precision, cores, accelerator) of every point of a scenario grid, the cells
+    of DVC's measure matrices (cores None on the GPU, whose precisions are ``gpu_precisions``)."""
+    out = []
+    for accelerator in scenario_cfg.accelerators:
+        precisions = scenario_cfg.gpu_precisions if accelerator == "gpu" else scenario_cfg.precisions
+        core_sets = scenario_cfg.cores if accelerator == "cpu" else [None]
+        out += [(fw, p, c, accelerator) for fw in scenario_cfg.frameworks for p in precisions for c in core_sets]
+    return out
+
+
 def grid_formats(scenario_cfg: Any, measure_cfg: Any = None) -> dict[str, frozenset[str] | None]:
     """The artifact formats the measure stages of a scenario grid read, each with the generator
     sources whose networks they read it for (None: every source). This is what
@@ -87,22 +98,20 @@ def grid_formats(scenario_cfg: Any, measure_cfg: Any = None) -> dict[str, frozen
     ``measure.points`` / ``runner_sources`` (``measure_cfg``) a format only for the sources a
     point measures (the release's TorchScript files for its synthetic networks only)."""
     out: dict[str, frozenset[str] | None] = {}
-    for accelerator in scenario_cfg.accelerators:
-        precisions = scenario_cfg.gpu_precisions if accelerator == "gpu" else scenario_cfg.precisions
-        core_sets = scenario_cfg.cores if accelerator == "cpu" else [None]
-        for framework in scenario_cfg.frameworks:
-            runner = runner_for(framework, accelerator)
-            for precision in precisions if runner else ():
-                fmt = runner.formats.get(precision)
-                for cores in core_sets if fmt else ():
-                    m = point_config(measure_cfg, point_name(framework, precision, cores, accelerator)) \
-                        if measure_cfg is not None else None
-                    if measure_cfg is not None and m is None:
-                        continue  # measure.points leaves this point out
-                    sources = m.runner_sources.get(f"{framework}-{accelerator}", m.sources) if m else []
-                    if fmt in out and out[fmt] is None:
-                        continue
-                    out[fmt] = None if not sources else (out.get(fmt) or frozenset()) | frozenset(sources)
+    for framework, precision, cores, accelerator in grid_points(scenario_cfg):
+        runner = runner_for(framework, accelerator)
+        fmt = runner.formats.get(precision) if runner else None
+        if fmt is None:
+            continue
+        sources: list[str] = []
+        if measure_cfg is not None:
+            m = point_config(measure_cfg, point_name(framework, precision, cores, accelerator))
+            if m is None:
+                continue  # measure.points leaves this point out
+            sources = m.runner_sources.get(f"{framework}-{accelerator}", m.sources)
+        if fmt in out and out[fmt] is None:
+            continue
+        out[fmt] = None if not sources else (out.get(fmt) or frozenset()) | frozenset(sources)
     return dict(sorted(out.items()))
 
 

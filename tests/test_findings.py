@@ -37,8 +37,8 @@ def _dataset(int8_factor: float, two_core_factor: float, add_int8_slower: bool =
             if key[1] == "1large":
                 conv = lat[key] * 0.8
                 add = lat[key] * 0.1 if key[0] == "fp32" else base * 0.1 * (2.5 if add_int8_slower else 0.5)
-                ops += [{"model_id": f"m{i}", "scenario_id": sid, "op_index": 0, "op_type": "conv2d", "latency_ms": conv},
-                        {"model_id": f"m{i}", "scenario_id": sid, "op_index": 1, "op_type": "add", "latency_ms": add}]
+                ops += [{"model_id": f"m{i}", "scenario_id": sid, "dataset": "latbench", "op_index": 0, "op_type": "conv2d", "latency_ms": conv},
+                        {"model_id": f"m{i}", "scenario_id": sid, "dataset": "latbench", "op_index": 1, "op_type": "add", "latency_ms": add}]
                 run = (conv + add) * 1.1  # the profiled process: 10% above its ops' sum
             e2e.append({"model_id": f"m{i}", "scenario_id": sid, "dataset": "latbench", "latency_ms": lat[key],
                         "op_run_ms": run})

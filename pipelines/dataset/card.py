@@ -184,15 +184,42 @@ def plot_op_breakdown(ds: Dataset, out: Path) -> tuple[str | None, str]:
     return fname, "Latency breakdown by op type (mean over models of each op type's share), per scenario with op records."
 
 
-def _ratio_frame(ds: Dataset, pairs: Callable[[pd.DataFrame], list[tuple[str, str, str]]]) -> pd.DataFrame:
-    """Rows (group, label, ratio) from (numerator scenario, denominator scenario, label) pairs per group."""
+Pairs = Callable[[pd.DataFrame], list[tuple[str, str, str]]]
+
+
+def multicore_pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(one-core scenario, multicore scenario, cores) of a device's framework, fp32: base / multi
+    is the speed-up over one core of the fastest cluster the combination uses."""
+    g = g[g["precision"] == "fp32"]
+    by_cores = dict(zip(g["cores"], g["scenario_id"]))
+    out_pairs = []
+    for cores, sid in sorted(by_cores.items()):
+        base = _baseline(cores)
+        if base and base != cores and base in by_cores:
+            out_pairs.append((by_cores[base], sid, cores))
+    return out_pairs
+
+
+def int8_pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(fp32 scenario, int8 scenario, cores) of a device's framework: fp32 / int8 is the speed-up."""
+    fp32 = dict(zip(g.loc[g["precision"] == "fp32", "cores"], g.loc[g["precision"] == "fp32", "scenario_id"]))
+    int8 = dict(zip(g.loc[g["precision"] == "int8", "cores"], g.loc[g["precision"] == "int8", "scenario_id"]))
+    return [(fp32[c], int8[c], c) for c in sorted(set(fp32) & set(int8))]
+
+
+def scenario_pairs(ds: Dataset, pairs: Pairs) -> list[tuple[str, str, str, str]]:
+    """(group ``<device> <framework>``, numerator scenario, denominator scenario, label) of the
+    CPU scenarios with threads = cores, paired by ``pairs`` within each device and framework."""
     s = _thread_per_core(_cpu_scenarios(ds))
-    rows = []
-    for (dataset, device, fw), g in s.groupby(["dataset", "device", "framework"], sort=True):
-        for num, den, label in pairs(g):
-            c = ds.compare(num, den)
-            for r in c["ratio"]:
-                rows.append((f"{device} {fw}", label, r))
+    return [(f"{device} {fw}", num, den, label)
+            for (dataset, device, fw), g in s.groupby(["dataset", "device", "framework"], sort=True)
+            for num, den, label in pairs(g)]
+
+
+def _ratio_frame(ds: Dataset, pairs: Pairs) -> pd.DataFrame:
+    """Rows (group, label, ratio) from (numerator scenario, denominator scenario, label) pairs per group."""
+    rows = [(group, label, r) for group, num, den, label in scenario_pairs(ds, pairs)
+            for r in ds.compare(num, den)["ratio"]]
     return pd.DataFrame(rows, columns=["group", "label", "ratio"])
 
 
@@ -216,7 +243,7 @@ def _boxgrid(df: pd.DataFrame, ylabel: str, fname: str, out: Path, ref: float = 
     _save(fig, out / fname)
 
 
-def _ratio_figure(ds: Dataset, out: Path, pairs: Callable[[pd.DataFrame], list[tuple[str, str, str]]], none: str,
+def _ratio_figure(ds: Dataset, out: Path, pairs: Pairs, none: str,
                   ylabel: str, fname: str, caption: str) -> tuple[str | None, str]:
     """The box grid of the ratios of ``pairs`` (see _ratio_frame) as ``out/fname``: (fname, caption),
     or (None, ``none``: why there is no figure) when no pair has a ratio."""
@@ -228,29 +255,15 @@ def _ratio_figure(ds: Dataset, out: Path, pairs: Callable[[pd.DataFrame], list[t
 
 
 def plot_multicore_speedup(ds: Dataset, out: Path) -> tuple[str | None, str]:
-    def pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
-        g = g[g["precision"] == "fp32"]
-        by_cores = dict(zip(g["cores"], g["scenario_id"]))
-        out_pairs = []
-        for cores, sid in sorted(by_cores.items()):
-            base = _baseline(cores)
-            if base and base != cores and base in by_cores:
-                out_pairs.append((by_cores[base], sid, cores))  # base / multi = speed-up
-        return out_pairs
-
-    return _ratio_figure(ds, out, pairs, "no CPU scenarios with several core combinations of one device and framework",
+    return _ratio_figure(ds, out, multicore_pairs,
+                         "no CPU scenarios with several core combinations of one device and framework",
                          "speed-up over 1 core", "multicore_speedup.png",
                          "End-to-end speed-up of each core combination over one core of the fastest "
                          "cluster it uses, fp32 (boxes: quartiles over models; outliers not drawn).")
 
 
 def plot_int8_speedup(ds: Dataset, out: Path) -> tuple[str | None, str]:
-    def pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
-        fp32 = dict(zip(g.loc[g["precision"] == "fp32", "cores"], g.loc[g["precision"] == "fp32", "scenario_id"]))
-        int8 = dict(zip(g.loc[g["precision"] == "int8", "cores"], g.loc[g["precision"] == "int8", "scenario_id"]))
-        return [(fp32[c], int8[c], c) for c in sorted(set(fp32) & set(int8))]
-
-    return _ratio_figure(ds, out, pairs, "no CPU scenarios measured at both fp32 and int8",
+    return _ratio_figure(ds, out, int8_pairs, "no CPU scenarios measured at both fp32 and int8",
                          "fp32 / int8 latency", "int8_speedup.png",
                          "int8 speed-up (fp32 latency / int8 latency) per core combination; below the "
                          "dashed line int8 is slower (boxes: quartiles over models).")

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .card import Pairs, _cpu_scenarios, _ratio_frame, _thread_per_core, gap_frame, int8_pairs, multicore_pairs, \
+    scenario_pairs
 from .load import Dataset
+
+
+def _cpu_threads_per_core(ds: Dataset) -> pd.DataFrame:
+    return _thread_per_core(_cpu_scenarios(ds))
 
 # op types the USC study groups as element-wise (its Fig. 5 "Element-wise" and "Padding")
 ELEMENTWISE = ("add", "mul", "sub", "div", "maximum", "minimum")
@@ -39,30 +45,14 @@ class Finding:
     holds: bool | None  # None: this data cannot tell
 
 
-def _own(ds: Dataset) -> tuple[pd.DataFrame, pd.DataFrame]:
-    s = ds.scenarios[(ds.scenarios["dataset"] == "latbench") & (ds.scenarios["accelerator"] == "cpu")]
-    s = s[s["threads"].astype("Int64") == s["core_count"].astype("Int64")]
-    return s, ds.e2e[ds.e2e["scenario_id"].isin(s["scenario_id"])]
+def _own(ds: Dataset) -> Dataset:
+    return ds.subset("latbench")
 
 
-def _pairs(s: pd.DataFrame, key: str, a: str, b: str) -> list[tuple[str, str, str]]:
-    """(scenario with key=a, scenario with key=b, label) for scenarios equal in everything else."""
-    cols = [c for c in ("device", "framework", "cores", "precision") if c != key]
-    out = []
-    for vals, g in s.groupby(cols, sort=True):
-        x, y = g[g[key] == a], g[g[key] == b]
-        if len(x) == 1 and len(y) == 1:
-            out.append((x["scenario_id"].iloc[0], y["scenario_id"].iloc[0], " ".join(map(str, vals))))
-    return out
-
-
-def _ratios(ds: Dataset, pairs: list[tuple[str, str, str]]) -> list[tuple[str, pd.Series]]:
-    out = []
-    for a, b, label in pairs:
-        c = ds.compare(a, b)
-        if len(c):
-            out.append((label, c["ratio"]))
-    return out
+def _ratios(ds: Dataset, pairs: Pairs) -> list[tuple[str, pd.Series]]:
+    """(``<device> <framework> <cores>``, per-network ratios) of the card's figure for ``pairs``."""
+    df = _ratio_frame(ds, pairs)
+    return [(f"{group} {label}", g["ratio"]) for (group, label), g in df.groupby(["group", "label"], sort=True)]
 
 
 def _q(r: pd.Series) -> str:
@@ -71,16 +61,17 @@ def _q(r: pd.Series) -> str:
 
 def multicore(ds: Dataset) -> Finding:
     usc = "sublinear end-to-end speed-up on homogeneous cores; heterogeneous combinations can be slower than one core"
-    s, _ = _own(ds)
-    s = s[s["cores"].isin(["1large", "2large"])]
-    res = _ratios(ds, _pairs(s, "cores", "1large", "2large"))
+    own = _own(ds)
+    res = _ratios(own, multicore_pairs)
     if not res:
-        return Finding("multicore", usc, "no pair of one-core and two-core scenarios measured", None)
+        return Finding("multicore", usc, "no pair of one-core and multicore scenarios measured", None)
+    count = dict(zip(own.scenarios["cores"], own.scenarios["core_count"].astype(int)))
     parts, sub = [], []
     for label, r in res:
-        parts.append(f"{label}: {_q(r)}, {(r < 2).mean():.0%} below 2x")
-        sub.append(r.median() < 2)
-    here = ("two large cores over one: " + "; ".join(parts) + ". The host's one cluster cannot show the "
+        n = count[label.rsplit(" ", 1)[1]]
+        parts.append(f"{label}: {_q(r)}, {(r < n).mean():.0%} below {n}x")
+        sub.append(r.median() < n)
+    here = ("speed-up over one core: " + "; ".join(parts) + ". The host's one cluster cannot show the "
             "heterogeneous-core slow-down; its two vCPUs may be hyperthreads of one physical core, which bounds "
             "the speed-up further than a phone's separate cores.")
     return Finding("multicore", usc, here, all(sub))
@@ -89,32 +80,26 @@ def multicore(ds: Dataset) -> Finding:
 def int8(ds: Dataset) -> Finding:
     usc = ("int8 faster end to end in TFLite on every core set; element-wise ops and padding slower after "
            "quantization (2.55x / 2.60x on Snapdragon 855 / Exynos 9820)")
-    s, _ = _own(ds)
-    res = _ratios(ds, _pairs(s, "precision", "fp32", "int8"))
+    own = _own(ds)
+    res = _ratios(own, int8_pairs)
     if not res:
         return Finding("int8", usc, "no scenario measured at both fp32 and int8", None)
-    faster = []
-    parts = []
-    for label, r in res:
-        parts.append(f"{label}: fp32/int8 {_q(r)}, int8 faster for {(r > 1).mean():.0%} of networks")
-        faster.append(r.median() > 1)
-    ops = _op_ratio(ds, _pairs(s, "precision", "fp32", "int8"))
+    parts = [f"{label}: fp32/int8 {_q(r)}, int8 faster for {(r > 1).mean():.0%} of networks" for label, r in res]
+    ops = _op_ratio(own, [(num, den) for _, num, den, _ in scenario_pairs(own, int8_pairs)])
     slow = ""
     if ops is not None and len(ops):
         ew = ops[ops.index.isin(ELEMENTWISE + PADDING)]
-        top = ops.sort_values()
         slow = (" Per op type (summed per network, fp32/int8, median over networks): "
-                + ", ".join(f"{t} {v:.2f}x" for t, v in top.head(6).items())
+                + ", ".join(f"{t} {v:.2f}x" for t, v in ops.sort_values().head(6).items())
                 + (f"; element-wise and padding: {', '.join(f'{t} {v:.2f}x' for t, v in ew.items())}" if len(ew) else "")
                 + ".")
-    here = "; ".join(parts) + "." + slow
-    return Finding("int8", usc, here, all(faster))
+    return Finding("int8", usc, "; ".join(parts) + "." + slow, all(r.median() > 1 for _, r in res))
 
 
-def _op_ratio(ds: Dataset, pairs: list[tuple[str, str, str]]) -> pd.Series | None:
-    """Per op type: median over networks of (summed fp32 time / summed int8 time)."""
+def _op_ratio(ds: Dataset, pairs: list[tuple[str, str]]) -> pd.Series | None:
+    """Per op type: median over networks of (summed time in scenario a / in scenario b)."""
     rows = []
-    for a, b, _ in pairs:
+    for a, b in pairs:
         oa = ds.ops[ds.ops["scenario_id"] == a].groupby(["model_id", "op_type"])["latency_ms"].sum()
         ob = ds.ops[ds.ops["scenario_id"] == b].groupby(["model_id", "op_type"])["latency_ms"].sum()
         j = pd.concat([oa.rename("a"), ob.rename("b")], axis=1).dropna()
@@ -129,7 +114,7 @@ def _op_ratio(ds: Dataset, pairs: list[tuple[str, str, str]]) -> pd.Series | Non
 
 def breakdown(ds: Dataset) -> Finding:
     usc = "convolutions (regular and depthwise) carry most of a CNN's time"
-    s, _ = _own(ds)
+    s = _cpu_threads_per_core(_own(ds))
     ops = ds.ops[ds.ops["scenario_id"].isin(s.loc[s["precision"] == "fp32", "scenario_id"])]
     if ops.empty:
         return Finding("op types", usc, "no fp32 op records", None)
@@ -143,10 +128,8 @@ def breakdown(ds: Dataset) -> Finding:
 
 
 def op_gap(ds: Dataset) -> Finding:
-    from .card import gap_frame
-
     usc = "the sum of operation times is consistently below the end-to-end latency (framework overhead)"
-    s, _ = _own(ds)
+    s = _cpu_threads_per_core(_own(ds))
     g = gap_frame(ds)
     g = g[g["scenario_id"].isin(s["scenario_id"])]
     if g.empty:
