@@ -352,7 +352,7 @@ def load_columns(rec: dict) -> dict[str, Any]:
     out["remeasured"] = _int(load.get("remeasured"))
     if load.get("observed"):
         out.update(foreign_busy_frac=_num(load.get("max_foreign_busy_frac")), steal_frac=_num(load.get("max_steal_frac")),
-                   loadavg_max=_num(load.get("max_loadavg")))
+                   loadavg_max=_num(load.get("max_loadavg")), probe_slowdown=_num(load.get("max_probe_slowdown")))
         f = load.get("cpu_freq_khz")
         out["cpu_freq_khz"] = f"{f['min']}-{f['max']}" if isinstance(f, dict) else "unknown"
     return out

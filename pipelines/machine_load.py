@@ -12,7 +12,10 @@ and nothing flagged it). :class:`LoadWindow` brackets one measuring process and 
 - ``foreign_busy_frac``: that time over the pinned cores' capacity (wall time x cores);
 - ``steal_frac``: time the hypervisor gave the pinned cores' vCPUs to someone else;
 - ``cpu_freq_khz``: scaling_cur_freq of each pinned core at both ends, or ``"unknown"`` when
-  the machine exposes no cpufreq (many VMs): said, never guessed.
+  the machine exposes no cpufreq (many VMs): said, never guessed;
+- ``probe``: the speed probe (:mod:`pipelines.speed_probe`) on each pinned core just before and
+  just after the process, the fastest probe seen on it so far, and the ``slowdown`` (the slower
+  of the two over that reference, minus 1): the VM's slow episodes show nowhere else.
 
 :func:`judge` turns a window into a verdict against the ``measure.load`` thresholds.
 """
@@ -23,7 +26,9 @@ import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
+
+from .speed_probe import SpeedProbe
 
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 # /proc/stat per-CPU columns: user nice system idle iowait irq softirq steal
@@ -40,6 +45,9 @@ class LoadConfig:
     max_steal: float = 0.05  # stolen share of the pinned cores' time
     retries: int = 2  # a loaded process is measured again at most this many times
     wait_s: float = 2.0  # pause before a retry (a burst of load may pass)
+    # the speed probe's limit: a process is refused when a pinned core ran the probe more than
+    # this much slower than its fastest probe (0.3: 30% slower); null: no probe is run
+    max_slowdown: Optional[float] = 0.3
 
 
 def validate_load(cfg: LoadConfig) -> None:
@@ -51,6 +59,9 @@ def validate_load(cfg: LoadConfig) -> None:
         raise ValueError(f"load.retries: must be >= 0, got {cfg.retries}")
     if cfg.wait_s < 0:
         raise ValueError(f"load.wait_s: must be >= 0 seconds, got {cfg.wait_s}")
+    if cfg.max_slowdown is not None and not cfg.max_slowdown > 0:
+        raise ValueError(f"load.max_slowdown: a share > 0 (0.3: 30% slower than the fastest probe) or null, "
+                         f"got {cfg.max_slowdown}")
 
 
 def _proc_stat(root: Path) -> dict[int, list[int]]:
@@ -86,14 +97,18 @@ def _own_cpu_s() -> float:
 
 
 class LoadWindow:
-    """``with LoadWindow(cpus) as w: <run one measuring process>`` then ``w.result``."""
+    """``with LoadWindow(cpus, probe) as w: <run one measuring process>`` then ``w.result``.
+    The probes run outside the window's own figures (before its start, after its end), so
+    the process's CPU accounting is what it was without them."""
 
-    def __init__(self, cpus: Sequence[int] | None, root: str | os.PathLike = "/"):
+    def __init__(self, cpus: Sequence[int] | None, root: str | os.PathLike = "/", probe: SpeedProbe | None = None):
         self.root = Path(root)
         self.cpus = sorted(cpus) if cpus else sorted(os.sched_getaffinity(0))
+        self.probe = probe
         self.result: dict[str, Any] | None = None
 
     def __enter__(self) -> "LoadWindow":
+        self._probe0 = self.probe.sample() if self.probe else None
         self._la0 = _loadavg(self.root)
         self._f0 = _freqs(self.root, self.cpus)
         self._own0 = _own_cpu_s()
@@ -124,6 +139,14 @@ class LoadWindow:
             "cpu_freq_khz": {"start": self._f0, "end": f1} if f1 != "unknown" and self._f0 != "unknown"
             else "unknown",
         }
+        if self.probe:
+            after = self.probe.sample()
+            worst = {c: max(self._probe0[c], after[c]) for c in after}
+            self.result["probe"] = {
+                "before_s": {str(c): round(v, 7) for c, v in self._probe0.items()},
+                "after_s": {str(c): round(v, 7) for c, v in after.items()},
+                "best_s": {str(c): round(self.probe.best[c], 7) for c in after},
+                "slowdown": round(self.probe.slowdown(worst), 4)}
 
 
 def judge(load: dict[str, Any], cfg: LoadConfig) -> str | None:
@@ -138,4 +161,8 @@ def judge(load: dict[str, Any], cfg: LoadConfig) -> str | None:
                 f"(limit {cfg.max_foreign_busy:.0%}; load average {load['loadavg_end']})")
     if load["steal_frac"] > cfg.max_steal and load["steal_frac"] * load["wall_s"] * len(load["cpus"]) > floor:
         return f"the hypervisor stole {load['steal_frac']:.0%} of CPUs {load['cpus']} (limit {cfg.max_steal:.0%})"
+    probe = load.get("probe")
+    if cfg.max_slowdown is not None and probe and probe["slowdown"] > cfg.max_slowdown:
+        return (f"CPUs {load['cpus']} ran the speed probe {probe['slowdown']:.0%} slower than their fastest "
+                f"(limit {cfg.max_slowdown:.0%}): a slow episode of the machine")
     return None

@@ -68,6 +68,7 @@ from .machine_load import LoadConfig, LoadWindow, judge, validate_load
 from .runners import RUNNERS, runner_for
 from .runners.records import EVENT_KEYS, GPU_EVENT_KEYS, RECORD_SCHEMA, NativeRun, NativeRunError
 from .scenarios import PRECISIONS, Scenario, ScenarioGridConfig, make_scenario_id
+from .speed_probe import SpeedProbe, probe_for
 from .stats import make_stopper, pooled_summary, summarize
 
 if TYPE_CHECKING:
@@ -490,6 +491,12 @@ class Sweep:
         finally:
             records.unlink(missing_ok=True)  # the record keeps what matters; traces stay
 
+    def _speed_probe(self) -> SpeedProbe | None:
+        """The speed probe of the scenario's CPUs (None: ``load.max_slowdown: null``); calibrated
+        first when its verdict counts (``load.check``)."""
+        lc = self.cfg.load
+        return None if lc.max_slowdown is None else probe_for(self.scenario.cpus or None, calibrated=lc.check)
+
     def _observed_run(self, pair: Pair, mode: str, runs: int, tag: str) -> tuple[NativeRun, dict]:
         """One measuring process with what the machine did meanwhile (machine_load.py); a
         process taken under load is run again (``load.retries``) and, still loaded, fails
@@ -504,7 +511,7 @@ class Sweep:
                 self.counts["remeasured"] += 1
                 pair.remeasured += 1
                 time.sleep(lc.wait_s)
-            with LoadWindow(self.scenario.cpus or None) as w:
+            with LoadWindow(self.scenario.cpus or None, probe=self._speed_probe()) as w:
                 run = self._run(pair, mode, runs, tag)
             load = {"observed": True, **w.result, "attempt": attempt}
             why = judge(load, lc)
@@ -658,7 +665,9 @@ def load_summary(loads: Sequence[dict | None], remeasured: int) -> dict[str, Any
     freqs = [x["cpu_freq_khz"] for x in seen]
     khz = [v for f in freqs if isinstance(f, dict) for end in f.values() for v in end.values()]
     la = [v for x in seen for v in (x.get("loadavg_start"), x.get("loadavg_end")) if v is not None]
+    slow = [x["probe"]["slowdown"] for x in seen if x.get("probe")]
     return {"observed": True, "processes": len(seen), "remeasured": remeasured,
+            "max_probe_slowdown": max(slow) if slow else None,
             "max_foreign_busy_frac": max(x["foreign_busy_frac"] for x in seen),
             "max_steal_frac": max(x["steal_frac"] for x in seen),
             "max_loadavg": max(la) if la else None,

@@ -309,3 +309,37 @@ def test_a_busy_core_is_seen_measured_again_and_refused(data):
         assert load["cpu_freq_khz"] == "unknown" or load["cpu_freq_khz"]["min"] > 0
         for proc in rec["e2e"]["per_process"]:
             assert proc["load"]["cpus"] == [cpu] and proc["load"]["own_cpu_s"] > 0
+
+
+def test_a_slow_episode_seen_by_the_speed_probe_is_measured_again_and_refused(data, monkeypatch):
+    """The VM's slow episodes show in no load figure, only in the speed probe. A reference no
+    real probe can reach (as if the cores had once been far faster) makes every process look
+    taken in an episode: each is measured again and the pair refused (kind loaded), never kept.
+    With the real reference the same pairs are kept, each process with its probes recorded."""
+    from pipelines import speed_probe
+
+    _, cfg = params(data, "measure.granularities=[e2e]", "measure.load.check=true", "measure.load.retries=1",
+                    "measure.load.wait_s=0.05", "measure.load.max_foreign_busy=1.0", "measure.load.max_steal=1.0",
+                    "measure.load.max_slowdown=0.5")
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    impossible = speed_probe.SpeedProbe([cpu])
+    impossible.best, impossible.calibrated = {cpu: 1e-7}, True
+    monkeypatch.setitem(speed_probe._PROBES, (cpu,), impossible)
+    r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)
+    assert (r["ok"], r["failed"], r["refused"], r["remeasured"]) == (0, 2, 2, 2)
+    for p in r["out"].glob("*.error.json"):
+        err = json.loads(p.read_text())
+        assert err["kind"] == "loaded" and re.search(
+            rf"last: CPUs \[{cpu}\] ran the speed probe \d+% slower than their fastest \(limit 50%\): a slow episode",
+            err["error"]), err["error"]
+    assert not records(r["out"])
+
+    monkeypatch.setitem(speed_probe._PROBES, (cpu,), speed_probe.SpeedProbe([cpu]))
+    cfg.measure.load.check = False  # the shared test machine may have an episode of its own now
+    r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)
+    assert (r["ok"], r["failed"]) == (2, 0)
+    for rec in records(r["out"]).values():
+        assert rec["load"]["max_probe_slowdown"] >= 0
+        for proc in rec["e2e"]["per_process"]:
+            probe = proc["load"]["probe"]
+            assert set(probe["before_s"]) == set(probe["after_s"]) == {str(cpu)} and probe["slowdown"] >= 0

@@ -366,6 +366,12 @@ _table = markdown_table
 LOADED_SHARE = 0.10  # the release protocol's limit (conf/measure/release.yaml, load.max_foreign_busy)
 
 
+def _probe_cell(obs) -> str:
+    """Median / max of the rows' speed-probe slow-down, or "-" where no row has it."""
+    col = obs["probe_slowdown"].dropna() if "probe_slowdown" in obs.columns else obs.iloc[0:0, 0]
+    return f"{col.median():.0%} / {col.max():.0%}" if len(col) else "-"
+
+
 def load_section(ds: Dataset) -> tuple[str, str] | None:
     """The machine's state while the suite measured, per scenario (pipelines/machine_load.py):
     a latency taken while other processes shared the pinned cores is the wrong scenario's."""
@@ -382,6 +388,7 @@ def load_section(ds: Dataset) -> tuple[str, str] | None:
                      int((obs["foreign_busy_frac"] > LOADED_SHARE).sum()),
                      f"{obs['steal_frac'].max():.1%}" if len(obs) else "-",
                      f"{obs['loadavg_max'].max():.2f}" if len(obs) else "-",
+                     _probe_cell(obs),
                      int(g["remeasured"].fillna(0).sum()),
                      "unknown" if freqs == ["unknown"] else (", ".join(freqs[:2]) + (" ..." if len(freqs) > 2 else "")
                                                               if freqs else "-"),
@@ -393,10 +400,17 @@ def load_section(ds: Dataset) -> tuple[str, str] | None:
             "and a pair still loaded was refused (`failures.csv`, kind `loaded`), never kept; a row over "
             f"{LOADED_SHARE:.0%} was kept only where the check was off (`measure.load.check: false`, stated in "
             "its record's `load.check`): treat those latencies as taken under load. Rows measured "
-            "before this check have no load columns (`load observed` counts those that have). The noise "
-            "floor is the median spread between independent processes (`between_cv`).\n\n"
+            "before this check have no load columns (`load observed` counts those that have). The speed "
+            "probe (`pipelines/speed_probe.py`) times a fixed piece of work on each pinned core just before "
+            "and after every process; `probe slow-down` is the worst over the fastest probe seen (median "
+            "and max over pairs). It sees what the load figures cannot: this VM's episodes in which "
+            "everything runs about 1.75x slower with no steal and no other process. A process above "
+            "`measure.load.max_slowdown` was measured again like a loaded one; rows measured before the "
+            "probe existed have it empty. The noise floor is the median spread between independent "
+            "processes (`between_cv`).\n\n"
             + _table(rows, ["scenario", "pairs", "load observed", "others' share (median)", "others' share (max)",
-                            f"pairs over {LOADED_SHARE:.0%}", "steal (max)", "load avg (max)", "processes re-measured", "clock (kHz)",
+                            f"pairs over {LOADED_SHARE:.0%}", "steal (max)", "load avg (max)",
+                            "probe slow-down (median / max)", "processes re-measured", "clock (kHz)",
                             "noise floor"]))
     return "Machine load while measuring", body
 

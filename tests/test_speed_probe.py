@@ -1,0 +1,91 @@
+"""The speed probe (native/src/probe.c through pipelines/speed_probe.py): a fixed piece of work
+timed on one pinned core, the fastest duration kept as the reference, and the load check's
+verdict on a process whose probes ran slower than that (the VM's slow episodes)."""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipelines import speed_probe
+from pipelines.machine_load import LoadConfig, LoadWindow, judge, validate_load
+from pipelines.speed_probe import SpeedProbe, probe_once
+
+CPU = sorted(os.sched_getaffinity(0))[0]
+
+
+def test_the_probe_is_fixed_work_on_the_asked_core():
+    """Same arithmetic every call (the digest), a positive duration, and the calling thread's
+    own affinity untouched (the probe pins a thread of its own)."""
+    before = os.sched_getaffinity(0)
+    durations = [probe_once(CPU) for _ in range(5)]
+    digest = speed_probe._probe_lib().lb_probe_digest()
+    assert all(0 < d < 1.0 for d in durations), durations
+    probe_once(CPU, reps=1)
+    one = speed_probe._probe_lib().lb_probe_digest()
+    probe_once(CPU)
+    assert speed_probe._probe_lib().lb_probe_digest() == digest != one  # fixed work, scaled by reps
+    assert os.sched_getaffinity(0) == before
+
+
+def test_the_reference_is_the_fastest_probe_and_slowdown_is_against_it():
+    p = SpeedProbe([CPU])
+    seen = [p.sample()[CPU] for _ in range(4)]
+    assert p.best[CPU] == min(seen)
+    assert p.slowdown({CPU: p.best[CPU]}) == 0.0
+    assert p.slowdown({CPU: 1.5 * p.best[CPU]}) == pytest.approx(0.5)
+    assert not p.calibrated
+    p.calibrate(probes=3, spacing_s=0.01)
+    assert p.calibrated and p.best[CPU] <= min(seen)
+
+
+def test_a_core_shared_with_another_process_runs_the_probe_slower():
+    """A real spinning process on the probed core: the scheduler gives the probe about half of
+    it, so its probes take clearly longer than the core's fastest probe."""
+    p = SpeedProbe([CPU])
+    p.calibrate(probes=8, spacing_s=0.02)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                           preexec_fn=lambda: os.sched_setaffinity(0, {CPU}))
+    try:
+        time.sleep(0.3)
+        shared = [p.slowdown(p.sample()) for _ in range(7)]
+    finally:
+        hog.kill()
+        hog.wait()
+    assert statistics.median(shared) > 0.4, shared
+
+
+def test_the_window_records_the_probe_and_the_check_refuses_a_slow_episode():
+    p = SpeedProbe([CPU])
+    p.calibrate(probes=3, spacing_s=0.01)
+    with LoadWindow([CPU], probe=p) as w:
+        time.sleep(0.01)
+    probe = w.result["probe"]
+    assert set(probe) == {"before_s", "after_s", "best_s", "slowdown"}
+    assert probe["slowdown"] >= 0 and probe["best_s"][str(CPU)] <= probe["before_s"][str(CPU)]
+    assert w.result["wall_s"] < 0.5  # the probes stay outside the window's own figures
+
+    quiet = {**w.result, "foreign_busy_frac": 0.0, "foreign_busy_s": 0.0, "steal_frac": 0.0}
+    slow = {**quiet, "probe": {**probe, "slowdown": 0.75}}
+    assert judge({**quiet, "probe": {**probe, "slowdown": 0.1}}, LoadConfig()) is None
+    why = judge(slow, LoadConfig(max_slowdown=0.3))
+    assert why and "75% slower than their fastest (limit 30%)" in why and "slow episode" in why
+    assert judge(slow, LoadConfig(max_slowdown=None)) is None  # no probe limit
+    assert judge(slow, LoadConfig(check=False)) is None  # recorded, never refused
+
+
+@pytest.mark.parametrize("bad", [0, -0.1])
+def test_max_slowdown_must_be_a_positive_share(bad):
+    with pytest.raises(ValueError, match=r"load.max_slowdown: a share > 0"):
+        validate_load(LoadConfig(max_slowdown=bad))
+    validate_load(LoadConfig(max_slowdown=None))
+
+
+def test_a_missing_library_names_the_file_and_the_way_out(monkeypatch, tmp_path):
+    monkeypatch.setattr(speed_probe, "_lib", None)
+    with pytest.raises(FileNotFoundError, match=r"liblatbench_probe.so: the speed probe is not built .*max_slowdown: null"):
+        speed_probe._probe_lib(tmp_path / "liblatbench_probe.so")
