@@ -1,6 +1,7 @@
 """The dataset release that travels with the project: ``datasets/<name>-v<N>/``.
 
-The ``release`` stage copies the assembled tables (``data/dataset``: compact zstd parquet) and
+``python -m pipelines.release`` (the last step of ``scripts/release_sweep.sh``; never the main
+job, whose ``data/dataset`` also holds its own tour's scenarios) copies the assembled tables (``data/dataset``: compact zstd parquet) and
 the card into a committed folder with ``RELEASE.json`` (name, version, when, the pairs it
 holds per scenario, sizes). ``load_dataset("datasets/host-v1")`` reads it like any dataset.
 
