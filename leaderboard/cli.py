@@ -9,8 +9,10 @@
     leaderboard submit PREDICTIONS METADATA --name ENTRY   # validate, file it, score it
     leaderboard render                               # results/ -> README.md + site/index.html
 
-Data roots: ``--public`` (default data/public) and ``--host`` (default data/dataset), or the
-environment variables LATBENCH_PUBLIC_DATA / LATBENCH_HOST_DATA. Errors are one line,
+Data roots: ``--public`` (default data/public) and ``--host`` (default the committed release
+datasets/host-v1; e.g. ``--host data/dataset`` scores your own assembled dataset), or the
+environment variables LATBENCH_PUBLIC_DATA / LATBENCH_HOST_DATA (``leaderboard.tracks.data_roots``,
+defaults in ``leaderboard.tracks.DATA_ROOTS``). Errors are one line,
 ``leaderboard: error: ...``, exit status 2 (invalid submission: 1).
 
 Entry names follow one policy (:func:`leaderboard.submission.check_entry_name`): a submission
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -39,10 +40,9 @@ SUBMISSIONS = HERE / "submissions"
 
 
 def _roots(args: argparse.Namespace) -> dict[str, str]:
-    from .tracks import DATA_ROOTS
+    from .tracks import data_roots
 
-    return {"public": args.public or os.environ.get("LATBENCH_PUBLIC_DATA") or DATA_ROOTS["public"],
-            "host": args.host or os.environ.get("LATBENCH_HOST_DATA") or DATA_ROOTS["host"]}
+    return data_roots(args.public, args.host)
 
 
 def _value(text: str) -> Any:
@@ -221,7 +221,7 @@ def _entry_refusal(entry: Path, submitted: bool, scored: dict[str, tuple[Path, b
         return f"entry name {entry.name!r} already taken by {scored[entry.name][0]}"
     if not submitted:
         # a baseline may come in several of the project's folders (the public tracks' committed
-        # entries, the host tracks' trained ones): one entry, each folder with its own tracks
+        # entries, the host tracks' committed ones): one entry, each folder with its own tracks
         return check_entry_name(entry.name, kind="baseline")
     why = check_entry_name(entry.name, kind="submission")
     if why:
@@ -298,8 +298,9 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="leaderboard", description="The latbench leaderboard: tracks, submissions, the board.")
-    p.add_argument("--public", help="public data folder (default data/public)")
-    p.add_argument("--host", help="host dataset folder (default data/dataset)")
+    p.add_argument("--public", help="public data folder (default data/public; env LATBENCH_PUBLIC_DATA)")
+    p.add_argument("--host", help="host dataset folder (default the committed release datasets/host-v1; "
+                                  "env LATBENCH_HOST_DATA; e.g. data/dataset, the main job's own)")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("tracks", help="list tracks and whether their data is here")
     s.set_defaults(fn=cmd_tracks)

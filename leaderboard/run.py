@@ -453,7 +453,9 @@ def write_status(roots: Mapping[str, Any] | None, results_dir: str | Path, split
     return status
 
 
-PUBLIC_ENTRIES = "leaderboard/entries/public"
+# the committed entries of the project's baselines, one folder per data root (made by
+# `leaderboard-train predictor=all track=<root> out=<folder>`, spread over sessions)
+ENTRIES = {"public": "leaderboard/entries/public", "host": "leaderboard/entries/host"}
 
 
 def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | Path]) -> dict[str, Any]:
@@ -481,11 +483,11 @@ def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | P
                 continue
             absent[name] = recorded.get((name, track)) or (
                 f"not trained on this track yet: `leaderboard-train predictor={name} track={track} "
-                f"out={PUBLIC_ENTRIES if st.get('data') == 'public' else 'data/leaderboard/entries/host'}`")
+                f"out={ENTRIES[st['data']]}`")
         st["not_entered"] = absent
     (results / "status.json").write_text(json.dumps(status, indent=1) + "\n")
     return status
 
 
 __all__ = ["mask", "predict_track", "available", "train_entry", "evaluate_entry", "write_status", "slug",
-           "note_absent_predictors"]
+           "note_absent_predictors", "ENTRIES"]

@@ -7,7 +7,10 @@ is one line naming the file and the key). Like lm-evaluation-harness's YAML task
 track is adding one file.
 
 Data. A track reads one of two data roots: ``public`` (the imported public measurements,
-default ``data/public``) or ``host`` (the suite's own dataset, default ``data/dataset``).
+default ``data/public``) or ``host`` (the suite's own measurements, default the committed
+release ``datasets/host-v1``, so every machine scores the host tracks on the same data and their
+entries are committed like the public ones; point it at a dataset of your own, e.g. the main
+job's ``data/dataset``, with ``--host`` / ``LATBENCH_HOST_DATA`` / ``host=``: :func:`data_roots`).
 :func:`resolve` gives :class:`TrackData` (the slice: dataset, scenarios, networks) or
 :class:`Unavailable` with the reason (no data folder, no matching scenario, too few networks):
 a track without data is reported and skipped, it never fails the board.
@@ -38,7 +41,19 @@ from .protocols import PROTOCOLS, Fold, InsufficientData, ProtocolError
 HERE = Path(__file__).resolve().parent
 TRACKS_DIR = HERE / "tracks"
 SPLITS_DIR = HERE / "splits"
-DATA_ROOTS = {"public": "data/public", "host": "data/dataset"}  # defaults, relative to the checkout
+# The one place the data roots' defaults are set (relative to the checkout); the command line,
+# leaderboard/conf/train.yaml and leaderboard/dvc.yaml follow it (data_roots).
+DATA_ROOTS = {"public": "data/public", "host": "datasets/host-v1"}
+ROOT_ENV = {"public": "LATBENCH_PUBLIC_DATA", "host": "LATBENCH_HOST_DATA"}
+
+
+def data_roots(public: str | Path | None = None, host: str | Path | None = None) -> dict[str, str]:
+    """The data roots to read: a given folder, else the environment (``LATBENCH_PUBLIC_DATA`` /
+    ``LATBENCH_HOST_DATA``), else :data:`DATA_ROOTS`."""
+    import os
+
+    given = {"public": public, "host": host}
+    return {k: str(given[k] or os.environ.get(ROOT_ENV[k]) or DATA_ROOTS[k]) for k in DATA_ROOTS}
 
 
 class TrackError(ValueError):
@@ -208,7 +223,9 @@ def open_dataset(root: str | Path) -> Any:
 
 def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> TrackData | Unavailable:
     """The track's slice of its data root, or why there is none."""
-    root = Path((roots or {}).get(track.data, DATA_ROOTS[track.data]))
+    root = Path((roots or {}).get(track.data) or DATA_ROOTS[track.data])
+    if not root.is_absolute() and not root.exists() and (HERE.parent / root).is_dir():
+        root = HERE.parent / root  # a committed folder (datasets/host-v1) from outside the checkout
     if not root.is_dir() or not any(root.glob("*.parquet")):
         return Unavailable(track.name, f"no {track.data} data: {root} has no dataset tables yet")
     ds = open_dataset(root)
@@ -326,4 +343,4 @@ def ensure_split(data: TrackData, folder: Path | None = None, write: bool = True
 TRACKS: Registry[Track] = load_tracks()
 
 __all__ = ["TRACKS", "Track", "TrackData", "TrackError", "Unavailable", "Fold", "Split", "DATA_ROOTS",
-           "load_tracks", "parse_track", "resolve", "compute_split", "read_split", "ensure_split", "open_dataset"]
+           "ROOT_ENV", "data_roots", "load_tracks", "parse_track", "resolve", "compute_split", "read_split", "ensure_split", "open_dataset"]

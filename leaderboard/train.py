@@ -8,6 +8,11 @@ selectable). Config: ``leaderboard/conf/train.yaml``; predictor hyperparameters 
     leaderboard-train predictor=all      # every registered predictor on every track with data
     leaderboard-train predictor=usc_mlp track=usc-real-kfold out=leaderboard/entries/public scenarios='*-gpu-*'
                                          # refit only the matching scenarios; the entry keeps the others
+    leaderboard-train predictor=all track=host out=leaderboard/entries/host   # the committed host entries
+
+Data roots: ``public=`` / ``host=`` (default: ``LATBENCH_PUBLIC_DATA`` / ``LATBENCH_HOST_DATA``,
+else :data:`leaderboard.tracks.DATA_ROOTS`: the host tracks read the committed release
+``datasets/host-v1``; ``host=data/dataset`` trains on the main job's own dataset).
 """
 from __future__ import annotations
 
@@ -45,7 +50,7 @@ def run_job(cfg: DictConfig) -> str:
 
     from .baselines import PREDICTORS
     from .run import log, slug, train_entry
-    from .tracks import TRACKS
+    from .tracks import TRACKS, data_roots
 
     overrides = OmegaConf.to_container(cfg.params, resolve=True) if cfg.params else {}
     if cfg.track in (None, "all"):
@@ -60,10 +65,11 @@ def run_job(cfg: DictConfig) -> str:
     scenarios = cfg.get("scenarios")
     if scenarios is not None and not isinstance(scenarios, str):
         scenarios = list(OmegaConf.to_container(scenarios, resolve=True))
+    roots = data_roots(cfg.get("public"), cfg.get("host"))
     t0, out = time.monotonic(), None
     for name in names:
         entry = cfg.entry or (name + "".join(f"-{k}{v}" for k, v in sorted(overrides.items())))
-        out = train_entry(name, predictor_params(name, overrides), tracks, {"public": cfg.public, "host": cfg.host},
+        out = train_entry(name, predictor_params(name, overrides), tracks, roots,
                           cfg.out, entry=slug(entry), scenarios=scenarios)
     log(f"trained {len(names)} predictor(s) on {len(tracks)} track(s) in {time.monotonic() - t0:.0f} s")
     return str(out.parent if len(names) > 1 else out)

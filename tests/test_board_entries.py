@@ -1,15 +1,22 @@
-"""The board's entries come from several of the project's folders (the committed public entries,
-the host entries the main job trains): one baseline entry may be split over them, each folder
-with its own tracks; every registered predictor missing from an available track is listed with
-the reason, in status.json, the README and the site."""
+"""The board's entries come from several of the project's folders (the committed public and host
+entries): one baseline entry may be split over them, each folder with its own tracks; every
+registered predictor missing from an available track is listed with the reason, in status.json,
+the README and the site. The main job trains nothing: leaderboard/dvc.yaml scores the committed
+entries on the committed release."""
 from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
+import yaml
+
 from leaderboard.baselines import PREDICTORS
 from leaderboard.cli import main
 from support.fixtures import register_test_predictors
-from leaderboard.run import train_entry
+from leaderboard.run import ENTRIES, evaluate_entry, note_absent_predictors, train_entry, write_status
+
+ROOT = Path(__file__).resolve().parents[1]
 
 A, B = "usc-gpu-oplevel", "usc-real-kfold"
 
@@ -83,3 +90,37 @@ def test_a_stopped_training_run_resumes_where_it_stopped(public, tmp_path, monke
     stale = run_mod._resume_folder(tmp_path / "x", A, {"predictor": "flops", "params": {}})
     (stale / "usc-some.parquet").write_bytes(b"")
     assert not (run_mod._resume_folder(tmp_path / "x", A, {"predictor": "flops", "params": {"a": 1}}) / "usc-some.parquet").exists()
+
+
+def test_the_board_stages_score_the_committed_host_entries():
+    stages = yaml.safe_load((ROOT / "leaderboard" / "dvc.yaml").read_text())["stages"]
+    assert "datasets/host-v1" in stages["splits"]["deps"] and "data/dataset" not in stages["splits"]["deps"]
+    ev = stages["evaluate"]
+    assert ev["cmd"].split("--entries")[1:] == [" leaderboard/entries/public ", " leaderboard/entries/host ",
+                                                " leaderboard/submissions"]
+    assert {"leaderboard/entries/public", "leaderboard/entries/host", "leaderboard/submissions",
+            "datasets/host-v1"} <= set(ev["deps"])
+    named = [str(d) for st in stages.values() for d in (*st.get("deps", []), *st.get("outs", []))]
+    assert not [d for d in named if "data/dataset" in d or "data/leaderboard" in d]  # nothing per machine
+    assert ENTRIES == {"public": "leaderboard/entries/public", "host": "leaderboard/entries/host"}
+    assert (ROOT / ENTRIES["host"]).is_dir()  # committed (DVC refuses a missing dependency)
+
+
+def test_a_host_track_on_the_release_scores_an_entry_and_lists_the_missing_predictors(public, tmp_path, monkeypatch):
+    """A predictor trained on a host track of the release is scored; every other registered
+    predictor is listed with the command that trains it into the committed host entries."""
+    monkeypatch.delenv("LATBENCH_HOST_DATA", raising=False)
+    roots = {"public": public["public"], "host": "datasets/host-v1"}
+    splits, entries, results = tmp_path / "splits", tmp_path / "host-entries", tmp_path / "results"
+    entry = train_entry("flops", {}, ["host-random"], roots, entries, splits_dir=splits)
+    assert (splits / "host" / "host-random.v1.json").is_file()
+    write_status(roots, results, splits)
+    (doc,) = evaluate_entry(entry, roots, results, splits).values()
+    assert doc["track"] == "host-random" and doc["networks"] >= 100 and doc["result"]["aggregate"]["mape"] > 0
+    status = note_absent_predictors(results, [entries])
+    assert status["host-random"]["available"] and status["host-random"]["networks"] >= 1000
+    absent = status["host-random"]["not_entered"]
+    assert set(absent) == set(PREDICTORS.names()) - {"flops"}
+    assert absent["gnn"] == ("not trained on this track yet: `leaderboard-train predictor=gnn track=host-random "
+                             "out=leaderboard/entries/host`")
+    assert status["help-nb201-n10"]["not_entered"]["gnn"].endswith("out=leaderboard/entries/public`")

@@ -1,12 +1,18 @@
 """The main job's configuration (the tour): the grid decides what is exported, the slow runners
-measure the small networks only, and the full grid and protocol are one override away."""
+measure the small networks only, the full grid and protocol are one override away, and the
+board's stages score committed entries on the committed release without training."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from pipelines.config import ConfigError, compose, validate
 from pipelines.export import export_formats, formats_for
 from pipelines.measure import grid_formats, list_models
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_tour_exports_what_its_grid_reads_and_the_full_grid_more():
@@ -52,3 +58,19 @@ def test_an_unknown_runner_is_one_line_naming_the_key():
     raw = compose(["+measure.runner_sources.tflite-npu=[zoo]"])
     with pytest.raises(ConfigError, match=r"measure\.runner_sources\.tflite-npu: no such runner \(known: .*pytorch-cpu"):
         validate(raw)
+
+
+def test_the_main_job_trains_no_predictor_and_scores_the_host_tracks_on_the_release():
+    """`make run` = `dvc repro --all-pipelines`: training every predictor on the release's 1,200+
+    host networks would break the main job's 15-minute bound, so no stage of either pipeline
+    trains; the host tracks read the committed release (leaderboard.tracks.DATA_ROOTS)."""
+    from leaderboard.tracks import DATA_ROOTS
+
+    stages = {**yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"],
+              **{f"leaderboard/{k}": v for k, v in yaml.safe_load((ROOT / "leaderboard" / "dvc.yaml").read_text())["stages"].items()}}
+    trains = [name for name, st in stages.items()
+              if any(t in st["cmd"] for t in ("leaderboard.train", "leaderboard-train", "leaderboard.cli train"))]
+    assert trains == [] and "leaderboard/train-host" not in stages
+    assert DATA_ROOTS["host"] == "datasets/host-v1" and (ROOT / DATA_ROOTS["host"] / "e2e.parquet").is_file()
+    for name in ("leaderboard/splits", "leaderboard/evaluate"):  # a new release re-freezes and re-scores
+        assert DATA_ROOTS["host"] in stages[name]["deps"] and "data/dataset" not in stages[name]["deps"]

@@ -1,5 +1,6 @@
 """Tracks: the YAML registry, the split protocols, frozen split files (regenerated from the
-public data they were made from, they must come out identical), and tracks without data."""
+public data they were made from, they must come out identical), tracks without data, and the
+host tracks on the committed dataset release."""
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ import pytest
 
 from leaderboard.protocols import InsufficientData
 from leaderboard.run import available
-from leaderboard.tracks import (TRACKS, TrackError, compute_split, ensure_split, parse_track, read_split,
-                                resolve)
+from leaderboard.tracks import (TRACKS, TrackError, Unavailable, compute_split, ensure_split, parse_track,
+                                read_split, resolve)
 
 
 def test_registry_has_the_tracks():
@@ -125,3 +126,34 @@ def test_a_changed_track_needs_a_new_version(public, tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(TrackError, match="none of its networks is in the data"):
         ensure_split(data, tmp_path)
+
+
+def test_host_tracks_read_the_committed_release(monkeypatch, tmp_path):
+    """The host data root is the committed release (the same on every machine), from any working
+    directory; --host / LATBENCH_HOST_DATA / host= still point the host tracks at other data."""
+    from leaderboard.cli import _roots, build_parser
+    from leaderboard.tracks import DATA_ROOTS, data_roots
+
+    monkeypatch.delenv("LATBENCH_HOST_DATA", raising=False)
+    monkeypatch.delenv("LATBENCH_PUBLIC_DATA", raising=False)
+    assert DATA_ROOTS["host"] == "datasets/host-v1"
+    assert data_roots() == DATA_ROOTS == _roots(build_parser().parse_args(["tracks"]))
+    assert _roots(build_parser().parse_args(["--host", "data/dataset", "tracks"]))["host"] == "data/dataset"
+    monkeypatch.setenv("LATBENCH_HOST_DATA", "mine")
+    assert data_roots()["host"] == "mine" and data_roots(host="given")["host"] == "given"
+    monkeypatch.delenv("LATBENCH_HOST_DATA")
+
+    monkeypatch.chdir(tmp_path)  # a committed folder resolves from outside the checkout too
+    data = resolve(TRACKS.get("host-random"), data_roots())
+    assert not isinstance(data, Unavailable), data.reason
+    assert "host-tflite-cpu-1large-fp32" in data.scenario_ids
+    (fold,) = compute_split(data).folds
+    assert len(fold.train) >= 900 and len(fold.test) >= 100 and not set(fold.train) & set(fold.test)
+    real = resolve(TRACKS.get("host-shift-real"), data_roots())
+    (shift,) = compute_split(real).folds
+    src = real.networks.set_index("name")["source"]
+    assert len(shift.test) >= 100 and {src[n] for n in shift.test} == {"pytorch"}
+    assert len(shift.train) >= 1000 and {src[n] for n in shift.train} == {"synthetic"}
+    # without the override's folder the host tracks wait for data, saying where they looked
+    missing = resolve(TRACKS.get("host-random"), data_roots(host=str(tmp_path / "none")))
+    assert isinstance(missing, Unavailable) and str(tmp_path / "none") in missing.reason
