@@ -4,8 +4,8 @@ Why (issue 18): this VM has episodes of about 10 s in which everything runs abou
 while the guest sees no steal and no other process's CPU time (20 fresh processes of one network
 back to back: twelve at 27 ms, then five in a row at 45-51 ms). The load check
 (:mod:`pipelines.machine_load`) cannot see them, so a process taken in one was kept. The probe
-runs a fixed piece of work (``native/src/probe.c``: float multiply-adds plus a streaming sweep,
-about 4 ms) on each of the scenario's CPUs, in a thread pinned to that CPU, just before and
+runs a fixed piece of work (``native/src/probe.c``: float multiply-adds plus a streaming sweep;
+the median of 5 timed reps after an untimed one, about 4 ms in all) on each of the scenario's CPUs, in a thread pinned to that CPU, just before and
 just after the process; its duration over the fastest probe seen on that CPU in this sweep is
 the *slow-down*. A process whose slow-down exceeds ``measure.load.max_slowdown`` is refused
 and measured again, like a loaded one.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 PROBE_LIB = Path(__file__).resolve().parents[1] / "native" / "build" / "liblatbench_probe.so"
-REPS = 4  # repetitions of the fixed work per probe (about 4 ms on this host's cores)
+REPS = 5  # timed repetitions of the fixed work per probe, the median kept (about 0.6 ms each here)
 
 _lib = None
 

@@ -8,14 +8,17 @@
  * The work mixes the two things a network's kernels do: dense float multiply-adds (a
  * 64x64 matrix product, vectorised by the compiler like a GEMM micro-kernel) and streaming
  * over a buffer larger than L2 (4 MiB), so a slow-down of either shows. It is the same
- * work on every call (fixed inputs, fixed sizes), about 3-5 ms on a 2020s x86 core. */
+ * work on every call (fixed inputs, fixed sizes), about 0.6 ms a rep on this host's cores. */
 #ifndef LATBENCH_PROBE_H
 #define LATBENCH_PROBE_H
 
 #include <stdint.h>
 
-/* Runs the fixed work `reps` times and returns the elapsed CLOCK_MONOTONIC nanoseconds
- * (negative on a clock failure). `reps` < 1 counts as 1. Not thread-safe: one probe at a
+#define PROBE_MAX_REPS 64
+
+/* Runs the fixed work once untimed (to refill the caches), then `reps` times, each timed
+ * with CLOCK_MONOTONIC, and returns the median rep's nanoseconds (negative on a clock
+ * failure). `reps` is clamped to [1, PROBE_MAX_REPS]. Not thread-safe: one probe at a
  * time per process (its buffers are static, so it allocates nothing). */
 int64_t lb_probe_ns(int reps);
 
