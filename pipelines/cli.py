@@ -79,7 +79,8 @@ def _cmd_measure(args: argparse.Namespace) -> None:
     else:
         print(f"measure {r['scenario_id']}: {r['ok']} measured, {r['failed']} failed "
               f"({r.get('refused', 0)} refused as taken under load), {r['skipped']} already done, "
-              f"{r.get('remeasured', 0)} processes measured again under load (see {r['out']})")
+              f"{r.get('remeasured', 0)} processes measured again under load, "
+              f"{r.get('speed_wait_s', 0):.0f} s waited for a slow episode to pass (see {r['out']})")
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> None:

@@ -48,6 +48,9 @@ class LoadConfig:
     # the speed probe's limit: a process is refused when a pinned core ran the probe more than
     # this much slower than its fastest probe (0.3: 30% slower); null: no probe is run
     max_slowdown: Optional[float] = 0.3
+    # before each process, wait at most this long for the probe to come back within max_slowdown
+    # (a process started in a slow episode would only be refused); 0: never wait
+    speed_wait_s: float = 60.0
 
 
 def validate_load(cfg: LoadConfig) -> None:
@@ -59,6 +62,8 @@ def validate_load(cfg: LoadConfig) -> None:
         raise ValueError(f"load.retries: must be >= 0, got {cfg.retries}")
     if cfg.wait_s < 0:
         raise ValueError(f"load.wait_s: must be >= 0 seconds, got {cfg.wait_s}")
+    if cfg.speed_wait_s < 0:
+        raise ValueError(f"load.speed_wait_s: must be >= 0 seconds, got {cfg.speed_wait_s}")
     if cfg.max_slowdown is not None and not cfg.max_slowdown > 0:
         raise ValueError(f"load.max_slowdown: a share > 0 (0.3: 30% slower than the fastest probe) or null, "
                          f"got {cfg.max_slowdown}")

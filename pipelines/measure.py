@@ -79,6 +79,7 @@ GRANULARITIES = ("e2e", "op", "kernel")
 # measures those pairs again without being asked (the sweep resumes)
 # and processes taken under load (kind "loaded"): a quieter rerun should measure them
 TRANSIENT_KINDS = ("device", "loaded")
+SPEED_POLL_S = 2.0  # between speed probes while waiting for a slow episode to pass
 
 
 def grid_points(scenario_cfg: Any) -> list[tuple[str, str, str | None, str]]:
@@ -388,7 +389,8 @@ class Sweep:
         self.progress = progress
         # remeasured: processes run again because they were taken under load; refused: pairs
         # failed because they stayed loaded (kind "loaded")
-        self.counts = {"ok": 0, "failed": 0, "skipped": 0, "remeasured": 0, "refused": 0, "released": 0}
+        self.counts = {"ok": 0, "failed": 0, "skipped": 0, "remeasured": 0, "refused": 0, "released": 0,
+                       "speed_waits": 0, "speed_wait_s": 0.0}
         # pairs the committed release holds are not measured again (pipelines/release.py)
         from .release import released_pairs
 
@@ -497,6 +499,25 @@ class Sweep:
         lc = self.cfg.load
         return None if lc.max_slowdown is None else probe_for(self.scenario.cpus or None, calibrated=lc.check)
 
+    def _wait_for_speed(self, probe: SpeedProbe) -> None:
+        """Before a process: while the speed probe says the cores run slow (a slow episode of
+        the machine, pipelines/speed_probe.py), wait and probe again, at most
+        ``load.speed_wait_s``; a process started in an episode would only be refused. After the
+        longest wait the process runs anyway, and the window's verdict decides."""
+        lc = self.cfg.load
+        slow = probe.slowdown(probe.sample())
+        if slow <= lc.max_slowdown or lc.speed_wait_s <= 0:
+            return
+        t0 = time.monotonic()
+        while slow > lc.max_slowdown and time.monotonic() - t0 < lc.speed_wait_s:
+            time.sleep(SPEED_POLL_S)
+            slow = probe.slowdown(probe.sample())
+        waited = time.monotonic() - t0
+        self.counts["speed_waits"] += 1
+        self.counts["speed_wait_s"] = round(self.counts["speed_wait_s"] + waited, 1)
+        self.log(f"waited {waited:.0f} s for CPUs {probe.cpus} to run at speed "
+                 + ("(they do)" if slow <= lc.max_slowdown else f"(still {slow:.0%} slow: measuring anyway)"))
+
     def _observed_run(self, pair: Pair, mode: str, runs: int, tag: str) -> tuple[NativeRun, dict]:
         """One measuring process with what the machine did meanwhile (machine_load.py); a
         process taken under load is run again (``load.retries``) and, still loaded, fails
@@ -506,12 +527,15 @@ class Sweep:
             return run, {"observed": False, "reason": f"load is read on the host only (device kind "
                                                       f"{getattr(self.device, 'kind', '?')})"}
         lc = self.cfg.load
+        probe = self._speed_probe()
         for attempt in range(lc.retries + 1):
             if attempt:
                 self.counts["remeasured"] += 1
                 pair.remeasured += 1
                 time.sleep(lc.wait_s)
-            with LoadWindow(self.scenario.cpus or None, probe=self._speed_probe()) as w:
+            if lc.check and probe is not None:
+                self._wait_for_speed(probe)
+            with LoadWindow(self.scenario.cpus or None, probe=probe) as w:
                 run = self._run(pair, mode, runs, tag)
             load = {"observed": True, **w.result, "attempt": attempt}
             why = judge(load, lc)
@@ -588,7 +612,8 @@ class Sweep:
             tidy_work(self.out)
         self.log(f"end: {self.counts['ok']} measured, {self.counts['failed']} failed "
                  f"({self.counts['refused']} refused as taken under load), {self.counts['skipped']} already done, "
-                 f"{self.counts['remeasured']} processes measured again under load")
+                 f"{self.counts['remeasured']} processes measured again under load, "
+                 f"{self.counts['speed_wait_s']:.0f} s waited for the CPUs to run at speed")
         return dict(self.counts)
 
     def _finish(self, pair: Pair) -> None:

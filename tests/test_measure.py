@@ -320,13 +320,16 @@ def test_a_slow_episode_seen_by_the_speed_probe_is_measured_again_and_refused(da
 
     _, cfg = params(data, "measure.granularities=[e2e]", "measure.load.check=true", "measure.load.retries=1",
                     "measure.load.wait_s=0.05", "measure.load.max_foreign_busy=1.0", "measure.load.max_steal=1.0",
-                    "measure.load.max_slowdown=0.5")
+                    "measure.load.max_slowdown=0.5", "measure.load.speed_wait_s=0.3")
     cpu = sorted(os.sched_getaffinity(0))[0]
     impossible = speed_probe.SpeedProbe([cpu])
     impossible.best, impossible.calibrated = {cpu: 1e-7}, True
     monkeypatch.setitem(speed_probe._PROBES, (cpu,), impossible)
     r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)
     assert (r["ok"], r["failed"], r["refused"], r["remeasured"]) == (0, 2, 2, 2)
+    # before each of the 4 processes the stage waited (0.3 s at most) for the episode to pass
+    assert r["speed_waits"] == 4 and r["speed_wait_s"] >= 4 * 0.3
+    assert (r["out"] / "measure.log").read_text().count("slow: measuring anyway") == 4
     for p in r["out"].glob("*.error.json"):
         err = json.loads(p.read_text())
         assert err["kind"] == "loaded" and re.search(
@@ -343,3 +346,29 @@ def test_a_slow_episode_seen_by_the_speed_probe_is_measured_again_and_refused(da
         for proc in rec["e2e"]["per_process"]:
             probe = proc["load"]["probe"]
             assert set(probe["before_s"]) == set(probe["after_s"]) == {str(cpu)} and probe["slowdown"] >= 0
+
+
+def test_the_stage_waits_for_a_slow_episode_to_pass_before_a_process(data, monkeypatch):
+    """The probe says slow for its first readings, then fast (scripted readings of the probe,
+    the one part a test cannot make the VM do on demand): the stage polls until the cores run
+    at speed, then measures; nothing is refused or measured twice."""
+    from pipelines import measure, speed_probe
+
+    class Episode(speed_probe.SpeedProbe):
+        def __init__(self, cpus, slow_readings):
+            super().__init__(cpus)
+            self.best, self.calibrated, self.left = {c: 1.0 for c in cpus}, True, slow_readings
+
+        def sample(self):
+            self.left -= 1
+            return {c: 2.0 if self.left >= 0 else 1.0 for c in self.cpus}
+
+    _, cfg = params(data, "measure.granularities=[e2e]", "measure.load.check=true", "measure.load.max_foreign_busy=1.0",
+                    "measure.load.max_steal=1.0", "measure.load.speed_wait_s=30")
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    monkeypatch.setitem(speed_probe._PROBES, (cpu,), Episode([cpu], slow_readings=3))
+    monkeypatch.setattr(measure, "SPEED_POLL_S", 0.01)
+    r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)
+    assert (r["ok"], r["failed"], r["remeasured"], r["speed_waits"]) == (2, 0, 0, 1)
+    log = (r["out"] / "measure.log").read_text()
+    assert re.search(rf"waited \d+ s for CPUs \[{cpu}\] to run at speed \(they do\)", log), log
