@@ -45,8 +45,9 @@ class LoadConfig:
     max_steal: float = 0.05  # stolen share of the pinned cores' time
     retries: int = 2  # a loaded process is measured again at most this many times
     wait_s: float = 2.0  # pause before a retry (a burst of load may pass)
-    # the speed probe's limit: a process is refused when a pinned core ran the probe more than
-    # this much slower than its fastest probe (0.3: 30% slower); null: no probe is run
+    probe: bool = True  # run the speed probe around every process and record it (pipelines/speed_probe.py)
+    # the probe's limit: a process is refused when a pinned core ran the probe more than this
+    # much slower than its fastest probe (0.3: 30% slower); null: recorded, never refused for it
     max_slowdown: Optional[float] = 0.3
     # before each process, wait at most this long for the probe to come back within max_slowdown
     # (a process started in a slow episode would only be refused); 0: never wait

@@ -494,10 +494,11 @@ class Sweep:
             records.unlink(missing_ok=True)  # the record keeps what matters; traces stay
 
     def _speed_probe(self) -> SpeedProbe | None:
-        """The speed probe of the scenario's CPUs (None: ``load.max_slowdown: null``); calibrated
-        first when its verdict counts (``load.check``)."""
+        """The speed probe of the scenario's CPUs (None: ``load.probe: false``); calibrated first
+        when its verdict counts (``load.check`` with a ``load.max_slowdown``)."""
         lc = self.cfg.load
-        return None if lc.max_slowdown is None else probe_for(self.scenario.cpus or None, calibrated=lc.check)
+        judged = lc.check and lc.max_slowdown is not None
+        return probe_for(self.scenario.cpus or None, calibrated=judged) if lc.probe else None
 
     def _wait_for_speed(self, probe: SpeedProbe) -> None:
         """Before a process: while the speed probe says the cores run slow (a slow episode of
@@ -533,7 +534,7 @@ class Sweep:
                 self.counts["remeasured"] += 1
                 pair.remeasured += 1
                 time.sleep(lc.wait_s)
-            if lc.check and probe is not None:
+            if lc.check and lc.max_slowdown is not None and probe is not None:
                 self._wait_for_speed(probe)
             with LoadWindow(self.scenario.cpus or None, probe=probe) as w:
                 run = self._run(pair, mode, runs, tag)

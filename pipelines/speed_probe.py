@@ -35,7 +35,7 @@ def _probe_lib(path: str | os.PathLike = PROBE_LIB):
     if _lib is None:
         if not Path(path).is_file():
             raise FileNotFoundError(f"{path}: the speed probe is not built (run native/build.sh), "
-                                    f"or set measure.load.max_slowdown: null to measure without it")
+                                    f"or set measure.load.probe: false to measure without it")
         lib = ctypes.CDLL(str(path))
         lib.lb_probe_ns.restype = ctypes.c_int64
         lib.lb_probe_ns.argtypes = [ctypes.c_int]

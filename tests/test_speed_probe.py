@@ -68,5 +68,5 @@ def test_max_slowdown_must_be_a_positive_share(bad):
 
 def test_a_missing_library_names_the_file_and_the_way_out(monkeypatch, tmp_path):
     monkeypatch.setattr(speed_probe, "_lib", None)
-    with pytest.raises(FileNotFoundError, match=r"liblatbench_probe.so: the speed probe is not built .*max_slowdown: null"):
+    with pytest.raises(FileNotFoundError, match=r"liblatbench_probe.so: the speed probe is not built .*probe: false"):
         speed_probe._probe_lib(tmp_path / "liblatbench_probe.so")
