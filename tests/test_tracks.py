@@ -57,6 +57,18 @@ def test_committed_split_is_what_the_protocol_gives(public, name):
     assert again.folds == frozen.folds
 
 
+@pytest.mark.parametrize("name", ["host-random", "host-fewshot-30", "host-fewshot-100", "host-fewshot-900",
+                                  "host-per-scenario", "host-shift-real"])
+def test_committed_host_split_is_what_the_protocol_gives_on_the_release(name):
+    """The host splits are frozen on the committed release (DATA_ROOTS["host"]); the protocol
+    run again on it gives the same folds, so every machine scores the same test networks."""
+    track = TRACKS.get(name)
+    frozen = read_split(track)
+    assert frozen is not None, f"{track.split_file} is not committed"
+    again = compute_split(resolve(track))
+    assert again.folds == frozen.folds
+
+
 def test_help_split_follows_helps_protocol(public):
     data = resolve(TRACKS.get("help-nb201-n100"), public)
     split = read_split(data.track)
