@@ -3,8 +3,10 @@
 A source is registered with ``register_source(name, Config, validate_config, generate)``,
 which enters a :class:`Source` with
 - ``Config``: a dataclass (Hydra structured config) for its section under ``generator.<name>``;
-- ``validate_config(cfg)``: raises ``ValueError("<field>: <what is wrong>")`` (one line; the
-  config loader prefixes ``generator.<name>.``);
+- ``validate_config(cfg)``: ``cfg`` (a ``Config``, a mapping or an OmegaConf node) as a checked
+  ``Config``: types from the schema (``generators.configs.coerce``), values by the source; raises
+  ``ValueError("<field>: <what is wrong>")`` (one line; the config loader prefixes
+  ``generator.<name>.``);
 - ``generate(cfg, seed) -> Iterator[Graph]``: deterministic for the same config and seed,
   each graph with ``source`` set to the source name and ``meta`` saying how it was made
   (seed, index, family/space ...).

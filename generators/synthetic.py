@@ -116,36 +116,34 @@ class SyntheticConfig:
 
 
 # ---------------------------------------------------------------- configuration checks
+# Types come from the schema (SyntheticConfig's annotations, checked by generators.configs.coerce);
+# these are the value checks.
 def _err(key: str, msg: str) -> ValueError:
     return ValueError(f"{key}: {msg}")  # the config loader prefixes generator.synthetic.
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _check_int(cfg: SyntheticConfig, key: str, minimum: int) -> None:
     v = getattr(cfg, key)
-    if not _is_int(v) or v < minimum:
+    if v < minimum:
         raise _err(key, f"must be an int >= {minimum}, got {v!r}")
 
 
 def _check_list(cfg: SyntheticConfig, key: str) -> list:
     v = getattr(cfg, key)
-    if not isinstance(v, (list, tuple)) or not v:
+    if not v:
         raise _err(key, f"must be a non-empty list, got {v!r}")
     return list(v)
 
 
 def _check_ints(cfg: SyntheticConfig, key: str, minimum: int, odd: bool = False) -> None:
     for v in _check_list(cfg, key):
-        if not _is_int(v) or v < minimum or (odd and v % 2 == 0):
+        if v < minimum or (odd and v % 2 == 0):
             kind = "odd ints" if odd else "ints"
             raise _err(key, f"must hold {kind} >= {minimum}, got {v!r}")
 
 
-def _check_range(key: str, r: Any, minimum: int) -> None:
-    if not isinstance(r, (list, tuple)) or len(r) != 2 or not all(_is_int(v) for v in r):
+def _check_range(key: str, r: list[int], minimum: int) -> None:
+    if len(r) != 2:
         raise _err(key, f"must be a pair [min, max] of ints, got {r!r}")
     if r[0] < minimum:
         raise _err(key, f"min must be >= {minimum}, got {r[0]}")
@@ -155,12 +153,12 @@ def _check_range(key: str, r: Any, minimum: int) -> None:
 
 def _check_prob(cfg: SyntheticConfig, key: str) -> None:
     v = getattr(cfg, key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+    if not 0.0 <= v <= 1.0:
         raise _err(key, f"must be a probability in [0, 1], got {v!r}")
 
 
-def _is_unary_op(name: Any) -> bool:
-    spec = OPS.get(name) if isinstance(name, str) else None
+def _is_unary_op(name: str) -> bool:
+    spec = OPS.get(name)
     return spec is not None and spec.category == "activation" and spec.arity == (1, 1)
 
 
@@ -171,8 +169,10 @@ def _check_act(cfg: SyntheticConfig, key: str, allow_identity: bool = False) -> 
         raise _err(key, f"unknown activation {v!r} (known: {', '.join(known)})")
 
 
-def validate_config(cfg: SyntheticConfig) -> SyntheticConfig:
-    """Raise ValueError with a one-line message naming the field for an impossible space."""
+def validate_config(cfg: SyntheticConfig | Mapping | None) -> SyntheticConfig:
+    """The checked config (types: :func:`coerce_config`); ValueError with a one-line message
+    naming the field for an impossible space."""
+    cfg = coerce_config(cfg)
     for key, minimum in (("n", 0), ("input_size", 1), ("in_channels", 1), ("num_classes", 1),
                          ("stem_channels", 1), ("stem_kernel", 1), ("stem_stride", 1), ("num_blocks", 1),
                          ("group_unit", 1), ("min_groups", 1), ("se_reduction", 1)):
@@ -214,9 +214,6 @@ def validate_config(cfg: SyntheticConfig) -> SyntheticConfig:
             raise _err("split_ops", f"unknown element-wise op {op!r} (known: {', '.join(known)})")
     if cfg.split_downsample not in DOWNSAMPLE_OPS:
         raise _err("split_downsample", f"must be one of {', '.join(DOWNSAMPLE_OPS)}, got {cfg.split_downsample!r}")
-    for key in ("pool_count_include_pad", "split_equal", "project_pool_split"):
-        if not isinstance(getattr(cfg, key), bool):
-            raise _err(key, f"must be true or false, got {getattr(cfg, key)!r}")
     if "split" in types:
         most = max(cfg.split_counts)
         if cfg.stem_channels < most:
@@ -235,6 +232,8 @@ def validate_config(cfg: SyntheticConfig) -> SyntheticConfig:
 
 
 def coerce_config(cfg: Any) -> SyntheticConfig:
+    """``cfg`` (a SyntheticConfig, mapping, OmegaConf node or None) as a SyntheticConfig whose
+    field types are checked against the schema (generators.configs.coerce)."""
     return coerce(SyntheticConfig, cfg)
 
 
@@ -396,12 +395,8 @@ def build_network(cfg: SyntheticConfig, seed: int, index: int) -> Graph:
     return g.set_outputs(x)
 
 
-def _validate(cfg: SyntheticConfig | Mapping) -> SyntheticConfig:
-    return validate_config(coerce_config(cfg))
-
-
 def _generate(cfg: SyntheticConfig | Mapping | None, seed: int) -> Iterator[Graph]:
-    cfg = validate_config(coerce_config(cfg))
+    cfg = validate_config(cfg)
     try:
         seed = operator.index(seed)
     except TypeError:
@@ -410,6 +405,6 @@ def _generate(cfg: SyntheticConfig | Mapping | None, seed: int) -> Iterator[Grap
         yield build_network(cfg, seed, i)
 
 
-SyntheticSource = register_source(SOURCE, SyntheticConfig, _validate, _generate,
+SyntheticSource = register_source(SOURCE, SyntheticConfig, validate_config, _generate,
                                   "The synthetic NAS space of the USC paper (section 4.3.2): ``cfg.n`` random networks.")
 

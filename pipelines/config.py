@@ -4,7 +4,9 @@
 ``dvc exp run`` (``latbench compose`` does the same by hand). Stages read the composed
 file, never ``conf/`` directly, so ``-S`` overrides take effect. Validation happens here
 because DVC composes without our schema: a wrong key, type or value becomes one
-``ConfigError`` line naming the file and the dotted key.
+``ConfigError`` line naming the file and the dotted key. Keys and types are checked by the
+structured schema through ``generators.configs.coerce``, the one path every config section
+built in Python takes too; values by each section's ``validate_*``.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from typing import Any, Optional
 
 import yaml
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+
+from generators.configs import coerce
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = ROOT / "conf"
@@ -131,13 +134,6 @@ def _root_schema() -> type:
     )
 
 
-def _format_omegaconf_error(e: OmegaConfBaseException, where: str) -> ConfigError:
-    key = getattr(e, "full_key", None) or "?"
-    msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-    msg = msg.replace(f"Key '{key.rsplit('.', 1)[-1]}' not in", "unknown key; not in")
-    return ConfigError(f"{where}: {key}: {msg}")
-
-
 def validate(raw: dict, where: str = "params") -> Any:
     """Merge ``raw`` onto the schema; return the typed config (dataclass instances)."""
     if not isinstance(raw, dict):
@@ -145,12 +141,10 @@ def validate(raw: dict, where: str = "params") -> Any:
     check_bounds(raw, where)
     if "data_dir" in raw:
         check_data_dir(raw["data_dir"], where)
-    schema = OmegaConf.structured(_root_schema())
     try:
-        merged = OmegaConf.merge(schema, raw)
-        cfg = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as e:
-        raise _format_omegaconf_error(e, where) from None
+        cfg = coerce(_root_schema(), raw)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
     _check_generator(cfg.generator, where)
     for name, (_, check) in _stage_sections().items():
         try:

@@ -141,14 +141,18 @@ class ScenarioGridConfig:
     gpu_precisions: Any = None  # precisions of the GPU scenarios; None: the same as `precisions`
 
     def validate(self) -> "ScenarioGridConfig":
-        """Check every field; a wrong value is a one-line ValueError naming the field."""
+        """Check every field (types against the schema, in place: generators.configs.check_fields;
+        then the values); a wrong one is a one-line ValueError naming the field."""
+        from generators.configs import check_fields
+
+        check_fields(self)
         for name, known, what in (("frameworks", FRAMEWORKS, "framework"),
                                   ("accelerators", ACCELERATORS, "accelerator"),
                                   ("precisions", PRECISIONS, "precision"),
                                   ("gpu_precisions", PRECISIONS, "precision")):
             if name == "gpu_precisions" and self.gpu_precisions is None:
                 continue
-            values = _as_list(name, getattr(self, name))
+            values = _as_list(name, getattr(self, name))  # gpu_precisions: any type (Any)
             if not values:
                 raise ValueError(f"{name}: must not be empty")
             for v in values:
@@ -166,24 +170,21 @@ class ScenarioGridConfig:
         counts = _word_or_list("threads", self.threads, "cores", "a list of counts")
         if counts is not None:
             for t in counts:
+                # `threads` is the word or a list (Any: OmegaConf has no union with a list), so the
+                # schema cannot type its items
                 if isinstance(t, bool) or not isinstance(t, int) or t < 1:
                     raise ValueError(f"threads: expected positive integers, got {t!r}")
-        if self.max_cores is not None and (isinstance(self.max_cores, bool) or not isinstance(self.max_cores, int)
-                                           or self.max_cores < 1):
+        if self.max_cores is not None and self.max_cores < 1:
             raise ValueError(f"max_cores: expected a positive integer or null, got {self.max_cores!r}")
         return self
 
     @classmethod
     def from_config(cls, cfg: Any) -> "ScenarioGridConfig":
-        """From a mapping or an OmegaConf node (Hydra), validated."""
+        """From a mapping or an OmegaConf node (Hydra), checked (generators.configs.coerce) and
+        validated."""
         from generators.configs import coerce
 
-        out = coerce(cls, cfg)
-        for name in ("frameworks", "accelerators", "precisions", "gpu_precisions", "cores", "threads"):
-            v = getattr(out, name)
-            if not isinstance(v, str) and v is not None:
-                setattr(out, name, list(v))
-        return out.validate()
+        return coerce(cls, cfg).validate()
 
 
 def _word_or_list(name: str, value: Any, word: str, a_list: str) -> list | None:

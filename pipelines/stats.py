@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from scipy.stats import binom
 
-from generators.configs import plain
+from generators.configs import check_fields, plain
 
 NS_PER_MS = 1e6
 
@@ -138,7 +138,8 @@ class FixedRuns(_Rule):
     policy = "fixed"
 
     def __post_init__(self):
-        if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
+        check_fields(self)  # the types: the annotations (generators.configs)
+        if self.runs < 1:
             raise ValueError(f"runs: expected a positive integer, got {self.runs!r}")
 
     def params(self) -> dict[str, Any]:
@@ -163,13 +164,14 @@ class AdaptiveStopper(_Rule):
     policy = "adaptive"
 
     def __post_init__(self):
-        if not (isinstance(self.rel_width, (int, float)) and self.rel_width > 0):
+        check_fields(self)  # the types: the annotations (generators.configs)
+        if not self.rel_width > 0:
             raise ValueError(f"rel_width: expected a positive number, got {self.rel_width!r}")
-        if not (isinstance(self.level, float) and 0 < self.level < 1):
+        if not 0 < self.level < 1:
             raise ValueError(f"level: expected a number in (0, 1), got {self.level!r}")
         for name in ("min_runs", "max_runs", "batch"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if v < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {v!r}")
         if self.max_runs < self.min_runs:
             raise ValueError(f"max_runs: {self.max_runs} is below min_runs {self.min_runs}")

@@ -59,7 +59,7 @@ def _with(composed, path, value):
     "path,value,message",
     [
         ("generator.synthetic.nn", 3, r"generator\.synthetic\.nn: unknown key"),
-        ("generator.synthetic.n", "many", r"generator\.synthetic\.n: Value 'many'"),
+        ("generator.synthetic.n", "many", r"generator\.synthetic\.n: expected an int, got 'many'"),
         ("generator.zoo.families", ["alexnet", "transformer"], r"generator\.zoo\.families.*'transformer'"),
         ("generator.nasbench201.indices", [15625], r"generator\.nasbench201\.indices"),
         ("generator.synthetic.n", -1, r"generator\.synthetic\.n"),
@@ -70,6 +70,39 @@ def test_bad_values_are_one_line_errors_naming_the_key(composed, path, value, me
     with pytest.raises(ConfigError, match=message) as exc:
         validate(_with(composed, path, value), where="params.yaml")
     assert "\n" not in str(exc.value)
+
+
+def test_sections_built_in_python_meet_the_schema_types(composed):
+    """A section built in Python (a dataclass or a mapping) is type-checked by the same schema, with
+    the same one-line message, as the section read from params.yaml (generators.configs)."""
+    from generators.configs import coerce
+    from generators.synthetic import SyntheticConfig, validate_config
+    from pipelines.dataset.usc import UscConfig, validate_config as validate_usc
+    from pipelines.scenarios import ScenarioGridConfig
+    from pipelines.stats import FixedRuns, make_stopper
+
+    line = "n: expected an int, got 'many'"
+    with pytest.raises(ConfigError, match=f"^params.yaml: generator.synthetic.{line}$"):
+        validate(_with(composed, "generator.synthetic.n", "many"), where="params.yaml")
+    for build in (lambda: validate_config(SyntheticConfig(n="many")), lambda: validate_config({"n": "many"}),
+                  lambda: coerce(SyntheticConfig, {"n": "many"})):
+        with pytest.raises(ValueError, match=f"^{line}$"):
+            build()
+    cases = [
+        (lambda: validate_config(SyntheticConfig(channel_ranges=[8, 80])), "channel_ranges[0]: expected a list of ints, got 8"),
+        (lambda: validate_usc(UscConfig(strict="maybe")), "strict: expected true or false, got 'maybe'"),
+        (lambda: ScenarioGridConfig(max_cores="two").validate(), "max_cores: expected an int or null, got 'two'"),
+        (lambda: FixedRuns(runs=2.5), "runs: expected an int, got 2.5"),
+        (lambda: make_stopper({"policy": "adaptive", "level": "high"}), "level: expected a number, got 'high'"),
+    ]
+    for build, message in cases:
+        with pytest.raises(ValueError) as exc:
+            build()
+        assert str(exc.value) == message
+    # what YAML converts, Python converts the same way
+    cfg = validate_config({"n": "3", "split_equal": "no"})
+    assert cfg.n == 3 and cfg.split_equal is False
+    assert ScenarioGridConfig(cores=("1large",), max_cores="2").validate().max_cores == 2
 
 
 def test_no_source_selected_is_an_error():

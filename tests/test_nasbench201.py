@@ -227,7 +227,7 @@ def test_source_explicit_indices_and_all():
         ({"indices": ["x"]}, r"^indices\[0\]: expected an int"),
         ({"n": -1}, r"^n: expected an int in \[0, 15625\]"),
         ({"n": 20000}, r"^n: "),
-        ({"all": "yes"}, r"^all: "),
+        ({"all": "maybe"}, r"^all: expected true or false"),  # "yes" is true to the schema, as in YAML
         ({"all": True, "indices": [1]}, r"^all: "),
         ({"bogus": 1}, r"^bogus: unknown key"),
     ],

@@ -884,16 +884,12 @@ def _as_config(cfg: Any) -> PytorchImportConfig:
 
 
 def validate_config(cfg: Any) -> PytorchImportConfig:
-    """Check a config section; raise ValueError("<field>: <what is wrong>") on the first fault."""
+    """The checked section (types: the schema, through :func:`coerce`); ValueError("<field>: <what
+    is wrong>") on the first fault."""
     cfg = _as_config(cfg)
-    models = cfg.models
-    if isinstance(models, (str, bytes)) or not hasattr(models, "__iter__"):
-        raise ValueError(f"models: expected a list of pytorchcv model names, got {models!r}")
     known = _pytorchcv_models()
     seen: set[str] = set()
-    for k, m in enumerate(models):
-        if not isinstance(m, str):
-            raise ValueError(f"models[{k}]: expected a pytorchcv model name, got {m!r}")
+    for k, m in enumerate(cfg.models):
         if m not in known:
             raise ValueError(f"models[{k}]: unknown pytorchcv model {m!r}")
         if m in seen:

@@ -87,13 +87,10 @@ def finish(dataset: str, tables: dict[str, pd.DataFrame], problems: list[ImportP
 
 # ---------------------------------------------------------------- config and folder
 def check_config_fields(cfg: Any) -> None:
-    """The checks of the fields every importer's config has (``path``, ``rebuild_ir``,
-    ``store_ir``, ``strict``): ValueError("<field>: ...") on the first fault."""
-    if not isinstance(cfg.path, (str, Path)) or not str(cfg.path):
+    """The value checks of the fields every importer's config has (their types are the schema's,
+    checked by ``generators.configs.coerce``): ValueError("<field>: ...") on the first fault."""
+    if not cfg.path:
         raise ValueError(f"path: expected a folder path, got {cfg.path!r}")
-    for name in ("rebuild_ir", "store_ir", "strict"):
-        if not isinstance(getattr(cfg, name), bool):
-            raise ValueError(f"{name}: expected true or false, got {getattr(cfg, name)!r}")
 
 
 def data_folder(path: str, section: str) -> Path:

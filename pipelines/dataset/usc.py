@@ -111,17 +111,13 @@ class UscConfig:
 
 
 def validate_config(cfg: Any) -> UscConfig:
-    """A config section (dataclass, mapping, or OmegaConf node) -> UscConfig; ValueError("<field>: ...")."""
+    """A config section (dataclass, mapping, or OmegaConf node) -> a checked UscConfig (a new one;
+    types: the schema, through ``coerce``); ValueError("<field>: ...")."""
     cfg = coerce(UscConfig, cfg)
     check_config_fields(cfg)
-    for name in ("models", "devices"):
-        v = getattr(cfg, name)
-        if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__") or not all(isinstance(x, str) for x in v):
-            raise ValueError(f"{name}: expected a list of names, got {v!r}")
     # device names are checked against the files and the device catalog by import_usc (a device
     # the files have is welcome even when the catalog does not describe it)
-    return UscConfig(path=str(cfg.path), rebuild_ir=cfg.rebuild_ir, store_ir=cfg.store_ir,
-                     models=list(cfg.models), devices=list(cfg.devices), strict=cfg.strict)
+    return cfg
 
 
 # ---------------------------------------------------------------- names
