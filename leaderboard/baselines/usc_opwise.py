@@ -175,8 +175,12 @@ class OpWisePredictor(Predictor):
 
     def _key_of_type(self, op_type: str) -> str | None:
         k = self.type_key_.get(op_type)
-        if k is not None and k in self.models_:
-            return k
+        if k is not None:
+            # A type seen in training speaks through its own group only. Its group has no model
+            # when the e2e split gave all its ops 0 ms (TFLite folds/fuses them): it then
+            # predicts 0 ms, as usc_lasso does. Falling back to the category's pooled model
+            # would price e.g. every ADD like the few large rare ops (SLICE) that pool was fitted on.
+            return k if k in self.models_ else None
         cat = category_of(op_type)
         k = self.category_default_.get(cat)
         return k if k in self.models_ else None
