@@ -56,4 +56,6 @@ done
 
 python -m pipelines.cli assemble --params "$params"
 python -m pipelines.release --params "$params"
-say "done after $(( $(date +%s) - start )) s: commit datasets/ (git add datasets && git commit)"
+say "done after $(( $(date +%s) - start )) s: retrain the host entries on the grown release"
+say "  (leaderboard-train predictor=all track=host out=leaderboard/entries/host; docs/leaderboard.md),"
+say "  then commit datasets/ and leaderboard/entries/host together"
