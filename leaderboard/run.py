@@ -233,6 +233,7 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
         _check_partial(out, predictor, params, subset, patterns, {n: sp for n, (_, sp) in ok.items()})
         ok = {n: v for n, v in ok.items() if subset[n]}  # a track with no match is left as it is
     frames, failures, seconds, splits, retrained = [], {}, {}, {}, {}
+    whole_done: list[Path] = []
     for name, (data, split) in ok.items():
         t0 = time.perf_counter()
         key = {"predictor": predictor, "params": params, "split": [split.version, split.spec_hash]}
@@ -254,15 +255,15 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
         splits[name] = [split.version, split.spec_hash]
         if only is None:
             seconds[name] = took
-            shutil.rmtree(resume)  # the track is whole: its predictions go into the entry below
+            # the track is whole: its predictions go into the entry below, and its folder goes
+            # only once the entry is written (a run stopped before then resumes from it)
+            whole_done.append(resume)
         else:  # other scenarios an interrupted whole run left in the folder stay for its resumption
             retrained[name] = {"scenarios": patterns, "count": len(only), "seconds": took}
             for sid in only:
                 (resume / f"{slug(sid)}.parquet").unlink(missing_ok=True)
             if not any(p.suffix == ".parquet" for p in resume.iterdir()):
                 shutil.rmtree(resume)
-        if resume.parent.is_dir() and not any(resume.parent.iterdir()):
-            resume.parent.rmdir()
         log(f"{entry}: {name}: {len(frames[-1])} predictions in {took} s"
             + (f" ({len(only)} of {len(data.scenario_ids)} scenarios retrained)" if only is not None else ""))
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["track", "scenario_id", "model_id", "predicted_ms"])
@@ -283,6 +284,11 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
     if retrained:
         run["retrained"] = retrained
     _merge_entry(out, preds, meta, run, replace=replace)
+    for resume in whole_done:
+        shutil.rmtree(resume)
+    partial = out / ".partial"
+    if partial.is_dir() and not any(partial.iterdir()):
+        partial.rmdir()
     return out
 
 

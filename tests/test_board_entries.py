@@ -92,6 +92,40 @@ def test_a_stopped_training_run_resumes_where_it_stopped(public, tmp_path, monke
     assert not (run_mod._resume_folder(tmp_path / "x", A, {"predictor": "flops", "params": {"a": 1}}) / "usc-some.parquet").exists()
 
 
+def test_a_run_stopped_in_its_second_track_keeps_the_first_whole_track(public, tmp_path, monkeypatch):
+    """The entry is written once every track has run; a track finished before the run died is
+    still in <entry>/.partial/ and is not fitted again (it used to be deleted the moment it was
+    whole, so a killed multi-track run lost every finished track)."""
+    from leaderboard import run as run_mod
+
+    HELP = "help-nb201-n100"  # no scenario in common with A, so every fit is one track's
+    register_test_predictors()
+    real = run_mod.mask
+    fits: list[str] = []
+    a_sids: set[str] = set()
+
+    def dying_in_b(dataset, sid, test, all_ops):
+        if sid not in a_sids and fits and fits[-1] in a_sids and len(a_sids) == len(set(fits)):
+            raise KeyboardInterrupt  # killed at the first scenario after track A's last one
+        fits.append(sid)
+        return real(dataset, sid, test, all_ops)
+
+    ok, _ = run_mod.available([A], public, write_splits=False)
+    a_sids.update(ok[A][0].scenario_ids)
+    monkeypatch.setattr(run_mod, "mask", dying_in_b)
+    try:
+        train_entry("flops", {}, [A, HELP], public, tmp_path)
+    except KeyboardInterrupt:
+        pass
+    kept = tmp_path / "flops" / ".partial" / A
+    assert len(list(kept.glob("*.parquet"))) == len(a_sids) and not (tmp_path / "flops" / "predictions.parquet").exists()
+    fits.clear()
+    monkeypatch.setattr(run_mod, "mask", lambda dataset, sid, test, all_ops: (fits.append(sid), real(dataset, sid, test, all_ops))[1])
+    train_entry("flops", {}, [A, HELP], public, tmp_path)
+    assert not a_sids & set(fits)  # track A came from the folder
+    assert not (tmp_path / "flops" / ".partial").exists()
+
+
 def test_the_board_stages_score_the_committed_host_entries():
     stages = yaml.safe_load((ROOT / "leaderboard" / "dvc.yaml").read_text())["stages"]
     assert "datasets/host-v1" in stages["splits"]["deps"] and "data/dataset" not in stages["splits"]["deps"]

@@ -364,7 +364,7 @@ def test_the_stage_waits_for_a_slow_episode_to_pass_before_a_process(data, monke
             return {c: 2.0 if self.left >= 0 else 1.0 for c in self.cpus}
 
     _, cfg = params(data, "measure.granularities=[e2e]", "measure.load.check=true", "measure.load.max_foreign_busy=1.0",
-                    "measure.load.max_steal=1.0", "measure.load.speed_wait_s=30")
+                    "measure.load.max_steal=1.0", "measure.load.max_slowdown=0.3", "measure.load.speed_wait_s=30")
     cpu = sorted(os.sched_getaffinity(0))[0]
     monkeypatch.setitem(speed_probe._PROBES, (cpu,), Episode([cpu], slow_readings=3))
     monkeypatch.setattr(measure, "SPEED_POLL_S", 0.01)
