@@ -165,8 +165,10 @@ def test_farm_sweep_spreads_pairs_and_records_have_the_local_form(farm, exported
     from pipelines.measure import run_measure
 
     cfg = cfg_for(exported, farm)
+    # lock_wait 30 like the other sweeps of this file: on 2 busy cores (the other test worker)
+    # starting, and after a sweep stopping, Ray's phone workers took over the 10 s default
     res = run_farm_measure(cfg, "tflite", "fp32", "1large", address=None, progress=False,
-                           out_root=tmp_path / "farm" / "pixel4", adb=ADB)
+                           out_root=tmp_path / "farm" / "pixel4", adb=ADB, lock_wait=30)
     assert res["status"] == "measured" and (res["ok"], res["failed"], res["skipped"]) == (N_MODELS, 0, 0)
     out = Path(res["out"])
     assert out.name == "pixel4-tflite-cpu-1large-fp32"
@@ -203,7 +205,7 @@ def test_farm_sweep_spreads_pairs_and_records_have_the_local_form(farm, exported
     assert scen_local["device"]["host"] == socket.gethostname() and scen["device"]["host"] in {"hostA", "hostB"}
 
     again = run_farm_measure(cfg_for(exported, farm), "tflite", "fp32", "1large", address=None, progress=False,
-                             out_root=tmp_path / "farm" / "pixel4", adb=ADB)
+                             out_root=tmp_path / "farm" / "pixel4", adb=ADB, lock_wait=30)
     assert (again["ok"], again["skipped"]) == (0, N_MODELS)  # a rerun measures nothing twice
 
 
