@@ -27,7 +27,7 @@ import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,16 @@ def slug(s: str) -> str:
 
 
 # ---------------------------------------------------------------- training
+def board_view(data: TrackData, scenario_id: str, train_ids: Sequence[str], test_ids: Sequence[str]) -> Any:
+    """What a predictor sees when it trains on ``train_ids`` of a track's scenario: the
+    protocol's own view (transfer tracks: the sources whole + the draw), else :func:`mask`.
+    The board and the predictor zoo both fit through it, so a zoo model is the board's."""
+    view = training_view(data.track, data.dataset, scenario_id, list(train_ids))
+    if view is None:
+        view = mask(data.dataset, scenario_id, test_ids, all_ops=data.track.uses == "e2e")
+    return view
+
+
 def mask(dataset: Any, scenario_id: str, test_ids: Iterable[str], all_ops: bool) -> Any:
     """A view of ``dataset`` without the test networks' measurements: their e2e rows are removed
     and their op/kernel times blanked in *every* scenario (a network held out in one scenario is
@@ -108,10 +118,7 @@ def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
                 continue
             if not train:
                 raise InsufficientData(f"{data.track.name}: {sid} fold {f.fold}: no training network measured")
-            # a protocol's own view (transfer tracks: the sources whole + the draw), else the mask
-            view = training_view(data.track, data.dataset, sid, train)
-            if view is None:
-                view = mask(data.dataset, sid, test, all_ops=data.track.uses == "e2e")
+            view = board_view(data, sid, train, test)
             X = Networks(view, tuple(train), sid)
             est = make().fit(X, X.y())
             pred = np.asarray(est.predict(Networks(view, tuple(test), sid)), dtype="float64")
@@ -495,5 +502,5 @@ def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | P
     return status
 
 
-__all__ = ["mask", "predict_track", "available", "train_entry", "evaluate_entry", "write_status", "slug",
+__all__ = ["board_view", "mask", "predict_track", "available", "train_entry", "evaluate_entry", "write_status", "slug",
            "note_absent_predictors", "ENTRIES"]

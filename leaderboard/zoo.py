@@ -111,7 +111,7 @@ def build(out: Path = ZOO_DIR, scenarios: Iterable[str] | None = None, results_d
     """Fit the chosen predictor of every (or the given) scenario and write ``out`` (see module doc)."""
     from .baselines import Networks, make_predictor, save_predictor
     from .metrics import compute
-    from .run import available, mask, training_view
+    from .run import available, board_view
 
     chosen = choose(results_dir)
     board = set(chosen)
@@ -155,9 +155,7 @@ def build(out: Path = ZOO_DIR, scenarios: Iterable[str] | None = None, results_d
             # trains on e2e only every op time of the scenario blanked too (the host's op rows
             # come from the builtin kernels, not the XNNPACK path its e2e times measure)
             train_ids, test_ids = tuple(by_name[n] for n in train), tuple(by_name[n] for n in test)
-            view = training_view(data.track, data.dataset, sid, list(train_ids))
-            if view is None:
-                view = mask(data.dataset, sid, test_ids, all_ops=data.track.uses == "e2e")
+            view = board_view(data, sid, train_ids, test_ids)
             X = Networks(view, train_ids, sid)
             est = make_predictor(c["predictor"], **c["params"]).fit(X, X.y())
             T = Networks(view, test_ids, sid)

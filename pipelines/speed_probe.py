@@ -5,9 +5,9 @@ while the guest sees no steal and no other process's CPU time (20 fresh processe
 back to back: twelve at 27 ms, then five in a row at 45-51 ms). The load check
 (:mod:`pipelines.machine_load`) cannot see them, so a process taken in one was kept. The probe
 runs a fixed piece of work (``native/src/probe.c``: float multiply-adds plus a streaming sweep;
-the median of 5 timed reps after an untimed one, about 4 ms in all) on each of the scenario's CPUs, in a thread pinned to that CPU, just before and
-just after the process; its duration over the fastest probe seen on that CPU in this sweep is
-the *slow-down*. A process whose slow-down exceeds ``measure.load.max_slowdown`` is refused
+the median of 5 timed reps after an untimed one, about 0.8 ms a rep here) on each of the
+scenario's CPUs, in a thread pinned to that CPU, just before and just after the process; its
+duration over the fastest probe seen on that CPU in this process is the *slow-down*. A process whose slow-down exceeds ``measure.load.max_slowdown`` is refused
 and measured again, like a loaded one.
 
 The reference is the fastest probe seen, so it only gets faster: the sweep starts with a short
