@@ -70,9 +70,10 @@ def test_learns_nasbench201_latency(help_x):
 def test_deterministic_with_seed_and_save_load(help_x, tmp_path):
     X = help_x[:60]
     y = X.y()
-    a = make_predictor("gnn", random_state=1, **{**SMALL, "epochs": 4}).fit(X, y)
-    b = make_predictor("gnn", random_state=1, **{**SMALL, "epochs": 4}).fit(X, y)
-    c = make_predictor("gnn", random_state=2, **{**SMALL, "epochs": 4}).fit(X, y)
+    few = {**SMALL, "epochs": 4, "min_steps": 0}
+    a = make_predictor("gnn", random_state=1, **few).fit(X, y)
+    b = make_predictor("gnn", random_state=1, **few).fit(X, y)
+    c = make_predictor("gnn", random_state=2, **few).fit(X, y)
     pa = a.predict(X)
     np.testing.assert_array_equal(pa, b.predict(X))
     assert not np.array_equal(pa, c.predict(X))
@@ -89,3 +90,85 @@ def test_errors_are_clear(help_x):
         make_predictor("gnn").predict(help_x[:2])
     with pytest.raises(TypeError, match="Networks"):
         make_predictor("gnn").fit(np.zeros((2, 3)), np.ones(2))
+    X = help_x[:4]
+    with pytest.raises(ValueError, match="readout"):
+        make_predictor("gnn", readout="max").fit(X, X.y())
+    with pytest.raises(ValueError, match="loss"):
+        make_predictor("gnn", loss="huber").fit(X, X.y())
+
+
+def test_training_length_and_the_earlier_readout(help_x, tmp_path):
+    """``min_steps`` lengthens training on a set that fills one batch; the earlier mean+sum
+    readout and squared error are still there (readout="meansum", loss="mse") and save/load."""
+    X = help_x[:10]
+    y = X.y()
+    p = make_predictor("gnn", **{**SMALL, "epochs": 3, "batch_size": 8, "min_steps": 20}).fit(X, y)
+    assert p.epochs_ == 10 and len(p.loss_curve_) == 10  # 2 steps per epoch
+    assert make_predictor("gnn", **{**SMALL, "epochs": 3, "min_steps": 0}).fit(X, y).epochs_ == 3
+    old = make_predictor("gnn", **{**SMALL, "epochs": 3, "readout": "meansum", "loss": "mse"}).fit(X, y)
+    save_predictor(old, tmp_path / "old")
+    back = load_predictor(tmp_path / "old")
+    assert back.readout == "meansum"
+    np.testing.assert_array_equal(back.predict(X), old.predict(X))
+
+
+def test_additive_readout_adds_up_over_nodes(help_x):
+    """The additive readout is a log-sum-exp of node scores: a batch of two copies of a network
+    is predicted like the network itself (graphs do not mix), and its prediction grows with
+    the nodes it has: with every node's score equal, one more node adds exactly that score."""
+    import torch
+
+    X = help_x[:12]
+    p = make_predictor("gnn", **{**SMALL, "epochs": 3}).fit(X, X.y())
+    one, two = p.predict(X[:1]), p.predict(X[[0, 0]])
+    np.testing.assert_allclose(two, [one[0], one[0]], rtol=1e-5)
+    items = p._featurize(X[:1])
+    x, adj, segment, n, inv = p._batch(torch, items, p._inputs(items))
+    with torch.no_grad():
+        for m in (p.module_.inp, *p.module_.convs, p.module_.head[0]):  # every node the same score
+            m.weight.zero_()
+        z = p.module_(x, adj, segment, n, inv).item() * p.y_std_ + p.y_mean_
+    head0, head1 = p.module_.head[0], p.module_.head[-1]
+    node = (head1.bias + head0.bias.clamp(min=0) @ head1.weight[0]).item()  # each node's score, log ms
+    np.testing.assert_allclose(np.exp(z), len(x) * np.exp(node), rtol=1e-4)
+
+
+def test_batched_adjacency_and_its_product(help_x):
+    """A batch is one block-diagonal CSR adjacency of the graphs' normalised edges; the GCN's
+    product with it back-propagates through the same (symmetric) matrix."""
+    import torch
+
+    from leaderboard.baselines.gnn import _symmetric_spmm
+
+    p = make_predictor("gnn")
+    p.vocab_ = op_vocabulary()
+    items = p._featurize(help_x[:7])
+    allnum = np.concatenate([it.numeric for it in items])
+    p.num_mean_, p.num_std_ = allnum.mean(axis=0), allnum.std(axis=0) + 1.0
+    x, adj, segment, n_graphs, _ = p._batch(torch, items, p._inputs(items))
+    dense = adj.to_dense().numpy()
+    blocks, at = np.zeros_like(dense), 0
+    for it in items:
+        n = len(it.onehot)
+        blocks[at + it.edges[0], at + it.edges[1]] = it.weights
+        at += n
+    np.testing.assert_array_equal(dense, blocks)
+    np.testing.assert_array_equal(dense, dense.T)
+    assert n_graphs == 7 and x.shape[0] == at and segment.tolist() == sorted(segment.tolist())
+    h = torch.randn(at, 5, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    w = torch.randn(at, 5, generator=torch.Generator().manual_seed(1))
+    spmm = _symmetric_spmm()
+    (spmm(adj, spmm(adj, h)) * w).sum().backward()
+    A = torch.from_numpy(dense)
+    np.testing.assert_allclose(h.grad.numpy(), (A.T @ (A.T @ w)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_featurization_is_shared_across_fits(help_x):
+    from leaderboard.baselines.gnn import _featurized
+
+    g = help_x[:1].graphs()[0]
+    vocab = op_vocabulary()
+    a = _featurized(g, vocab)
+    assert _featurized(g, vocab) is a and _featurized(g, vocab[:-1]) is not a
+    assert not a.numeric.flags.writeable  # shared: nothing may scale it in place
+

@@ -133,6 +133,32 @@ def test_array_forest_reproduces_scikit_learn():
     np.testing.assert_array_equal(back.predict(Q), m.predict(Q))
 
 
+@pytest.mark.parametrize("kw", [{}, {"max_depth": 3}, {"min_samples_split": 5, "max_features": 0.5},
+                                {"max_features": None}, {"max_features": 2}])
+@pytest.mark.parametrize("rows", [1, 2, 7, 300])
+def test_fit_forest_grows_the_ensembles_trees(kw, rows):
+    """fit_forest (the nnmeter and usc_rf forests) builds RandomForestRegressor's trees, node for
+    node, through the direct builder and through DecisionTreeRegressor.fit alike."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    from leaderboard.baselines import trees
+
+    rng = np.random.default_rng(rows)
+    F = rng.integers(1, 30, size=(rows, 4)).astype(float)  # ties and repeated rows, as kernel configs have
+    F[: rows // 2] = F[rows - rows // 2:][: rows // 2]
+    y = rng.normal(size=rows)
+    ref = ForestOpModel.from_sklearn(RandomForestRegressor(n_estimators=12, random_state=4, n_jobs=1, **kw).fit(F, y))
+    assert trees._tree_builder(4, None, 2, 1.0) is not None and trees._DIRECT_OK  # this scikit-learn: the direct path
+    for direct in (True, False):
+        saved, trees._DIRECT_OK = trees._DIRECT_OK, direct
+        try:
+            got = trees.fit_forest(F, y, n_estimators=12, random_state=4, **kw)
+        finally:
+            trees._DIRECT_OK = saved
+        for k in ("left", "right", "feature", "threshold", "value", "roots"):
+            np.testing.assert_array_equal(getattr(got, k), getattr(ref, k), err_msg=f"{k} (direct={direct})")
+
+
 def test_lookup_uses_exact_configs_then_nearest_scaled_by_flops():
     feats = OP_CATEGORIES.get("conv").features
     f = feats.index("flops")

@@ -29,6 +29,130 @@ def log_target(y: np.ndarray) -> np.ndarray:
     return np.log(y)
 
 
+MAX_INT = np.iinfo(np.int32).max
+
+
+def fit_forest(F: np.ndarray, y: np.ndarray, n_estimators: int = 100, max_depth: int | None = None,
+               min_samples_split: int = 2, max_features: float | int | None = 1.0,
+               random_state: int = 0) -> "ForestOpModel":
+    """The forest ``RandomForestRegressor(n_estimators, max_depth, min_samples_split, max_features,
+    random_state)`` fits on ``(F, y)`` (bootstrap, squared error), tree for tree the same, as arrays.
+
+    Why not the ensemble itself: on the few hundred rows per kernel or op type our predictors give
+    a forest, scikit-learn spends most of a fit outside the trees (cloning the template estimator
+    through ``get_params``/``inspect.signature``, validating parameters, inputs and sample weights,
+    three ``RandomState`` objects seeded from OS entropy per tree): 1-2 ms per tree, against
+    0.1-0.3 ms of building a tree on a few hundred rows. Here the trees are drawn exactly as the
+    ensemble draws them (one int32 seed per tree from ``RandomState(random_state)``; the bootstrap
+    indices, then the splitter's feature order, from ``RandomState(seed)``, re-seeded rather than
+    created), the inputs are checked once per forest, and each tree is built with the weights the
+    ensemble gives it (bootstrap counts) by the classes ``DecisionTreeRegressor`` builds with
+    (:func:`_tree_builder`), or, when this scikit-learn's are not the ones known here, by
+    ``DecisionTreeRegressor.fit`` itself. ``tests/test_predictors.py`` checks that the trees equal
+    the ensemble's. NaN inputs or a ``random_state`` that is not an int go to the ensemble itself."""
+    X = np.asarray(F, dtype=np.float32)
+    target = np.ascontiguousarray(np.asarray(y, dtype=np.float64).reshape(-1, 1))
+    n = len(X)
+    plain = (X.ndim == 2 and n > 0 and len(target) == n and not np.isnan(X).any() and np.all(np.isfinite(target))
+             and isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool))
+    if not plain:
+        from sklearn.ensemble import RandomForestRegressor
+
+        rf = RandomForestRegressor(n_estimators=n_estimators, max_depth=max_depth, min_samples_split=min_samples_split,
+                                   max_features=max_features, random_state=random_state, n_jobs=1)
+        return ForestOpModel.from_sklearn(rf.fit(F, y))
+    master = np.random.RandomState(random_state)
+    seeds = [master.randint(MAX_INT) for _ in range(n_estimators)]  # as the ensemble's _set_random_states
+    build = _tree_builder(X.shape[1], max_depth, min_samples_split, max_features)
+    draw = np.random.RandomState(0)  # re-seeded per tree: RandomState(seed) without the OS entropy
+    split_state = np.random.RandomState(0)
+    trees = []
+    for seed in seeds:
+        draw.seed(seed)
+        idx = draw.randint(0, n, n).astype(np.int32)  # the ensemble's _generate_sample_indices
+        weight = np.bincount(idx, minlength=n).astype(np.float64)
+        split_state.seed(seed)  # the tree's own random state (its splitter draws from it once)
+        trees.append(build(X, target, weight, split_state))
+    return ForestOpModel.from_trees(trees)
+
+
+_DIRECT_OK: bool | None = None  # whether the direct builder gives the ensemble's trees (probed once)
+
+
+def _tree_builder(n_features: int, max_depth: int | None, min_samples_split: int, max_features: float | int | None):
+    """``build(X float32 [n, f], y float64 [n, 1], weight float64 [n], random_state) -> sklearn Tree``
+    of a ``DecisionTreeRegressor(max_depth, min_samples_split, max_features, random_state)`` fitted
+    with those sample weights. Builds with the Cython classes ``DecisionTreeRegressor._fit``
+    creates (squared-error criterion, best splitter, depth-first builder) when they are there and,
+    probed once per process on a small forest, give the same trees as ``RandomForestRegressor``;
+    else (another scikit-learn: private classes change) through ``DecisionTreeRegressor.fit``."""
+    global _DIRECT_OK
+    import numbers
+
+    from sklearn import config_context
+    from sklearn.tree import DecisionTreeRegressor
+
+    def public(X, y, weight, random_state):
+        with config_context(skip_parameter_validation=True):
+            tree = DecisionTreeRegressor(max_depth=max_depth, min_samples_split=min_samples_split,
+                                         max_features=max_features, random_state=random_state)
+            return tree.fit(X, y, sample_weight=weight, check_input=False).tree_
+
+    if not isinstance(min_samples_split, numbers.Integral) or isinstance(max_features, str):
+        return public
+    if max_features is None:
+        n_split = n_features
+    elif isinstance(max_features, numbers.Integral):
+        n_split = int(max_features)
+    else:
+        n_split = max(1, int(max_features * n_features)) if max_features > 0 else 0
+    try:
+        from sklearn.tree._criterion import MSE
+        from sklearn.tree._splitter import BestSplitter
+        from sklearn.tree._tree import DepthFirstTreeBuilder, Tree
+    except ImportError:
+        return public
+    depth = MAX_INT if max_depth is None else int(max_depth)
+    outputs = np.ones(1, dtype=np.intp)
+
+    def direct(X, y, weight, random_state):
+        splitter = BestSplitter(MSE(1, len(X)), n_split, 1, 0.0, random_state, None)
+        tree = Tree(X.shape[1], outputs, 1)
+        builder = DepthFirstTreeBuilder(splitter, max(int(min_samples_split), 2), 1, 0.0, depth, 0.0)
+        builder.build(tree, X, y, weight, None)
+        return tree
+
+    if _DIRECT_OK is None:
+        _DIRECT_OK = _probe_direct()
+    return direct if _DIRECT_OK else public
+
+
+def _probe_direct() -> bool:
+    """True when :func:`_tree_builder`'s direct build gives ``RandomForestRegressor``'s trees on a
+    small forest with ties, repeated rows and a depth limit (a few ms, once per process)."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    global _DIRECT_OK
+    rng = np.random.RandomState(7)
+    F = np.round(rng.lognormal(size=(60, 4)), 1)
+    F[:20] = F[20:40]
+    y = rng.normal(size=60)
+    _DIRECT_OK = True  # the probe's own fit_forest calls build directly
+    try:
+        for depth, split, feats in ((None, 2, 1.0), (4, 5, 0.5)):
+            rf = RandomForestRegressor(n_estimators=3, max_depth=depth, min_samples_split=split, max_features=feats,
+                                       random_state=3, n_jobs=1).fit(F, y)
+            ours = fit_forest(F, y, n_estimators=3, max_depth=depth, min_samples_split=split, max_features=feats,
+                              random_state=3)
+            ref = ForestOpModel.from_sklearn(rf)
+            if not all(np.array_equal(getattr(ours, k), getattr(ref, k))
+                       for k in ("left", "right", "feature", "threshold", "value", "roots")):
+                return False
+    except (TypeError, ValueError, AttributeError):  # another signature or layout
+        return False
+    return True
+
+
 @dataclass
 class ForestOpModel:
     """A random forest as arrays: all trees' nodes concatenated, ``roots`` their first nodes."""
@@ -44,19 +168,19 @@ class ForestOpModel:
     @classmethod
     def fit(cls, F: np.ndarray, y: np.ndarray, n_estimators: int = 10, min_samples_split: int = 5,
             max_depth: int | None = None, seed: int = 0) -> "ForestOpModel":
-        from sklearn.ensemble import RandomForestRegressor
-
-        rf = RandomForestRegressor(n_estimators=n_estimators, min_samples_split=min_samples_split,
-                                   max_depth=max_depth, random_state=seed, n_jobs=1)
-        rf.fit(F, log_target(y))
-        return cls.from_sklearn(rf)
+        return fit_forest(F, log_target(y), n_estimators=n_estimators, min_samples_split=min_samples_split,
+                          max_depth=max_depth, random_state=seed)
 
     @classmethod
     def from_sklearn(cls, rf) -> "ForestOpModel":
+        """A fitted ``RandomForestRegressor`` (or a list of fitted sklearn ``Tree`` objects)."""
+        return cls.from_trees([est.tree_ for est in rf.estimators_] if hasattr(rf, "estimators_") else rf)
+
+    @classmethod
+    def from_trees(cls, trees) -> "ForestOpModel":
         parts = {k: [] for k in ("left", "right", "feature", "threshold", "value")}
         roots, off = [], 0
-        for est in rf.estimators_:
-            t = est.tree_
+        for t in trees:
             leaf = t.children_left == -1
             parts["left"].append(np.where(leaf, -1, t.children_left + off))
             parts["right"].append(np.where(leaf, -1, t.children_right + off))
@@ -270,4 +394,4 @@ def _check_tree_block(block: str, max_feature: int) -> None:
         raise ValueError(f"{tree}: nodes or leaves that no split reaches")
 
 
-__all__ = ["ForestOpModel", "LightGbmOpModel", "checked_lightgbm_text", "log_target"]
+__all__ = ["ForestOpModel", "LightGbmOpModel", "checked_lightgbm_text", "fit_forest", "log_target"]
