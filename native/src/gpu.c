@@ -257,13 +257,8 @@ static void push_kernel(gpu_state *g, writer *w, const lbvk_record *r, int run, 
               r->shader_hash, r->shader_words, r->pipeline, r->groups[0], r->groups[1], r->groups[2],
               r->local_size[0], r->local_size[1], r->local_size[2], r->submission, r->index, r->gpu_begin_ns,
               r->gpu_end_ns, r->cpu_submit_ns, r->gpu_submit_ns, inside ? "true" : "false", g->cs.a, g->cs.b);
-    record rec;
-    memset(&rec, 0, sizeof rec);
-    rec.type = REC_GPU_KERNEL;
-    rec.run = run;
+    record rec = record_make(REC_GPU_KERNEL, run, start, end - start);
     rec.order = order;
-    rec.start_ns = start;
-    rec.dur_ns = end - start;
     rec.name = sb_take(&b);
     rec.label = label;
     writer_push(w, &rec);

@@ -606,12 +606,10 @@ static void collect_events(compiled_t *c, events_t *E, intern_t *names, writer *
     for (int i = 0; i < n; i++) {
         const LrProfiledEvent *e = &E->ev[i];
         if (e->event_type >= 32) continue; /* telemetry events carry no timing */
-        record r;
-        memset(&r, 0, sizeof r);
-        r.run = run;
+        /* the type is set below, once the event's kind is known */
+        record r = record_make(0, run, e->start_timestamp_us ? (int64_t)e->start_timestamp_us * 1000 : -1,
+                               (int64_t)e->elapsed_time_us * 1000);
         r.name = intern(names, e->tag);
-        r.dur_ns = (int64_t)e->elapsed_time_us * 1000;
-        r.start_ns = e->start_timestamp_us ? (int64_t)e->start_timestamp_us * 1000 : -1;
         r.node = -1;
         r.subgraph = -1;
         r.sub_index = -1;
@@ -659,26 +657,27 @@ static void collect_events(compiled_t *c, events_t *E, intern_t *names, writer *
 
 /* ------------------------------------------------------------------------------------ */
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_i64(int64_t *v, int n) {
-    if (n <= 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_i64);
-    return n % 2 ? (double)v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + (double)v[n / 2]);
-}
-
 static int cmp_dbl(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
+/* The median of v[0..n), which it sorts. */
 static double median_dbl(double *v, int n) {
     if (n <= 0) return 0;
     qsort(v, (size_t)n, sizeof *v, cmp_dbl);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The median of nanosecond counts, v left as it is; a double holds them exactly (< 2^53 ns). */
+static double median_i64(const int64_t *v, int n) {
+    if (n <= 0) return 0;
+    double *d = malloc((size_t)n * sizeof *d);
+    if (!d) die(EXIT_RUNTIME, "out of memory for the median of %d values", n);
+    for (int i = 0; i < n; i++) d[i] = (double)v[i];
+    double med = median_dbl(d, n);
+    free(d);
+    return med;
 }
 
 static bool same_set(const plat_thread_affinity *t, const int *cpus, int n) {
@@ -765,14 +764,11 @@ typedef struct {
 /* The CPU set as the user gave it, or the allowed set when --cpus is absent (messages). */
 static const char *cpus_shown(const session_t *s) { return s->a.cpus_arg ? s->a.cpus_arg : s->allowed_str; }
 
-/* What the crash handler writes (and exits with) if the runtime crashes from now on. */
-static void crash_message(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void crash_message(int code, const char *fmt, ...) {
+/* What the crash handler writes (and exits with) if the runtime crashes from now on:
+ * "latbench-run: error: <what> <model> (<why>", which the handler ends with the signal. */
+static void crash_message(int code, const char *what, const char *model, const char *why) {
     char crash[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(crash, sizeof crash, fmt, ap);
-    va_end(ap);
+    snprintf(crash, sizeof crash, "latbench-run: error: %s %s (%s", what, model, why);
     plat_set_crash_message(g_err_fd, crash, code);
 }
 
@@ -780,15 +776,10 @@ static void crash_message(int code, const char *fmt, ...) {
  * never inside a timed interval. */
 static inline void push_run(writer *w, int phase, int run, bool profiled, const char *label,
                             int64_t start_ns, int64_t dur_ns) {
-    record r;
-    memset(&r, 0, sizeof r);
-    r.type = REC_RUN;
-    r.phase = phase;
-    r.run = run;
+    record r = record_make(REC_RUN, run, start_ns, dur_ns);
+    r.phase = (uint8_t)phase;
     r.profiled = profiled;
     r.label = label;
-    r.start_ns = start_ns;
-    r.dur_ns = dur_ns;
     writer_push(w, &r);
 }
 
@@ -888,8 +879,7 @@ static void open_runtime(session_t *s) {
  * exits with 4); the checks that need its tensor types (exit 2). */
 static void load_model(session_t *s) {
     const args_t *a = &s->a;
-    crash_message(EXIT_MODEL_INVALID, "latbench-run: error: not a valid .tflite model: %s (the runtime crashed reading it",
-                  a->model);
+    crash_message(EXIT_MODEL_INVALID, "not a valid .tflite model:", a->model, "the runtime crashed reading it");
     LrStatus st = LiteRtCreateModelFromFile(s->env, a->model, &s->model);
     if (st != LR_OK) {
         char what[4200];
@@ -919,8 +909,7 @@ static void compile_models(session_t *s) {
     if (g_gpu) {
         /* the file has been read and inspected: a crash while the GPU accelerator compiles it
          * (e.g. an internal check of the accelerator trapping with SIGILL) is the runtime's */
-        crash_message(EXIT_RUNTIME, "latbench-run: error: LiteRT's GPU accelerator crashed compiling %s (runtime "
-                      "failure", a->model);
+        crash_message(EXIT_RUNTIME, "LiteRT's GPU accelerator crashed compiling", a->model, "runtime failure");
     }
     s->profiling = a->mode != MODE_E2E && !g_gpu; /* GPU kernels: the layer, not the profiler */
     memset(&s->plain_cm, 0, sizeof s->plain_cm);
@@ -957,7 +946,7 @@ static void warm_up(session_t *s) {
 
     /* from here on a crash is the runtime's, not the file's (the first runs still read
      * the model, so the warm-up counts as loading) */
-    crash_message(EXIT_RUNTIME, "latbench-run: error: LiteRT crashed running %s (runtime failure", a->model);
+    crash_message(EXIT_RUNTIME, "LiteRT crashed running", a->model, "runtime failure");
 }
 
 /* Step 5b: the meta record, with every thread's CPU set read back from the OS (exit 5 if

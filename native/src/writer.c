@@ -291,10 +291,18 @@ void writer_push(writer *w, const record *r) {
     if (tail + 1 - atomic_load_explicit(&w->head, memory_order_relaxed) >= RING_CAP / 2) kick(w);
 }
 
-void writer_push_raw(writer *w, char *line) {
+record record_make(int type, int32_t run, int64_t start_ns, int64_t dur_ns) {
     record r;
     memset(&r, 0, sizeof r);
-    r.type = REC_RAW;
+    r.type = (uint8_t)type;
+    r.run = run;
+    r.start_ns = start_ns;
+    r.dur_ns = dur_ns;
+    return r;
+}
+
+void writer_push_raw(writer *w, char *line) {
+    record r = record_make(REC_RAW, 0, 0, 0);
     r.name = line;
     writer_push(w, &r);
 }

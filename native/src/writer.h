@@ -43,6 +43,11 @@ typedef struct {
     const char *label; /* run records: condition label ("plain", "armed", ...) or NULL */
 } record;
 
+/* A record of one type over [start_ns, start_ns + dur_ns) of run `run`, every other field
+ * zero: the one place records are made, so a field added later starts at zero for every kind
+ * (callers set what their kind needs). */
+record record_make(int type, int32_t run, int64_t start_ns, int64_t dur_ns);
+
 typedef struct writer writer;
 
 /* Opens both outputs (trace_path may be NULL) and starts the writer thread. The thread
