@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -209,8 +210,23 @@ def test_farm_sweep_spreads_pairs_and_records_have_the_local_form(farm, exported
     assert (again["ok"], again["skipped"]) == (0, N_MODELS)  # a rerun measures nothing twice
 
 
+def test_a_sweep_returns_once_the_cluster_counts_its_phones_free(farm, exported, tmp_path):
+    """ray.kill returns before a phone's worker has exited: run_farm_measure waits until the
+    cluster counts every phone it held free again, so a sweep started right after finds them free."""
+    from pipelines.farm.driver import FarmWarning
+
+    phones = [f"latbench-phone:{farm.serial(k)}" for k in ("a1", "a2", "b1")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FarmWarning)  # freed within the wait, not past it with a warning
+        res = run_farm_measure(cfg_for(exported, farm, ["measure.granularities=[e2e]"]), "tflite", "fp32", "1large",
+                               address=None, progress=False, out_root=tmp_path / "m" / "pixel4", adb=ADB, lock_wait=30)
+        free = ray.available_resources()  # right away
+    assert res["ok"] == N_MODELS and len(res["farm"]["phones"]) == 3
+    assert {r: free.get(r, 0.0) for r in phones} == dict.fromkeys(phones, 1.0)
+
+
 def test_two_drivers_cannot_sweep_the_same_phone(farm, exported, tmp_path):
-    from pipelines.farm.driver import claim, farm_phones, release
+    from pipelines.farm.driver import FarmWarning, claim, farm_phones, release, wait_free
     from pipelines.farm.phone import ArtifactCache
 
     held = claim(farm_phones("pixel4", [farm.serial("a1")]), ArtifactCache(), adb=ADB)  # the first driver
@@ -228,6 +244,11 @@ def test_two_drivers_cannot_sweep_the_same_phone(farm, exported, tmp_path):
         with pytest.raises(DeviceBusy, match="already running"):
             with dev.lock(tmp_path / "local" / ".lock"):
                 pass
+        # the wait for a phone to be free is bounded: one still held (here by another driver) is named in one line
+        with pytest.warns(FarmWarning) as caught:
+            wait_free([held[0].info], timeout=0.5)
+        msg = str(caught[0].message)
+        assert "\n" not in msg and f"phone {farm.serial('a1')}@hostA still taken 0.5 s" in msg
     finally:
         release(held)
 

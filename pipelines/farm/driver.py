@@ -25,6 +25,9 @@ the farm takes part (``serials`` narrows them). Then:
    skips and reuses them, so no finished pair is measured twice.
 4. Cost: per process, the round trip minus the time spent inside the adb run (the farm's own
    cost); per sweep, pairs per minute. Both go into the result and ``measure.log``.
+5. Release: the driver returns once the cluster counts every phone it held free again, so a sweep
+   started right after finds them free; a phone still taken after 30 s is named in a
+   :class:`FarmWarning`.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import contextlib
 import json
 import statistics
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -51,10 +55,16 @@ from .resources import NAMESPACE, agent_name, hosts_of
 # seconds a worker may take to check its phone and read its description and clusters over adb
 # (with the adb device's retries), beyond waiting for the phone's lock
 BEGIN_TIMEOUT_S = 120.0
+# seconds release waits for the cluster to count the phones' resources free again
+FREE_WAIT_S = 30.0
 
 
 class FarmError(ValueError):
     """The farm cannot run the sweep (no such phone, no cluster); one line."""
+
+
+class FarmWarning(RuntimeWarning):
+    """The sweep is done, but the farm is not as it should be after it (a phone still taken); one line."""
 
 
 def connect(address: str | None) -> None:
@@ -148,18 +158,46 @@ def claim(phones: list[dict], artifacts: ArtifactCache, *, lock_wait: float = 10
         for w in workers:
             with contextlib.suppress(Exception):
                 ray.kill(w)
+        # the placed workers held their phones: free them before saying so (a phone that was
+        # never placed is another driver's, whose resource does not come back)
+        wait_free([phones[i] for i in begins])
         raise problem
     return out
 
 
-def release(phones: Sequence[FarmPhone], timeout: float = 30.0) -> None:
-    """Gives the phones back (best effort: a phone's host may be gone)."""
+def release(phones: Sequence[FarmPhone], timeout: float = 30.0, free_wait: float = FREE_WAIT_S) -> None:
+    """Gives the phones back (best effort: a phone's host may be gone) and returns once the
+    cluster counts their resources free again (:func:`wait_free`)."""
     refs = [p.worker.end.remote() for p in phones if not p.gone]
     with contextlib.suppress(Exception):
         ray.wait(refs, num_returns=len(refs), timeout=timeout)
     for p in phones:
         with contextlib.suppress(Exception):
             ray.kill(p.worker)
+    wait_free([p.info for p in phones], free_wait)
+
+
+def wait_free(phones: Sequence[dict], timeout: float = FREE_WAIT_S) -> None:
+    """Returns once every phone's resource is free in the cluster (available as much as it
+    exists; a dead node's copy leaves both counts), else warns once, naming the phones still taken.
+
+    Why: ``ray.kill`` returns at once, but a worker's phone resource is free only once its process
+    has exited and its node has told the cluster (0.1-0.2 s on a loaded 2-CPU test machine, more
+    on a busier host). A sweep started right after this one would find the phone taken and wait
+    for it out of its ``lock_wait``, or stop as if another driver held it."""
+    left = sorted({p["resource"]: p for p in phones}.values(), key=lambda p: p["resource"])
+    deadline = time.monotonic() + timeout
+    while left:
+        free, total = ray.available_resources(), ray.cluster_resources()
+        left = [p for p in left if free.get(p["resource"], 0.0) < total.get(p["resource"], 0.0)]
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    if left:  # the sweep's records stand; the next sweep of these phones may wait for them
+        names = ", ".join(f"{p['serial']}@{p['host']}" for p in left)
+        warnings.warn(f"farm: phone{'s' * (len(left) > 1)} {names} still taken {timeout:g} s after this driver "
+                      f"let go (its worker has not exited, or another driver took it since)", FarmWarning,
+                      stacklevel=2)
 
 
 def deal(models: Sequence[tuple[str, str]], phones: Sequence[FarmPhone]) -> list[list[tuple[str, str]]]:
