@@ -155,7 +155,7 @@ class TypedNnls(Predictor):
         cands = self._candidates(has_times)
         sums = network_sums(X)
         keys = _typed_rows(frame)[0]
-        self.cv_mape_ = {}
+        self.cv_mape_, self.cv_pred_ = {}, {}
         if len(cands) > 1 and self.inner_folds >= 2 and len(X) >= 2 * self.inner_folds:
             self.cv_mape_ = self._inner_cv(X, y, sums, frame, keys, cands)
             best = min(cands, key=lambda c: (self.cv_mape_[f"{c[0]}@{c[1]:g}"], cands.index(c)))
@@ -171,6 +171,7 @@ class TypedNnls(Predictor):
         rng = np.random.default_rng(self.random_state)
         fold = rng.permutation(np.arange(len(X)) % self.inner_folds)
         err = {f"{m}@{a:g}": np.zeros(len(X)) for m, a in cands}
+        self.cv_pred_ = {c: np.zeros(len(X)) for c in err}  # out-of-fold predictions (typed_nnls_family)
         for k in range(self.inner_folds):
             tr, va = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
             lut = None
@@ -189,6 +190,7 @@ class TypedNnls(Predictor):
                     inner._fit_sums([rows[i] for i in tr], y[tr], a)
                     p = inner._predict_sums([rows[i] for i in va])
                 err[f"{m}@{a:g}"][va] = np.abs(p - y[va]) / y[va]
+                self.cv_pred_[f"{m}@{a:g}"][va] = p
         return {c: round(float(e.mean() * 100), 4) for c, e in err.items()}
 
     def _fit_mode(self, X, y, sums, frame, keys, mode: str, alpha: float) -> None:
