@@ -19,7 +19,7 @@ def test_the_tour_exports_what_its_grid_reads_and_the_full_grid_more():
     tour = validate(compose())
     # the tour's PyTorch point measures the small networks only, so only they get TorchScript
     assert tour.export.formats == [] and export_formats(tour) == {
-        "tflite_fp32": None, "torchscript_fp32": frozenset({"nasbench201", "pytorch", "synthetic"})}
+        "tflite_fp32": None, "torchscript_fp32": frozenset({"nasbench201", "pytorch"})}
     full = validate(compose(["scenario=host_full", "measure=full"]))
     assert grid_formats(full.scenario) == dict.fromkeys(["tflite_fp32", "tflite_int8", "torchscript_fp32", "torchscript_int8"])
     assert export_formats(full) == grid_formats(full.scenario)
@@ -47,8 +47,7 @@ def test_runner_sources_keep_the_slow_runners_on_small_networks(tmp_path):
         (models / source / f"{mid}.json").write_text("{}")
     cfg = validate(compose())
     assert [m for _, m in list_models(cfg, models, "tflite-cpu")] == ["b2", "c3", "a1", "d4"]
-    # synthetic on PyTorch too: host-shift-real trains on synthetic networks in every scenario
-    assert list_models(cfg, models, "pytorch-cpu") == [("nasbench201", "b2"), ("pytorch", "c3"), ("synthetic", "a1")]
+    assert list_models(cfg, models, "pytorch-cpu") == [("nasbench201", "b2"), ("pytorch", "c3")]
     assert list_models(cfg, models, "tflite-gpu") == [("nasbench201", "b2")]
     full = validate(compose(["measure=full"]))
     assert len(list_models(full, models, "tflite-gpu")) == 4
