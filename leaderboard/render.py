@@ -73,11 +73,13 @@ def load_results(results_dir: str | Path) -> tuple[dict[str, Any], dict[str, lis
 
 
 def _context(name: str, status: dict[str, Any], by_track: dict[str, list[dict[str, Any]]]) -> Any:
+    from .below_flops import by_cell, flagged
     from .views import Context, scenario_attributes
 
     st = status[name]
     entries = ranked(by_track.get(name, []), st["primary"])
-    return Context(name, st, entries, st.get("noise_floor"), scenario_attributes(entries))
+    below = by_cell(flagged({name: st}, {name: by_track.get(name, [])}), name)
+    return Context(name, st, entries, st.get("noise_floor"), scenario_attributes(entries), below)
 
 
 def _spread(doc: dict[str, Any], metric: str) -> float | None:
@@ -147,6 +149,7 @@ def render_markdown(status: dict[str, Any], by_track: dict[str, list[dict[str, A
              "submissions work: [docs/leaderboard.md](../docs/leaderboard.md).", ""]
     avail = [n for n in sorted(status) if n != "__rejected__" and status[n].get("available")]
     missing = [n for n in sorted(status) if n != "__rejected__" and not status[n].get("available")]
+    lines += _md_below_flops(status, by_track)
     for name in avail:
         st = status[name]
         metrics = st["metrics"]
@@ -189,6 +192,28 @@ def render_markdown(status: dict[str, Any], by_track: dict[str, list[dict[str, A
             lines.append(f"| {name} | {status[name].get('title', '')} | {status[name].get('reason', '')} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _md_below_flops(status: dict[str, Any], by_track: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The cells worse than the ``flops`` entry on the track's primary metric, grouped by reason
+    (:mod:`leaderboard.below_flops`): one bullet per reason, its cells as ``track: scenario: entries``."""
+    from .below_flops import flagged
+
+    flags = flagged(status, by_track)
+    if not flags:
+        return []
+    groups: dict[str, dict[tuple[str, str], list[str]]] = {}
+    for f in flags:
+        groups.setdefault(f["why"], {}).setdefault((f["track"], f["scenario"]), []).append(f["entry"])
+    out = ["## Below FLOPs", "",
+           f"{len(flags)} cell(s) where an entry is worse than the `flops` entry on the track's primary metric "
+           "(per scenario; entries only, not the noise floor or published rows), grouped by the reason "
+           "recorded in `leaderboard/why_below_flops.yaml`. The site marks these cells (†) with the reason.", ""]
+    for why, cells in groups.items():
+        where = "; ".join(f"{md_text(t, 80)} {md_text(s, 80)}: {', '.join(md_text(e, 64) for e in es)}"
+                          for (t, s), es in cells.items())
+        out.append(f"- **{md_text(why, 900)}** ({sum(len(es) for es in cells.values())}) {where}")
+    return out + [""]
 
 
 def _md_reference(ctx: Any, metrics: list[str]) -> list[str]:

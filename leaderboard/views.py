@@ -39,6 +39,7 @@ class Context:
     entries: list[dict[str, Any]]  # result documents, ranked by the primary metric
     floor: dict[str, Any] | None  # the track's noise floor (noise_floor.json), or None
     scenarios: dict[str, dict[str, Any]] = field(default_factory=dict)  # scenario_id -> attributes
+    below_flops: dict[tuple[str, str], str] = field(default_factory=dict)  # (scenario_id, entry) -> why
 
     @property
     def primary(self) -> str:
@@ -130,8 +131,11 @@ def _per_scenario_table(ctx: Context, metric: str, with_published: bool) -> dict
         cells = [_per(d, s, metric) for s in sids]
         spread = [_per_sd(d, s, metric) for s in sids]
         agg_sd = _num(((d["result"].get("seeds") or {}).get("aggregate_std") or {}).get(metric))
-        rows.append({"label": d["entry"], "kind": _kind(d), "note": "",
-                     "cells": cells + [_num(d["result"]["aggregate"].get(metric))], "spread": spread + [agg_sd]})
+        row = {"label": d["entry"], "kind": _kind(d), "note": "",
+               "cells": cells + [_num(d["result"]["aggregate"].get(metric))], "spread": spread + [agg_sd]}
+        if metric == ctx.primary:
+            row["below_flops"] = [ctx.below_flops.get((s, d["entry"])) for s in sids] + [None]
+        rows.append(row)
     if with_published:
         for p in published_for(ctx.name):
             if p.metric != metric or not set(p.values) & set(sids):
@@ -195,7 +199,8 @@ def _build_matrix(ctx: Context) -> list[dict[str, Any]]:
     def matrix(value: Callable[[str], float | None]) -> list[list[float | None]]:
         return [[value(where[(r, c)]) if (r, c) in where else None for c in cols] for r in rows]
 
-    layers = [{"label": d["entry"], "kind": _kind(d), "cells": matrix(lambda s, d=d: _per(d, s, metric))}
+    layers = [{"label": d["entry"], "kind": _kind(d), "cells": matrix(lambda s, d=d: _per(d, s, metric)),
+               "below_flops": matrix(lambda s, d=d: ctx.below_flops.get((s, d["entry"])))}
               for d in ctx.entries]
     if ctx.floor and ctx.floor.get("known"):
         layers.append({"label": "noise floor", "kind": "floor", "cells": matrix(lambda s: _floor_per(ctx.floor, s, metric))})

@@ -44,6 +44,14 @@ def site(public, tmp_path_factory):
         "method": "outside-method", "authors": ["Someone Else"], "code": "https://example.org/outside",
         "training_data": "track training split only", "seeds": [0, 1, 2], "kind": "submission"}))
     evaluate_entry(sub, public, results)
+    # a `flops` entry on HELP (the median one, renamed, with a rank correlation): the constant median
+    # entries have no rank, so their Spearman cells are below FLOPs and the per-scenario view marks them
+    import json
+    doc = json.loads((results / HELP / "test-median.json").read_text())
+    doc["entry"] = "flops"
+    for figs in doc["result"]["per_scenario"].values():
+        figs["spearman"] = 0.5
+    (results / HELP / "flops.json").write_text(json.dumps(doc))
     readme, index = render(results, base / "README.md", base / "site")
     return readme, index
 
@@ -139,6 +147,9 @@ def test_help_per_device_view_with_seeds_published_rows_and_submission(site, bro
     mape = _rows(sec.find_element(By.CSS_SELECTOR, "table.view-table[data-view='per-scenario-mape']"))
     assert "±" in mape["test-median"].text and "±" in mape["outside-method"].text
     assert "floor" in rows["noise floor"].get_attribute("class") and "–" in rows["noise floor"].text
+    below = rows["test-median"].find_elements(By.CSS_SELECTOR, "td.below-flops")  # issue 17: worse than FLOPs, marked
+    assert below and "no reason recorded yet" in below[0].get_attribute("title") and "†" in below[0].text
+    assert not rows["flops"].find_elements(By.CSS_SELECTOR, "td.below-flops")
     ref = sec.find_element(By.CSS_SELECTOR, "table.reference")
     floor = _rows(ref)["noise floor"]
     assert "unknown" in floor.text and "not invented" in floor.text

@@ -18,6 +18,11 @@ function kindCell(td, kind){
   if(kind==='published'){td.textContent=''; td.insertAdjacentHTML('beforeend','<span class="pub-badge">published</span>');}
   if(kind==='floor'){td.textContent='noise floor';}
 }
+// a cell worse than the flops entry (leaderboard/below_flops.py): marked, the reason as its tooltip
+function belowFlops(td, why){
+  if(!why) return; td.classList.add('below-flops'); td.dataset.why=why; td.title='below FLOPs: '+why;
+  const s=document.createElement('sup'); s.textContent='†'; td.appendChild(s);
+}
 function viewTable(v){
   const wrap=document.createElement('div'); wrap.className='view'; wrap.dataset.view=v.id;
   wrap.innerHTML=`<h3>${esc(v.title)}</h3><p class="caption">${esc(v.caption)}</p>`;
@@ -28,13 +33,15 @@ function viewTable(v){
     const draw=()=>{const l=v.layers[+sel.value]; t.dataset.layer=l.label;
       t.innerHTML='<thead><tr><th></th>'+v.columns.map(c=>`<th>${esc(c)}</th>`).join('')+'</tr></thead><tbody></tbody>';
       v.row_labels.forEach((r,i)=>{const tr=t.tBodies[0].insertRow(); tr.className=l.kind; tr.insertCell().textContent=r;
-        l.cells[i].forEach(x=>{const td=tr.insertCell(); td.dataset.value=(x===null)?'NaN':x; td.textContent=fmt(v.metric,x);});});};
+        l.cells[i].forEach((x,j)=>{const td=tr.insertCell(); td.dataset.value=(x===null)?'NaN':x; td.textContent=fmt(v.metric,x);
+          belowFlops(td, l.below_flops&&l.below_flops[i]?l.below_flops[i][j]:null);});});};
     sel.addEventListener('change',draw); wrap.appendChild(sel); draw();
   } else {
     t.innerHTML='<thead><tr><th></th><th>kind</th>'+v.columns.map(c=>`<th>${esc(c)}</th>`).join('')+'</tr></thead><tbody></tbody>';
     v.rows.forEach(r=>{const tr=t.tBodies[0].insertRow(); tr.className=r.kind; tr.dataset.label=r.label;
       const c=tr.insertCell(); c.textContent=r.label; c.title=r.note||''; kindCell(tr.insertCell(), r.kind);
-      r.cells.forEach((x,i)=>{const td=tr.insertCell(); td.dataset.value=(x===null)?'NaN':x; td.textContent=fmt(v.metric,x,r.spread[i]);});});
+      r.cells.forEach((x,i)=>{const td=tr.insertCell(); td.dataset.value=(x===null)?'NaN':x; td.textContent=fmt(v.metric,x,r.spread[i]);
+        belowFlops(td, r.below_flops?r.below_flops[i]:null);});});
   }
   wrap.appendChild(t); return wrap;
 }
