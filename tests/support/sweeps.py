@@ -16,7 +16,8 @@ def tiny_sweep_cfg(data: Path, release: Path, *more: str, granularities: str = "
                              "export.formats=[tflite_fp32]", "export.workers=2", "measure.processes=2",
                              "measure.warmup=1", "measure.stopping.policy=fixed", "measure.stopping.runs=4",
                              f"measure.granularities={granularities}", "measure.load.check=false",
-                             *grid, f"measure.release={release}", *more]))
+                             # the release's protocol reuses released pairs; the tour's does not
+                             *grid, f"measure.release={release}", "measure.reuse_release=true", *more]))
 
 
 def exported_sweep(tmp_path_factory: Any, name: str, cfg: Callable[..., Any]) -> Path:
