@@ -483,7 +483,9 @@ def host_measure(workdir: str | Path, runs: int = 30, warmup: int = 5, repeats: 
     ``workdir`` and runs it end to end through the device layer, one pinned core, one thread,
     in ``repeats`` fresh processes; returns the median over processes of the median run time,
     in ms (the median of one process drifts by a few percent between processes, more than
-    the difference a fused element-wise operator makes). Records are kept beside the model."""
+    the difference a fused element-wise operator makes). Records are kept beside the model.
+    Its ``many(cases)`` measures a batch in rounds, one process per case a round (what
+    :func:`detect_rules` uses)."""
     from generators.export.tflite import export_tflite
     from pipelines.devices import make_device
     from pipelines.scenarios import Scenario
@@ -492,20 +494,33 @@ def host_measure(workdir: str | Path, runs: int = 30, warmup: int = 5, repeats: 
     dev = make_device({"kind": "host", "name": device})
     scenario = Scenario(device, "tflite", "cpu", "fp32", cores="1large", cpus=cpus, threads=1)
 
-    def measure(case: TestCase) -> float:
+    def model_of(case: TestCase) -> tuple[str, Path]:
         # the model id in the name: a case of another tensor shape never reuses a stale file
         safe = case.key.replace(":", "-").replace(">", "-to-").replace(",", "-").replace("@", "-at-")
         safe = f"{safe}-{case.graph.model_id}"
         model = workdir / f"{safe}.tflite"
         if not model.is_file():
             export_tflite(case.graph, model)
-        medians = []
-        for r in range(repeats):
-            run = dev.run("tflite", model, scenario=scenario, mode="e2e", warmup=warmup, runs=runs,
-                          records_path=workdir / f"{safe}.{r}.records.jsonl")
-            medians.append(statistics.median(run.durations_ns()) / 1e6)
-        return statistics.median(medians)
+        return safe, model
 
+    def many(cases: Sequence[TestCase]) -> dict[str, float]:
+        """The cases' times, measured in rounds: a round runs each case once, so a slow episode
+        of the machine (about 2x for seconds to minutes on a shared VM, docs/measure.md) falls on
+        the cases of a round alike, not on one case's processes only, which decided a pair's
+        inequality when each case's processes ran back to back."""
+        models = {c.key: model_of(c) for c in cases}
+        medians: dict[str, list[float]] = {k: [] for k in models}
+        for r in range(repeats):
+            for key, (safe, model) in models.items():
+                run = dev.run("tflite", model, scenario=scenario, mode="e2e", warmup=warmup, runs=runs,
+                              records_path=workdir / f"{safe}.{r}.records.jsonl")
+                medians[key].append(statistics.median(run.durations_ns()) / 1e6)
+        return {k: statistics.median(v) for k, v in medians.items()}
+
+    def measure(case: TestCase) -> float:
+        return many([case])[case.key]
+
+    measure.many = many  # type: ignore[attr-defined]  # detect_rules measures a batch in rounds
     return measure
 
 
@@ -519,17 +534,20 @@ def detect_rules(measure: Callable[[TestCase], float], types: Iterable[str] | No
     cases = make_test_cases(types, shape4, shape2)
     times: dict[str, float] = {}
 
+    # a measure with a ``many`` (host_measure's) takes a batch in rounds; a plain one, case by case
+    many = getattr(measure, "many", None)
+
     def run(cs: Sequence[TestCase]) -> None:
-        for c in cs:
-            if c.key not in times:
-                times[c.key] = measure(c)
-                if progress:
-                    progress(f"{c.key}: {times[c.key]:.4f} ms")
+        todo = list({c.key: c for c in cs if c.key not in times}.values())
+        got = many(todo) if many is not None else {c.key: measure(c) for c in todo}
+        for c in todo:
+            times[c.key] = got[c.key]
+            if progress:
+                progress(f"{c.key}: {times[c.key]:.4f} ms")
 
     oh = overhead_case()
-    run([oh])
+    run([oh, *cases])  # the overhead case in the same rounds as the pairs it is subtracted from
     overhead = times[oh.key] if subtract_overhead else 0.0
-    run(cases)
     rules = decide_rules(times, cases, alpha, overhead)
     if connections:
         extra = connection_cases(rules, shape4)

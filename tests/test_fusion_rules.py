@@ -122,3 +122,22 @@ def test_small_detection_on_the_host(tmp_path):
     assert rules.pairs["conv_bn"] and not rules.pairs["conv_conv"], rules.evidence
     assert rules.evidence["overhead_ms"] > 0
     assert len(list(tmp_path.glob("*.tflite"))) == 7  # 4 pairs, 2 singles, the overhead case
+
+
+def test_a_measure_that_takes_batches_gets_the_overhead_and_every_pair_in_one_batch():
+    """host_measure's ``many`` runs a batch in rounds (one process per case a round), so a slow
+    episode of the machine falls on every case alike; detect_rules hands it the overhead case and
+    all pair cases together, never one case at a time."""
+    batches = []
+
+    def measure(case):
+        raise AssertionError(f"measured alone: {case.key}")
+
+    def many(cases):
+        batches.append([c.key for c in cases])
+        return {c.key: 1.0 + 0.1 * i for i, c in enumerate(cases)}
+
+    measure.many = many
+    rules = nm.detect_rules(measure, types=["conv", "bn"], shape4=(1, 16, 64, 64), connections=False)
+    assert len(batches) == 1 and len(batches[0]) == len(set(batches[0])) == 7  # overhead, 2 singles, 4 pairs
+    assert set(rules.pairs) == {"conv_conv", "conv_bn", "bn_conv", "bn_bn"}
