@@ -194,12 +194,14 @@ class TransferPredictor(Predictor):
     persist_libraries = ("lightgbm",)
 
     def __init__(self, n_estimators: int = 300, num_leaves: int = 31, learning_rate: float = 0.1,
-                 min_child_samples: int = 20, use_sources: bool = True, random_state: int = 0):
+                 min_child_samples: int = 20, use_sources: bool = True, select_terms: bool = True,
+                 random_state: int = 0):
         self.n_estimators = n_estimators
         self.num_leaves = num_leaves
         self.learning_rate = learning_rate
         self.min_child_samples = min_child_samples
         self.use_sources = use_sources
+        self.select_terms = select_terms  # False: every term, the fit before the leave-one-out choice
         self.random_state = random_state
 
     def _encoder_params(self) -> dict[str, Any]:
@@ -240,12 +242,14 @@ class TransferPredictor(Predictor):
         # the 7-coefficient mix ranks worse than the sources alone, while on eyeriss the sources
         # alone rank at 0.62 and the costs are needed. Leave-one-out over the N rows is exact and
         # cheap for NNLS, and picks per target which terms its own samples support.
+        choose = self.select_terms and len(candidates) > 1 and len(y) >= MIN_LOO
         self.loo_sse_ = {"+".join(t): _loo_sse(A[:, np.concatenate([cols[k] for k in t])], y)
-                         for t in candidates} if len(candidates) > 1 and len(y) >= MIN_LOO else {}
+                         for t in candidates} if choose else {}
         if self.loo_sse_:
+            # a tie within rounding (an exact fit both ways) goes to the simpler candidate
             best = min(self.loo_sse_.values())
-            self.terms_ = next(t for t in candidates if self.loo_sse_["+".join(t)] == best)
-        else:  # nothing to choose from, or too few rows to hold one out: every term
+            self.terms_ = next(t for t in candidates if self.loo_sse_["+".join(t)] <= best * (1 + 1e-9) + 1e-12)
+        else:  # no choice asked or possible, or too few rows to hold one out: every term
             self.terms_ = candidates[-1]
         used = np.concatenate([cols[k] for k in self.terms_]).astype(int)
         coef, self.intercept_ = _nnls_fit(A[:, used], y)
