@@ -14,10 +14,14 @@ architectures except where a line says "whole space, 5-fold".
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+# this checkout's packages, not those of the checkout the virtualenv was installed from
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TARGET = "help-pixel2-cpu"
 TRACK = "help-transfer-n10"
