@@ -27,6 +27,8 @@ say() { printf '%s release-sweep: %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 mkdir -p data
 python -m pipelines.cli compose scenario=release measure=release \
   'generator=[synthetic,zoo,nasbench201,pytorch,release]' data_dir=data/release "$@" -o "$params"
+# a release holds one machine's measurements: stop here on a machine of another processor
+python -m pipelines.release --params "$params" --check-machine
 python -m pipelines.cli generate --params "$params" --quiet
 python -m pipelines.cli export --params "$params"
 say "export done after $(( $(date +%s) - start )) s; the control set"
