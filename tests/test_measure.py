@@ -346,7 +346,9 @@ def test_a_slow_episode_seen_by_the_speed_probe_is_measured_again_and_refused(da
                     "measure.load.max_slowdown=0.5", "measure.load.speed_wait_s=0.3")
     cpu = sorted(os.sched_getaffinity(0))[0]
     impossible = speed_probe.SpeedProbe([cpu])
-    impossible.best, impossible.calibrated = {cpu: 1e-7}, True
+    for _ in range(speed_probe.WINDOW):  # a history no real probe comes near: every process reads slow
+        impossible.observe({cpu: 1e-7})
+    impossible.calibrated = True
     monkeypatch.setitem(speed_probe._PROBES, (cpu,), impossible)
     r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)
     assert (r["ok"], r["failed"], r["refused"], r["remeasured"]) == (0, 2, 2, 2)
