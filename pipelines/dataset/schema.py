@@ -234,7 +234,8 @@ _E2E = _table(
            nonnegative=True),
         _c("probe_slowdown", "float64", "largest slow-down of the speed probe (pipelines/speed_probe.py) over the "
            "kept processes: the fixed probe's duration on a pinned core just before or after a process over "
-           "the fastest probe seen on it, minus 1; empty where the probe was not run", nonnegative=True),
+           "its reference (the fastest median of 8 consecutive probes on that core), minus 1; empty where the "
+           "probe was not run", nonnegative=True),
         _c("cpu_freq_khz", "string", "clock of the pinned cores (scaling_cur_freq, `min-max` kHz over the "
            "processes), or `unknown` where the machine exposes no cpufreq"),
         _c("remeasured", "Int64", "processes of this pair measured again because they ran under load",
