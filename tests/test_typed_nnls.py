@@ -50,6 +50,26 @@ def test_convolutions_are_typed_by_kernel_and_stride(ds):
     assert sums["conv_k3_s1:flops"] > 1000  # MACs in millions: resnet18's 3x3 convs are ~1.6 G
 
 
+def test_stem_convolutions_are_typed_apart_only_when_asked(ds):
+    """stem=True: a convolution of the image (<= 4 input channels) is a stem_k*_s*, any other
+    convolution keeps its body type; the default leaves the committed typing unchanged."""
+    assert typed_op("conv2d", 3, 2, 3) == "stem_k3_s2"
+    assert typed_op("conv2d", 7, 1, 3) == "stem_k7_s1"
+    assert typed_op("conv2d", 3, 2, 64) == "conv_k3_s2"
+    assert typed_op("dwconv2d", 3, 2, 3) == "dw_k3_s2"
+    X = Networks(ds, (ds.models.set_index("name").loc["resnet18", "model_id"],), CPU)
+    (plain,), (stem,) = network_sums(X), network_sums(X, stem=True)
+    assert stem["stem_k7_s2:n"] == 1 and not any(k.startswith("stem_") for k in plain)
+    assert stem.get("conv_k5_s2:n", 0) == plain["conv_k5_s2:n"] - 1  # the stem left the body's 7x7 column
+    assert sum(v for k, v in stem.items() if k.endswith(":flops")) == pytest.approx(
+        sum(v for k, v in plain.items() if k.endswith(":flops")))  # same MACs, split otherwise
+    Xs = Networks.of_scenario(ds, CPU)
+    p = make_predictor("typed_nnls", stem=True, min_networks=1).fit(Xs, Xs.y())
+    assert any(c.startswith("stem_") for c in p.columns_)
+    with pytest.raises(ValueError, match="stem"):
+        make_predictor("typed_nnls", stem="yes").fit(Xs, Xs.y())
+
+
 def test_fixed_modes_where_training_op_times_exist_and_where_hidden(ds):
     X = Networks.of_scenario(ds, GPU)
     y = X.y()
