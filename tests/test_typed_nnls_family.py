@@ -89,7 +89,7 @@ def test_the_gate_scores_each_shrink_on_networks_it_did_not_learn_from(ds):
         make_predictor("typed_nnls_family", cv_shrinks=[-1]).fit(X, y)
 
 
-@pytest.mark.parametrize("params", [{}, {"cv_shrinks": [1.0, 2.0], "stem": True}])
+@pytest.mark.parametrize("params", [{}, {"cv_shrinks": [1.0, 2.0], "stem": True, "free_ew": True}])
 def test_siblings_never_read_the_networks_it_predicts(ds, params):
     """On the masked view (test networks measured nowhere) and on the whole data, the same
     training networks give the same fit: the sibling scenarios are read for those only (also

@@ -20,6 +20,11 @@ subject to ``w >= 0`` (scipy NNLS on the augmented system). A typed op unseen in
 the columns of the most common seen typed op of its op type (``conv_k7_s2`` -> ``conv_k3_s2``
 say); an op type never seen counts 0.
 
+**Optional op sums** (off by default, on in typed_nnls_family's config): ``stem`` types the
+convolutions of the image apart (:func:`typed_op`), ``free_ew`` adds the batchnorm/ReLU no
+converter folds (:func:`unfused`), ``narrow`` types convolutions with few output channels apart;
+``cv_stem`` / ``cv_narrow`` make the inner CV choose with or without them.
+
 **Fit (ops).** Where the training networks have op times in the scenario (the USC GPU files),
 an :class:`.lookup.OpLookupTable` is fitted on them (``target="ops"``). ``target="hybrid"``
 puts the table's op times, summed per typed op (``<typed op>:lut``), beside the op sums in the
@@ -37,6 +42,7 @@ column) hybrid beat the e2e fit on all 7 and the table alone on 6, and the chose
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -83,7 +89,40 @@ def _typed_rows(frame: Any, stem: bool = False, narrow: float = 0.0) -> tuple[li
     return keys, cols[:, 4:]
 
 
-def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0) -> list[dict[str, float]]:
+FOLDABLE = frozenset({"batchnorm", "relu", "relu6"})  # what a converter folds into the convolution before it
+
+
+def unfused(graph: Any) -> tuple[int, float]:
+    """(count, output elements in millions) of a graph's batchnorm/ReLU nodes that no converter can
+    fold: those not fed by a convolution or by an op folded into one. TFLite and PyTorch Mobile
+    fold a conv's BN into its weights and fuse its activation; a BN-ReLU on a concatenation or a
+    sum (DenseNet's pre-activation layers: 62-86 of them over 10-14 M elements) runs as its own
+    element-wise passes. The op sums price batchnorm by the mostly folded ones, ~0: DenseNet came
+    out 20% low on every phone. Memoized on the graph object (graphs only grow)."""
+    hit = _UNFUSED.get(graph)
+    if hit is not None and hit[0] == len(graph.nodes):
+        return hit[1]
+    from generators.ir import split_ref
+
+    folded: set[str] = set()
+    n, elems = 0, 0.0
+    for name, node in graph.nodes.items():
+        if node.op not in FOLDABLE or not node.inputs:
+            continue
+        src = graph.nodes.get(split_ref(node.inputs[0])[0])
+        if src is not None and (src.op == "conv2d" or src.name in folded):
+            folded.add(name)
+        else:
+            n += 1
+            elems += float(np.prod(node.shape)) / 1e6
+    _UNFUSED[graph] = (len(graph.nodes), (n, elems))
+    return n, elems
+
+
+_UNFUSED: "weakref.WeakKeyDictionary[Any, tuple[int, tuple[int, float]]]" = weakref.WeakKeyDictionary()
+
+
+def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: bool = False) -> list[dict[str, float]]:
     """Per network of ``X``: {"<typed op>:<n|flops|mem|root>": sum} from its IR. ``root`` sums the
     square root of each op's MACs: small ops use a core's lanes and caches worse than large ones,
     so time per MAC falls with op size; between the per-op constant (``n``) and the linear MACs
@@ -97,6 +136,11 @@ def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0) -> list[d
         d[key + ":flops"] = d.get(key + ":flops", 0.0) + fl / 1e6
         d[key + ":mem"] = d.get(key + ":mem", 0.0) + mem / 1e6
         d[key + ":root"] = d.get(key + ":root", 0.0) + np.sqrt(max(fl, 0.0) / 1e6)
+    if free_ew:  # the element-wise ops no converter folds (unfused), as one more typed op
+        for d, mid in zip(out, X.model_ids):
+            n, elems = unfused(X.dataset.graph(mid))
+            if n:
+                d["ew_unfused:n"], d["ew_unfused:mem"] = float(n), elems
     return out
 
 
@@ -127,11 +171,14 @@ class TypedNnls(Predictor):
 
     def __init__(self, target: str = "auto", alpha: float = 0.1, min_networks: int = 3, inner_folds: int = 5,
                  cv_alphas: tuple[float, ...] | list[float] | None = None, stem: bool = False,
-                 narrow: float = 0.0, cv_narrow: bool = False, random_state: int = 0):
+                 narrow: float = 0.0, cv_stem: bool = False, cv_narrow: bool = False, free_ew: bool = False,
+                 random_state: int = 0):
         self.target = target
         self.stem = stem  # stem convolutions typed apart (typed_op); off: the committed typed_nnls entry
         self.narrow = narrow  # narrow convolutions typed apart (_typed_rows); 0: off
+        self.cv_stem = cv_stem  # the inner CV chooses between stem and no stem typing
         self.cv_narrow = cv_narrow  # the inner CV chooses between narrow and 0
+        self.free_ew = free_ew  # unfolded batchnorm/ReLU counted apart (unfused); off: the committed entry
         self.alpha = alpha
         self.min_networks = min_networks
         self.inner_folds = inner_folds
@@ -151,26 +198,32 @@ class TypedNnls(Predictor):
             raise ValueError(f"typed_nnls: stem must be true or false, got {self.stem!r}")
         if not isinstance(self.narrow, (int, float)) or not self.narrow >= 0:
             raise ValueError(f"typed_nnls: narrow must be a number >= 0, got {self.narrow!r}")
-        if not isinstance(self.cv_narrow, (bool, np.bool_)):
-            raise ValueError(f"typed_nnls: cv_narrow must be true or false, got {self.cv_narrow!r}")
+        for name in ("cv_stem", "cv_narrow", "free_ew"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"typed_nnls: {name} must be true or false, got {getattr(self, name)!r}")
         if self.cv_alphas is not None and not (len(self.cv_alphas) and all(
                 isinstance(a, (int, float)) and a >= 0 for a in self.cv_alphas)):
             raise ValueError(f"typed_nnls: cv_alphas must be a non-empty list of numbers >= 0, got {self.cv_alphas!r}")
 
     # ------------------------------------------------------------ fit
-    def _candidates(self, has_times: bool) -> list[tuple[str, float, float]]:
-        """(mode, alpha, narrow) the inner CV chooses from: ``target`` fixes the mode unless it is
-        ``auto`` (e2e always; ops and hybrid when the training networks have op times); with
-        ``cv_narrow`` every fit but the table alone also without the narrow typing."""
+    def _candidates(self, has_times: bool) -> list[tuple[str, float, tuple[bool, float]]]:
+        """(mode, alpha, typing) the inner CV chooses from: ``target`` fixes the mode unless it is
+        ``auto`` (e2e always; ops and hybrid when the training networks have op times); the typing
+        is (stem, narrow), with ``cv_stem`` / ``cv_narrow`` every fit but the table alone also
+        without it. Why choose: the stem typing helped TFLite (Pixel 4 TFLite CPU: 5.88 -> 5.81%
+        mean MAPE) and hurt PyTorch Mobile (Pixel 4 PyTorch: 5.41 -> 5.49%), the narrow one helped
+        fp32 and hurt int8; the training networks say which holds in a scenario."""
         if self.target == "ops" and not has_times:
             raise ValueError("typed_nnls: target='ops' but no training network has op times")
         if self.target == "hybrid" and not has_times:
             raise ValueError("typed_nnls: target='hybrid' but no training network has op times")
         modes = [self.target] if self.target != "auto" else (["e2e", "ops", "hybrid"] if has_times else ["e2e"])
         alphas = list(self.cv_alphas) if self.cv_alphas is not None else [float(self.alpha)]
+        stems = [bool(self.stem)] + ([False] if self.cv_stem and self.stem else [])
         nars = [float(self.narrow)] + ([0.0] if self.cv_narrow and self.narrow > 0 else [])
-        return [(m, float(a), n) for m in modes for a in (alphas if m != "ops" else [0.0])
-                for n in (nars if m != "ops" else [0.0])]
+        typings = [(st, n) for st in stems for n in nars]
+        return [(m, float(a), t) for m in modes for a in (alphas if m != "ops" else [0.0])
+                for t in (typings if m != "ops" else [(False, 0.0)])]
 
     def fit(self, X: Networks, y: Any) -> "TypedNnls":
         X = self._check_X(X)
@@ -179,16 +232,16 @@ class TypedNnls(Predictor):
         frame = op_frame(X)
         has_times = bool((frame.measured[frame.net] & np.isfinite(frame.latency) & ~frame.fused).any())
         cands = self._candidates(has_times)
-        typed = {n: (network_sums(X, self.stem, n), _typed_rows(frame, self.stem, n)[0]) for n in {c[2] for c in cands}}
+        typed = {t: (network_sums(X, *t, free_ew=self.free_ew), _typed_rows(frame, *t)[0]) for t in {c[2] for c in cands}}
         self.cv_mape_, self.cv_pred_ = {}, {}
         if len(cands) > 1 and self.inner_folds >= 2 and len(X) >= 2 * self.inner_folds:
             self.cv_mape_ = self._inner_cv(X, y, typed, frame, cands)
             best = min(cands, key=lambda c: (self.cv_mape_[_cand_key(*c)], cands.index(c)))
         else:  # one candidate, or too few networks to cross-validate: the mode at ``alpha``
             best = (cands[0][0], 0.0 if cands[0][0] == "ops" else float(self.alpha), cands[0][2])
-        self.mode_, self.alpha_, self.narrow_ = best
+        self.mode_, self.alpha_, (self.stem_, self.narrow_) = best
         self.cv_key_ = _cand_key(*best)  # the chosen fit's out-of-fold predictions: cv_pred_[cv_key_]
-        sums, keys = typed[self.narrow_]
+        sums, keys = typed[best[2]]
         self._fit_mode(X, y, sums, frame, keys, self.mode_, self.alpha_)
         return self
 
@@ -206,7 +259,7 @@ class TypedNnls(Predictor):
                 from .lookup import OpLookupTable
 
                 table = OpLookupTable(target="ops", random_state=self.random_state).fit(X[tr], y[tr])
-                lut = {n: _lut_sums(frame, keys, table) for n, (_, keys) in typed.items()}
+                lut = {t: _lut_sums(frame, keys, table) for t, (_, keys) in typed.items()}
                 table_pred = table.predict(X[va])
             for m, a, n in cands:
                 if m == "ops":
@@ -282,11 +335,10 @@ class TypedNnls(Predictor):
             return np.asarray(self.ops_model_.predict(X), dtype="float64")
         if len(X) == 0:
             return np.zeros(0)
-        nar = getattr(self, "narrow_", 0.0)
-        sums = network_sums(X, self.stem, nar)
+        sums = network_sums(X, self.stem_, self.narrow_, free_ew=self.free_ew)
         if self.mode_ == "hybrid":
             frame = op_frame(X)
-            sums = _merge(sums, _lut_sums(frame, _typed_rows(frame, self.stem, nar)[0], self.ops_model_))
+            sums = _merge(sums, _lut_sums(frame, _typed_rows(frame, self.stem_, self.narrow_)[0], self.ops_model_))
         return self._predict_sums(sums)
 
     # ------------------------------------------------------------ persistence (see persist.py)
@@ -294,7 +346,7 @@ class TypedNnls(Predictor):
         if self.mode_ == "ops":
             return {"mode": "ops", "ops_model": self.ops_model_._get_state(store)}
         s = {"mode": self.mode_, "columns": list(self.columns_), "coef": self.coef_.tolist(),
-             "fallback": dict(self.fallback_), "narrow": float(self.narrow_)}
+             "fallback": dict(self.fallback_), "stem": bool(self.stem_), "narrow": float(self.narrow_)}
         if self.mode_ == "hybrid":
             s["ops_model"] = self.ops_model_._get_state(store)
         return s
@@ -303,7 +355,7 @@ class TypedNnls(Predictor):
         from .persist import StateError, array, mapping, text
 
         self.mode_ = text(s, "mode", choices=("ops", "e2e", "hybrid"))
-        self.narrow_ = 0.0
+        self.stem_, self.narrow_ = False, 0.0
         if self.mode_ in ("ops", "hybrid"):
             from .lookup import OpLookupTable
 
@@ -312,10 +364,12 @@ class TypedNnls(Predictor):
             self.ops_model_ = m
         if self.mode_ == "ops":
             return
-        nar = s.get("narrow", 0.0)  # states written before the narrow typing: off
+        stem, nar = s.get("stem", False), s.get("narrow", 0.0)  # states written before the typings: off
+        if not isinstance(stem, bool):
+            raise StateError("stem: expected true or false")
         if not isinstance(nar, (int, float)) or not nar >= 0:
             raise StateError("narrow: expected a number >= 0")
-        self.narrow_ = float(nar)
+        self.stem_, self.narrow_ = stem, float(nar)
         cols = s.get("columns")
         if not isinstance(cols, list) or not all(isinstance(c, str) and ":" in c for c in cols):
             raise StateError("columns: expected a list of '<typed op>:<stat>' names")
@@ -329,9 +383,10 @@ class TypedNnls(Predictor):
         self.fallback_ = fb
 
 
-def _cand_key(mode: str, alpha: float, narrow: float = 0.0) -> str:
-    """The inner CV's name of a candidate fit (cv_mape_, cv_pred_): 'e2e@0.1', 'e2e@0.1/n32'."""
-    return f"{mode}@{alpha:g}" + (f"/n{narrow:g}" if narrow > 0 else "")
+def _cand_key(mode: str, alpha: float, typing: tuple[bool, float] = (False, 0.0)) -> str:
+    """The inner CV's name of a candidate fit (cv_mape_, cv_pred_): 'e2e@0.1', 'e2e@0.1/stem/n32'."""
+    stem, narrow = typing
+    return f"{mode}@{alpha:g}" + ("/stem" if stem else "") + (f"/n{narrow:g}" if narrow > 0 else "")
 
 
 def _ridge_nnls(A: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
