@@ -8,16 +8,20 @@ N=10) and NASFLAT (N=10, 20) figures and issue 17's goal (the better of the two 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+# this checkout's packages, not those of the checkout the virtualenv was installed from
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 TRACKS = {10: "help-transfer-n10", 20: "help-transfer-n20"}
 DEVICES = {"gold_6226": "help-gold6226-cpu", "pixel2": "help-pixel2-cpu", "raspi4": "help-raspi4-cpu",
            "eyeriss": "help-eyeriss-asic"}
 GOAL_N10 = {"gold_6226": 0.989, "pixel2": 0.951, "raspi4": 0.890, "eyeriss": 0.957}  # issue 17
-PUBLISHED_ROWS = {10: ("help-help-10", "nasflat-10"), 20: ("nasflat-20",)}
+PUBLISHED_ROWS = {10: ("help-help-10-transfer", "nasflat-10-transfer"), 20: ("nasflat-20",)}  # the rows beside these tracks
 
 
 def truth(dataset: Path) -> pd.DataFrame:

@@ -14,8 +14,9 @@ and nothing flagged it). :class:`LoadWindow` brackets one measuring process and 
 - ``cpu_freq_khz``: scaling_cur_freq of each pinned core at both ends, or ``"unknown"`` when
   the machine exposes no cpufreq (many VMs): said, never guessed;
 - ``probe``: the speed probe (:mod:`pipelines.speed_probe`) on each pinned core just before and
-  just after the process, the fastest probe seen on it so far, and the ``slowdown`` (the slower
-  of the two over that reference, minus 1): the VM's slow episodes show nowhere else.
+  just after the process, the core's reference (``best_s``: the fastest median of a window of
+  consecutive probes so far), and the ``slowdown`` (the slower of the two over that reference,
+  minus 1): the VM's slow episodes show nowhere else.
 
 :func:`judge` turns a window into a verdict against the ``measure.load`` thresholds.
 """

@@ -156,6 +156,11 @@ class MeasureConfig:
     overhead_pairs: int = 10  # profiled/unprofiled run pairs in those processes (0: none)
     timeout: float = 600.0  # seconds per measuring process
     order_seed: int = 0  # seed of the interleaving order
+    # pairs interleaved together: the shuffled pairs are measured in blocks of `chunk`, each block
+    # finished before the next starts, so a sweep stopped part-way (a session's budget) leaves
+    # whole pairs behind, which land in the release, instead of 2 of 3 processes of every pair,
+    # which live only in this machine's work folder (0: one block, every pair interleaved)
+    chunk: int = 0
     pytorch_engine: str = "x86"  # quantized engine for PyTorch int8: x86 (host) or qnnpack (ARM)
     retry_failed: bool = False  # measure again the pairs whose failure is on record
     load: LoadConfig = field(default_factory=LoadConfig)  # when a process counts as taken under load
@@ -186,6 +191,8 @@ def validate_config(cfg: MeasureConfig) -> MeasureConfig:
             raise ValueError(f"{name}: must be >= 0, got {getattr(cfg, name)}")
     if cfg.timeout <= 0:
         raise ValueError(f"timeout: must be > 0 seconds, got {cfg.timeout}")
+    if cfg.chunk < 0:
+        raise ValueError(f"chunk: must be >= 0 (0: every pair in one block), got {cfg.chunk}")
     if cfg.pytorch_engine not in ("x86", "qnnpack"):
         raise ValueError(f"pytorch_engine: unknown engine {cfg.pytorch_engine!r} (known: x86, qnnpack)")
     for name, point in cfg.points.items():
@@ -282,8 +289,9 @@ def protocol_digest(cfg: MeasureConfig, scenario: Scenario) -> str:
     d = asdict(cfg)
     # the load thresholds decide which processes are kept, not how they measure
     # (points: a Sweep gets the effective granularities of its point, see point_config)
+    # (chunk: how pairs are grouped in time, like the order; not how a process measures)
     for k in ("sources", "runner_sources", "models", "retry_failed", "timeout", "load", "release",
-              "reuse_release", "points", "control"):
+              "reuse_release", "points", "control", "chunk"):
         d.pop(k)
     d["scenario"] = scenario.to_dict()
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
@@ -584,12 +592,24 @@ class Sweep:
                  f"(protocol {self.digest}, {self.cfg.stopping.policy} stopping)")
         bar = tqdm(total=sum(self._remaining(p) for p in order), desc=f"measure {self.scenario.scenario_id}", unit="proc",
                    disable=not self.progress, dynamic_ncols=True)
-        active = list(order)
-        rnd = 0
+        size = self.cfg.chunk or len(order) or 1
+        for start in range(0, len(order), size):
+            self._interleave(order[start:start + size], bar)
+        bar.close()
+        if self.tidy_work:
+            tidy_work(self.out)
+        self.log(f"end: {self.counts['ok']} measured, {self.counts['failed']} failed "
+                 f"({self.counts['refused']} refused as taken under load), {self.counts['skipped']} already done, "
+                 f"{self.counts['remeasured']} processes measured again under load, "
+                 f"{self.counts['speed_wait_s']:.0f} s waited for the CPUs to run at speed")
+        return dict(self.counts)
+
+    def _interleave(self, pairs: Sequence[Pair], bar: tqdm) -> None:
+        """Measure ``pairs`` to the end, interleaved: round k runs process k of every pair not yet done."""
+        active = list(pairs)
         while active:
-            rnd += 1
             still = []
-            for pair in active:  # round rnd: one more process of every pair not yet done, interleaved
+            for pair in active:  # a round: one more process of every pair not yet done, interleaved
                 try:
                     if self._enough(pair) is None:
                         self._e2e_process(pair)
@@ -608,14 +628,6 @@ class Sweep:
                     bar.update(self._remaining(pair))  # its planned processes will not run
                     self._fail(pair, e)
             active = still
-        bar.close()
-        if self.tidy_work:
-            tidy_work(self.out)
-        self.log(f"end: {self.counts['ok']} measured, {self.counts['failed']} failed "
-                 f"({self.counts['refused']} refused as taken under load), {self.counts['skipped']} already done, "
-                 f"{self.counts['remeasured']} processes measured again under load, "
-                 f"{self.counts['speed_wait_s']:.0f} s waited for the CPUs to run at speed")
-        return dict(self.counts)
 
     def _finish(self, pair: Pair) -> None:
         rec = self.build_record(pair)
@@ -650,7 +662,7 @@ class Sweep:
             "artifact": {"format": self.format, "path": str(pair.artifact), "bytes": pair.artifact.stat().st_size},
             "protocol": {
                 "digest": self.digest, "processes": len(pair.processes), "warmup": self.cfg.warmup,
-                "interleaved": True, "order_seed": self.cfg.order_seed,
+                "interleaved": True, "order_seed": self.cfg.order_seed, "chunk": self.cfg.chunk,
                 "stopping": {"policy": self.cfg.stopping.policy, "params": asdict(self.cfg.stopping),
                              "runs": pooled["n"], "stop_reason": stop},
                 "granularities": ["e2e", *self.modes],

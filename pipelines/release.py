@@ -23,6 +23,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]*?)-v(?P<version>\d+)$")
@@ -60,6 +61,44 @@ def released_pairs(release: str | Path | None) -> set[tuple[str, str]]:
     return set(zip(t.column("model_id").to_pylist(), t.column("scenario_id").to_pylist()))
 
 
+def processors(scenarios: Any) -> dict[str, dict[str, list[str]]]:
+    """device -> processor (the scenarios table's ``soc``) -> its scenario ids."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for dev, soc, sid in zip(scenarios["device"], scenarios["soc"], scenarios["scenario_id"]):
+        out.setdefault(str(dev), {}).setdefault(str(soc), []).append(str(sid))
+    return out
+
+
+def check_one_machine(scenarios: Any, where: Path) -> None:
+    """A release holds one machine's measurements per device name: the sessions of a sweep may
+    land on machines of other processors (the project's VM has been an AMD EPYC and an Intel
+    Xeon with AMX: the control set's fp32 latencies moved by a median 44%, int8 by up to 4.6x),
+    and rows of two processors under one device would make every comparison across scenarios
+    (int8 over fp32, two cores over one) a comparison of machines."""
+    for dev, socs in processors(scenarios).items():
+        if len(socs) > 1:
+            what = "; ".join(f"{soc}: {', '.join(sorted(sids)[:3])}" for soc, sids in sorted(socs.items()))
+            raise ReleaseError(f"{where}: device {dev!r} ran on {len(socs)} processors ({what}); a release "
+                               f"holds one machine's measurements (measure on a machine like the release's, "
+                               f"or start a release of this machine's own)")
+
+
+def machine_mismatch(release: str | Path | None, device: str, processor: str) -> str | None:
+    """Why this machine (``device`` name, ``processor``: its cpu_model) may not add to the
+    release, or None: the release's rows of that device were measured on another processor."""
+    path = resolve(release) / "scenarios.parquet" if release else None
+    if path is None or not path.is_file():
+        return None
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=["device", "soc"]).to_pandas()
+    socs = sorted({str(s) for s in t.loc[t["device"] == device, "soc"].dropna()})
+    if socs and processor not in socs:
+        return (f"{path}: the release's {device!r} rows were measured on {', '.join(socs)}; this machine is "
+                f"{processor}: its measurements would not compare with them")
+    return None
+
+
 def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
     """Copy the assembled tables and card of ``dataset_dir`` into ``release_dir`` (replaced
     whole, atomically) with its manifest; returns the manifest."""
@@ -69,6 +108,7 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
     src, out = Path(dataset_dir), resolve(release_dir)
     name, version = parse_name(out)
     ds = load_dataset(src)  # checked against the schema before anything is written
+    check_one_machine(ds.scenarios, out)
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -112,11 +152,22 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pipelines.release", description=__doc__.split("\n\n")[0])
     p.add_argument("--params", default=str(ROOT / "params.yaml"))
     p.add_argument("--dataset", default=None, help="assembled dataset folder (default: <data_dir>/dataset)")
+    p.add_argument("--check-machine", action="store_true",
+                   help="write nothing: exit 2 if this machine's processor is not the one the release's rows of "
+                        "the configured device were measured on (the release sweep runs it before measuring)")
     args = p.parse_args(argv)
     try:
         cfg = load_params(args.params)
         if not cfg.measure.release:
             raise ReleaseError("measure.release: empty, no release folder to write")
+        if args.check_machine:
+            from .devices import make_device
+
+            dev = make_device(cfg.device)
+            why = machine_mismatch(cfg.measure.release, dev.name, str(dev.describe().get("cpu_model")))
+            if why:
+                raise ReleaseError(why)
+            return 0
         m = write_release(args.dataset or Path(cfg.data_dir) / "dataset", cfg.measure.release)
     except (ConfigError, ReleaseError, FileNotFoundError) as e:
         print(f"latbench: error: {e}", file=sys.stderr)

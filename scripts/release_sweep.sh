@@ -2,6 +2,7 @@
 # One session of the dataset release sweep (issue 18; docs/dataset.md, docs/measure.md).
 #
 #   bash scripts/release_sweep.sh [BUDGET_SECONDS] [hydra overrides...]
+#   POINTS="tflite-int8-1large tflite-fp32-2large" bash scripts/release_sweep.sh 3000 'measure.sources=[synthetic]'
 #
 # Composes the release configuration into data/release.params.yaml (data_dir data/release,
 # never the main job's params.yaml), generates and exports what is missing, measures the
@@ -26,14 +27,18 @@ say() { printf '%s release-sweep: %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 mkdir -p data
 python -m pipelines.cli compose scenario=release measure=release \
   'generator=[synthetic,zoo,nasbench201,pytorch,release]' data_dir=data/release "$@" -o "$params"
+# a release holds one machine's measurements: stop here on a machine of another processor
+python -m pipelines.release --params "$params" --check-machine
 python -m pipelines.cli generate --params "$params" --quiet
 python -m pipelines.cli export --params "$params"
 say "export done after $(( $(date +%s) - start )) s; the control set"
 python -m pipelines.control --params "$params" --quiet
 
 # the points in the order the release needs them: fp32 one core (e2e, op, kernel) on every
-# network first, then int8, then the synthetic networks on two cores and on PyTorch
-for point in tflite-fp32-1large tflite-int8-1large tflite-fp32-2large pytorch-fp32-1large; do
+# network first, then int8, then the synthetic networks on two cores and on PyTorch ($POINTS:
+# other points or another order). A point measures its pairs in blocks of measure.chunk, so the
+# budget ends between blocks of whole pairs, which land in the release.
+for point in ${POINTS:-tflite-fp32-1large tflite-int8-1large tflite-fp32-2large pytorch-fp32-1large}; do
   left=$(( budget - ($(date +%s) - start) ))
   if (( left <= 60 )); then
     say "budget spent: $point and the points after it wait for the next session"

@@ -232,6 +232,29 @@ def test_a_killed_sweep_resumes_with_one_record_per_pair(data, tmp_path):
     assert len(names) == len(set(names)) == 3  # 2 records + SCENARIO.json
 
 
+def test_chunks_finish_their_pairs_before_the_next_chunk_starts(data):
+    """chunk=1: each pair is measured to its end before the next pair's first process (a sweep
+    stopped between chunks leaves whole pairs); chunk=0: the processes of both pairs interleave."""
+    spans = {}
+    for chunk in (1, 0):
+        _, cfg = params(data / str(chunk), "measure.granularities=[e2e]", f"measure.chunk={chunk}")
+        r = run_measure(cfg, "tflite", "fp32", "1large", models_dir=data / "models", progress=False,
+                        artifacts_dir=data / "artifacts", out_root=data / str(chunk) / "measurements")
+        assert r["ok"] == 2 and r["failed"] == 0
+        recs = records(r["out"])
+        assert {rec["protocol"]["chunk"] for rec in recs.values()} == {chunk}
+        spans[chunk] = sorted((rec["e2e"]["start_ns"], rec["e2e"]["end_ns"]) for rec in recs.values())
+    (a0, a1), (b0, b1) = spans[1]
+    assert a1 < b0  # one after the other
+    (a0, a1), (b0, b1) = spans[0]
+    assert b0 < a1  # the second pair started before the first had finished
+
+
+def test_a_negative_chunk_is_refused():
+    with pytest.raises(ValueError, match="chunk: must be >= 0"):
+        params(Path("unused"), "measure.chunk=-1")
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs this process may use")
 def test_a_process_computing_on_fewer_threads_than_the_scenario_is_refused(data):
     """A real runtime process run with one thread where the scenario (2large) asks for two,
@@ -323,7 +346,9 @@ def test_a_slow_episode_seen_by_the_speed_probe_is_measured_again_and_refused(da
                     "measure.load.max_slowdown=0.5", "measure.load.speed_wait_s=0.3")
     cpu = sorted(os.sched_getaffinity(0))[0]
     impossible = speed_probe.SpeedProbe([cpu])
-    impossible.best, impossible.calibrated = {cpu: 1e-7}, True
+    for _ in range(speed_probe.WINDOW):  # a history no real probe comes near: every process reads slow
+        impossible.observe({cpu: 1e-7})
+    impossible.calibrated = True
     monkeypatch.setitem(speed_probe._PROBES, (cpu,), impossible)
     r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)
     assert (r["ok"], r["failed"], r["refused"], r["remeasured"]) == (0, 2, 2, 2)

@@ -35,13 +35,37 @@ def test_help_rows():
     assert flops.values == {HELP_SCENARIOS[d]: v for d, v in HELP_TABLE3_FLOPS.items()}
     lw = PUBLISHED.get("help-layerwise")
     assert [k for k, v in lw.values.items() if v is not None] == ["help-gold6226-cpu"]  # Table 3: '-' elsewhere
-    assert {r.name for r in published_for("help-nb201-n10")} >= {"help-flops", "help-help-10", "nasflat-10", "nasflat-20"}
+    assert {r.name for r in published_for("help-nb201-n10")} >= {"help-flops", "help-help-10", "nasflat-10"}
     assert "help-help-10" not in {r.name for r in published_for("help-nb201-n900")}  # a 10-sample method: N=10 only
     # the issue's goal is "above the better of HELP and NASFLAT" per device; those bars come from these rows
     best = {d: max(PUBLISHED.get("help-help-10").values[s], PUBLISHED.get("nasflat-10").values[s])
             for d, s in HELP_SCENARIOS.items()}
     assert {d: round(v, 3) for d, v in best.items()} == {"gold_6226": 0.989, "pixel2": 0.951, "raspi4": 0.89,
                                                           "eyeriss": 0.957}
+
+
+def test_help_and_nasflat_beside_their_own_setting():
+    """help-transfer-n10/-n20 are HELP's and NASFLAT's setting (sources' full data + N target
+    samples): each shows the rows with that N, the same figures as on help-nb201-n10, and a
+    protocol line naming what still differs (the sources; NASFLAT's sampler and test set)."""
+    for track, expect in (("help-transfer-n10", {"help-help-10-transfer", "nasflat-10-transfer"}),
+                          ("help-transfer-n20", {"nasflat-20"})):
+        got = published_for(track)
+        assert {r.name for r in got} == expect, track
+        n = TRACKS.get(track).params["n_train"]
+        for r in got:
+            assert r.n_train == n and set(r.values) == set(HELP_SCENARIOS.values()), r.name
+            assert "9 source devices" in r.protocol and "track" in r.protocol, r.name
+            assert "allows the 10 target samples only" not in r.protocol, r.name  # that is help-nb201-n10's line
+    assert PUBLISHED.get("help-help-10-transfer").values == PUBLISHED.get("help-help-10").values
+    assert PUBLISHED.get("nasflat-10-transfer").values == PUBLISHED.get("nasflat-10").values
+    assert PUBLISHED.get("nasflat-10-transfer").spread == PUBLISHED.get("nasflat-10").spread
+    for name in ("nasflat-10-transfer", "nasflat-20"):
+        proto = PUBLISHED.get(name).protocol
+        assert "CATE" in proto and "at random" in proto and "15,625" in proto, name
+    # no 20-sample row beside a 10-sample track any more: the N=20 track has it
+    for track in ("help-nb201-n10", "help-transfer-n10"):
+        assert all(r.n_train in (None, 10) or r.n_train > 100 for r in published_for(track)), track
 
 
 @pytest.mark.skipif(not USC_PAPER.is_file(), reason="the USC paper's text is not on this machine")

@@ -19,7 +19,7 @@ from pipelines.assemble import run_assemble
 from pipelines.config import compose, validate, write_params
 from pipelines.dataset import load_dataset
 from pipelines.measure import run_measure
-from pipelines.release import ReleaseError, released_pairs, write_release
+from pipelines.release import ReleaseError, machine_mismatch, released_pairs, write_release
 from support.sweeps import exported_sweep, tiny_sweep_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,3 +128,31 @@ def test_the_release_configuration(tmp_path):
         validate(compose([*over, "+measure.points.tflite-fp32.granularities=[e2e]"]))
     with pytest.raises(ConfigError, match=r"^params: measure\.points\.tflite-fp32-1large\.granularities: must include e2e"):
         validate(compose([*over, "measure.points.tflite-fp32-1large.granularities=[op]"]))
+
+
+def test_a_release_holds_one_machine(exported, tmp_path):
+    """Rows of one device name measured on two processors (sessions that landed on other
+    machines) are refused when the release is written, and the sweep's early check names the
+    processor the release was measured on."""
+    import pandas as pd
+
+    data = tmp_path / "d"
+    shutil.copytree(exported, data)
+    cfg = _cfg(data, tmp_path / "datasets" / "one-v1", f"measure.models=[{_ids(exported)[0]}]")
+    run_measure(cfg, "tflite", "fp32", "1large", progress=False)
+    run_assemble(cfg, progress=False)
+    write_release(data / "dataset", tmp_path / "datasets" / "one-v1")
+    here = str(pd.read_parquet(data / "dataset" / "scenarios.parquet")["soc"].iloc[0])
+    assert machine_mismatch(tmp_path / "datasets" / "one-v1", "host", here) is None
+    why = machine_mismatch(tmp_path / "datasets" / "one-v1", "host", "Other CPU 9000")
+    assert why and f"measured on {here}; this machine is Other CPU 9000" in why
+    assert machine_mismatch(tmp_path / "datasets" / "none-v1", "host", "Other CPU 9000") is None
+
+    scen = pd.read_parquet(data / "dataset" / "scenarios.parquet")
+    other = scen.copy()
+    other["soc"] = "Other CPU 9000"
+    other["scenario_id"] = other["scenario_id"] + "-t1"
+    pd.concat([scen, other], ignore_index=True).to_parquet(data / "dataset" / "scenarios.parquet", index=False)
+    with pytest.raises(ReleaseError, match=r"device 'host' ran on 2 processors \(.*Other CPU 9000: "):
+        write_release(data / "dataset", tmp_path / "datasets" / "two-v1")
+    assert not (tmp_path / "datasets" / "two-v1").exists()

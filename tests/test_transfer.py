@@ -10,6 +10,7 @@ without pickles. Data: a small import of the public HELP data (indices 0-1899, a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +201,76 @@ def test_deterministic_and_save_load(synthetic, tmp_path):
     (folder / "predictor.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="coef"):
         load_predictor(folder)
+
+
+def test_loo_keeps_the_terms_the_target_supports(synthetic):
+    """The N target rows choose the terms: a target built from the source and the 3x3 convs keeps
+    both; one built from op counts alone keeps the costs and gives the source no weight; the saved
+    errors are the leave-one-out errors of each candidate, and the kept one is their minimum."""
+    from leaderboard.baselines.transfer import TERM_CANDIDATES, _loo_sse, _nb201_edges
+
+    view, train, test, truth = synthetic
+    X = Networks(view, tuple(train), "help-gold6226-cpu")
+    p = make_predictor("transfer").fit(X, X.y())
+    assert p.terms_ == ("costs", "sources") and set(p.loo_sse_) == {"+".join(t) for t in TERM_CANDIDATES}
+    A, y = p._design(X), X.y()
+    cols = p._term_columns()
+    for t in TERM_CANDIDATES:
+        used = np.concatenate([cols[k] for k in t])
+        assert p.loo_sse_["+".join(t)] == pytest.approx(_loo_sse(A[:, used], y))
+    assert p.loo_sse_["costs+sources"] == min(p.loo_sse_.values())
+    # a target that is op costs only: the source earns no weight, the costs alone are kept
+    E = _nb201_edges(X)
+    y_cost = 1.0 + 0.4 * (E == 3).sum(1) + 0.1 * (E == 2).sum(1) + 0.05 * (E == 4).sum(1)
+    q = make_predictor("transfer").fit(X, y_cost)
+    assert q.terms_ == ("costs",) and q.coef_[-1] == 0
+    np.testing.assert_allclose(q.predict(X), y_cost, rtol=1e-9)
+    # no sources declared (every other track): one candidate, nothing chosen, every term
+    r = make_predictor("transfer", use_sources=False).fit(X, X.y())
+    assert r.terms_ == ("costs",) and r.loo_sse_ == {}
+
+
+def test_state_keeps_the_choice(synthetic, tmp_path):
+    view, train, test, _ = synthetic
+    X = Networks(view, tuple(train), "help-gold6226-cpu")
+    p = make_predictor("transfer").fit(X, X.y())
+    folder = save_predictor(p, tmp_path / "transfer")
+    q = load_predictor(folder)
+    assert q.terms_ == p.terms_ and q.loo_sse_ == pytest.approx(p.loo_sse_)
+    meta = json.loads((folder / "predictor.json").read_text())
+    meta["state"]["terms"] = ["costs"]  # the fit used the source: weight on a term said to be left out
+    (folder / "predictor.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="left out"):
+        load_predictor(folder)
+    meta["state"]["terms"] = ["flops"]
+    (folder / "predictor.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="terms"):
+        load_predictor(folder)
+
+
+def _spearman_by_device(data, preds):
+    e = data.dataset.e2e[["scenario_id", "model_id", "latency_ms"]]
+    m = preds.merge(e, on=["scenario_id", "model_id"])
+    per_fold = {k: spearman(g["latency_ms"].to_numpy(), g["predicted_ms"].to_numpy())
+                for k, g in m.groupby(["scenario_id", "fold"])}
+    return {_device(data, sid): np.mean([v for (s, _), v in per_fold.items() if s == sid])
+            for sid in {s for s, _ in per_fold}}
+
+
+PUBLIC = Path(__file__).resolve().parents[1] / "data" / "public"
+
+
+@pytest.mark.skipif(not (PUBLIC / "e2e.parquet").is_file(),
+                    reason="the public data is not imported here (dvc repro import-public)")
+def test_the_choice_helps_pixel2_on_the_real_track():
+    """The whole public data, the track's folds (sources on all 15,625 cells: the small import
+    above changes the encoders): on pixel2 (whole ms, ~13% noise around any model of the cell)
+    the leave-one-out choice ranks better than every term at once (0.808 against 0.785), and the
+    other targets stay where the full fit had them (within 0.01) or better."""
+    data = resolve(TRACKS.get("help-transfer-n10"), {"public": str(PUBLIC), "host": str(PUBLIC / "no-host")})
+    split = compute_split(data)
+    chosen = _spearman_by_device(data, predict_track(data, split, lambda: make_predictor("transfer")))
+    every = _spearman_by_device(data, predict_track(data, split, lambda: make_predictor("transfer", select_terms=False)))
+    assert chosen["pixel2"] > every["pixel2"] + 0.015, (chosen, every)
+    for dev in TARGETS - {"pixel2"}:
+        assert chosen[dev] > every[dev] - 0.01, (dev, chosen, every)
