@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from leaderboard.baselines import Networks, make_predictor
-from leaderboard.baselines.typed_nnls import network_sums, typed_op
+from leaderboard.baselines.typed_nnls import network_sums, typed_op, unfused
 from leaderboard.run import mask
 from pipelines.dataset import Dataset
 from support.fixtures import usc_pixel4
@@ -48,6 +48,26 @@ def test_convolutions_are_typed_by_kernel_and_stride(ds):
     assert sums["conv_k7_s2:n" if "conv_k7_s2:n" in sums else "conv_k5_s2:n"] == 1  # the 7x7 stem
     assert sums["conv_k3_s1:n"] > sums["conv_k1_s2:n"] > 0  # 3x3 body convs, 1x1 strided shortcuts
     assert sums["conv_k3_s1:flops"] > 1000  # MACs in millions: resnet18's 3x3 convs are ~1.6 G
+
+
+def test_stem_convolutions_are_typed_apart_only_when_asked(ds):
+    """stem=True: a convolution of the image (<= 4 input channels) is a stem_k*_s*, any other
+    convolution keeps its body type; the default leaves the committed typing unchanged."""
+    assert typed_op("conv2d", 3, 2, 3) == "stem_k3_s2"
+    assert typed_op("conv2d", 7, 1, 3) == "stem_k7_s1"
+    assert typed_op("conv2d", 3, 2, 64) == "conv_k3_s2"
+    assert typed_op("dwconv2d", 3, 2, 3) == "dw_k3_s2"
+    X = Networks(ds, (ds.models.set_index("name").loc["resnet18", "model_id"],), CPU)
+    (plain,), (stem,) = network_sums(X), network_sums(X, stem=True)
+    assert stem["stem_k7_s2:n"] == 1 and not any(k.startswith("stem_") for k in plain)
+    assert stem.get("conv_k5_s2:n", 0) == plain["conv_k5_s2:n"] - 1  # the stem left the body's 7x7 column
+    assert sum(v for k, v in stem.items() if k.endswith(":flops")) == pytest.approx(
+        sum(v for k, v in plain.items() if k.endswith(":flops")))  # same MACs, split otherwise
+    Xs = Networks.of_scenario(ds, CPU)
+    p = make_predictor("typed_nnls", stem=True, min_networks=1).fit(Xs, Xs.y())
+    assert any(c.startswith("stem_") for c in p.columns_)
+    with pytest.raises(ValueError, match="stem"):
+        make_predictor("typed_nnls", stem="yes").fit(Xs, Xs.y())
 
 
 def test_fixed_modes_where_training_op_times_exist_and_where_hidden(ds):
@@ -98,6 +118,60 @@ def test_auto_chooses_the_fit_by_inner_cv_on_the_training_networks(ds):
     with tempfile.TemporaryDirectory() as tmp:
         r = load_predictor(save_predictor(p, Path(tmp) / "p"))
     np.testing.assert_allclose(r.predict(X), p.predict(X))  # noqa: the whole set, seen and new
+
+
+def test_the_inner_cv_chooses_the_typing_and_the_choice_is_saved(ds):
+    """cv_stem / cv_narrow: each ridge is scored with and without each typing; the lowest inner-CV
+    MAPE wins, the fit and its predictions use that typing, and a save/load round trip keeps it."""
+    X = Networks.of_scenario(ds, CPU)
+    y = X.y()
+    p = make_predictor("typed_nnls", inner_folds=3, cv_alphas=[0.1, 1.0], stem=True, narrow=32,
+                       cv_stem=True, cv_narrow=True).fit(X, y)
+    assert set(p.cv_mape_) == {f"e2e@{a}{s}{n}" for a in ("0.1", "1") for s in ("", "/stem") for n in ("", "/n32")}
+    best = min(p.cv_mape_, key=p.cv_mape_.get)
+    assert p.cv_key_ == best and (p.stem_ == ("/stem" in best)) and (p.narrow_ == (32.0 if "/n32" in best else 0.0))
+    kinds = {c.rsplit(":", 1)[0] for c in p.columns_}
+    assert any(k.startswith("stem_") for k in kinds) == p.stem_
+    assert not any(k.endswith("_n") for k in kinds) or p.narrow_ > 0
+    # the same typing fixed without the choice gives the same fit
+    q = make_predictor("typed_nnls", inner_folds=3, alpha=p.alpha_, cv_alphas=[p.alpha_], stem=p.stem_,
+                       narrow=p.narrow_).fit(X, y)
+    np.testing.assert_allclose(q.predict(X), p.predict(X))
+    import tempfile
+    from pathlib import Path
+
+    from leaderboard.baselines.persist import load_predictor, save_predictor
+
+    with tempfile.TemporaryDirectory() as tmp:
+        r = load_predictor(save_predictor(p, Path(tmp) / "p"))
+    assert (r.stem_, r.narrow_) == (p.stem_, p.narrow_)
+    np.testing.assert_allclose(r.predict(X), p.predict(X))
+
+
+def test_unfused_counts_the_batchnorm_and_relu_no_converter_folds():
+    """A conv's BN and ReLU fold into it; a BN-ReLU on a concatenation (DenseNet's pre-activation)
+    or a ReLU on a sum does not: counted, with its output elements."""
+    from generators import Graph
+
+    g = Graph("dense", source="test")
+    x = g.input([1, 3, 8, 8])
+    c1 = g.add("relu", g.add("batchnorm", g.add("conv2d", x, out_channels=4, kernel=3, padding=1)))  # folded
+    c2 = g.add("conv2d", c1, out_channels=4, kernel=3, padding=1)
+    cat = g.add("concat", [c1, c2])
+    free = g.add("relu", g.add("batchnorm", cat))  # on the concatenation: 2 unfused ops of 8x8x8
+    s = g.add("relu", g.add("add", [g.add("conv2d", free, out_channels=4, kernel=1), c2]))  # on a sum: 1 of 4x8x8
+    g.set_outputs(s)
+    g.validate()
+    assert unfused(g) == (3, pytest.approx((2 * 512 + 256) / 1e6))
+
+
+def test_free_ew_adds_the_unfused_ops_as_a_typed_op(ds):
+    X = Networks(ds, (ds.models.set_index("name").loc["resnet18", "model_id"],), CPU)
+    (plain,), (free,) = network_sums(X), network_sums(X, free_ew=True)
+    n, elems = unfused(ds.graph(X.model_ids[0]))
+    assert n > 0  # resnet18's ReLU after each residual sum
+    assert free["ew_unfused:n"] == n and free["ew_unfused:mem"] == pytest.approx(elems)
+    assert {k: v for k, v in free.items() if not k.startswith("ew_unfused")} == plain
 
 
 def test_e2e_fit_prices_kernel_types_apart(ds):

@@ -20,6 +20,11 @@ subject to ``w >= 0`` (scipy NNLS on the augmented system). A typed op unseen in
 the columns of the most common seen typed op of its op type (``conv_k7_s2`` -> ``conv_k3_s2``
 say); an op type never seen counts 0.
 
+**Optional op sums** (off by default, on in typed_nnls_family's config): ``stem`` types the
+convolutions of the image apart (:func:`typed_op`), ``free_ew`` adds the batchnorm/ReLU no
+converter folds (:func:`unfused`), ``narrow`` types convolutions with few output channels apart;
+``cv_stem`` / ``cv_narrow`` make the inner CV choose with or without them.
+
 **Fit (ops).** Where the training networks have op times in the scenario (the USC GPU files),
 an :class:`.lookup.OpLookupTable` is fitted on them (``target="ops"``). ``target="hybrid"``
 puts the table's op times, summed per typed op (``<typed op>:lut``), beside the op sums in the
@@ -37,6 +42,7 @@ column) hybrid beat the e2e fit on all 7 and the table alone on 6, and the chose
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -46,12 +52,19 @@ from .features import CONFIGS, COLUMNS, op_frame
 
 TARGETS = ("auto", "ops", "e2e", "hybrid")
 _STATS = ("n", "flops", "mem", "root")
-_COLS = [COLUMNS.index(c) for c in ("kernel", "stride", "flops", "memory")]
+_COLS = [COLUMNS.index(c) for c in ("kernel", "stride", "in_channels", "out_channels", "flops", "memory")]
+STEM_CHANNELS = 4  # a convolution reading at most this many channels is a stem (the image: RGB)
 
 
-def typed_op(op_type: str, kernel: float, stride: float) -> str:
-    """The refined type of an op: convolutions by kernel (capped) and stride (1 or 2+)."""
+def typed_op(op_type: str, kernel: float, stride: float, in_channels: float | None = None) -> str:
+    """The refined type of an op: convolutions by kernel (capped) and stride (1 or 2+). Given
+    ``in_channels``, a convolution of the image (<= STEM_CHANNELS channels) is a ``stem_k*_s*``:
+    XNNPACK runs the common 3x3/2 one as a dedicated kernel and any other as a GEMM with K = 3 k^2,
+    whose time per MAC differs several-fold from the body's convolutions (DLA's 7x7/1 stem at
+    224x224 holds 20% of its MACs: priced as a body conv, it was 33% under on Pixel 4)."""
     s = 1 if stride <= 1 else 2
+    if op_type == "conv2d" and in_channels is not None and in_channels <= STEM_CHANNELS:
+        return f"stem_k{min(int(kernel), 7)}_s{s}"
     if op_type == "conv2d":
         return f"conv_k{min(int(kernel), 5)}_s{s}"
     if op_type == "dwconv2d":
@@ -61,29 +74,73 @@ def typed_op(op_type: str, kernel: float, stride: float) -> str:
     return op_type
 
 
-def _typed_rows(frame: Any) -> tuple[list[str], np.ndarray]:
-    """The typed op of every row of an op frame, and its (flops, memory) columns."""
+def _typed_rows(frame: Any, stem: bool = False, narrow: float = 0.0) -> tuple[list[str], np.ndarray]:
+    """The typed op of every row of an op frame, and its (flops, memory) columns. ``narrow`` > 0:
+    a body convolution with at most that many output channels is typed apart (``conv_k3_s1_n``):
+    a GEMM whose N is below the kernels' register tile runs at a lower MAC rate (DenseNet's
+    growth-rate-32 3x3 convs: typed_nnls priced them with the wide ones and came out 20% low)."""
     if not len(frame.config):
         return [], np.zeros((0, 2))
     cols = CONFIGS.columns(frame.config)[:, _COLS]
-    keys = [typed_op(t, k, s) for t, (k, s) in zip(frame.op_types().tolist(), cols[:, :2].tolist())]
-    return keys, cols[:, 2:]
+    keys = [typed_op(t, k, s, c if stem else None)
+            for t, (k, s, c) in zip(frame.op_types().tolist(), cols[:, :3].tolist())]
+    if narrow > 0:
+        keys = [k + "_n" if k.startswith("conv_k") and oc <= narrow else k for k, oc in zip(keys, cols[:, 3].tolist())]
+    return keys, cols[:, 4:]
 
 
-def network_sums(X: Networks) -> list[dict[str, float]]:
+FOLDABLE = frozenset({"batchnorm", "relu", "relu6"})  # what a converter folds into the convolution before it
+
+
+def unfused(graph: Any) -> tuple[int, float]:
+    """(count, output elements in millions) of a graph's batchnorm/ReLU nodes that no converter can
+    fold: those not fed by a convolution or by an op folded into one. TFLite and PyTorch Mobile
+    fold a conv's BN into its weights and fuse its activation; a BN-ReLU on a concatenation or a
+    sum (DenseNet's pre-activation layers: 62-86 of them over 10-14 M elements) runs as its own
+    element-wise passes. The op sums price batchnorm by the mostly folded ones, ~0: DenseNet came
+    out 20% low on every phone. Memoized on the graph object (graphs only grow)."""
+    hit = _UNFUSED.get(graph)
+    if hit is not None and hit[0] == len(graph.nodes):
+        return hit[1]
+    from generators.ir import split_ref
+
+    folded: set[str] = set()
+    n, elems = 0, 0.0
+    for name, node in graph.nodes.items():
+        if node.op not in FOLDABLE or not node.inputs:
+            continue
+        src = graph.nodes.get(split_ref(node.inputs[0])[0])
+        if src is not None and (src.op == "conv2d" or src.name in folded):
+            folded.add(name)
+        else:
+            n += 1
+            elems += float(np.prod(node.shape)) / 1e6
+    _UNFUSED[graph] = (len(graph.nodes), (n, elems))
+    return n, elems
+
+
+_UNFUSED: "weakref.WeakKeyDictionary[Any, tuple[int, tuple[int, float]]]" = weakref.WeakKeyDictionary()
+
+
+def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: bool = False) -> list[dict[str, float]]:
     """Per network of ``X``: {"<typed op>:<n|flops|mem|root>": sum} from its IR. ``root`` sums the
     square root of each op's MACs: small ops use a core's lanes and caches worse than large ones,
     so time per MAC falls with op size; between the per-op constant (``n``) and the linear MACs
     term, this lets the fit bend (Pixel 4 TFLite fp32 CPU scenarios: 5.03% -> 4.81% MAPE)."""
     frame = op_frame(X, source="ir")
     out: list[dict[str, float]] = [{} for _ in range(len(X))]
-    keys, cols = _typed_rows(frame)
+    keys, cols = _typed_rows(frame, stem, narrow)
     for net, key, (fl, mem) in zip(frame.net.tolist(), keys, cols.tolist()):
         d = out[net]
         d[key + ":n"] = d.get(key + ":n", 0.0) + 1.0
         d[key + ":flops"] = d.get(key + ":flops", 0.0) + fl / 1e6
         d[key + ":mem"] = d.get(key + ":mem", 0.0) + mem / 1e6
         d[key + ":root"] = d.get(key + ":root", 0.0) + np.sqrt(max(fl, 0.0) / 1e6)
+    if free_ew:  # the element-wise ops no converter folds (unfused), as one more typed op
+        for d, mid in zip(out, X.model_ids):
+            n, elems = unfused(X.dataset.graph(mid))
+            if n:
+                d["ew_unfused:n"], d["ew_unfused:mem"] = float(n), elems
     return out
 
 
@@ -99,7 +156,7 @@ def _lut_sums(frame: Any, keys: list[str], table: Any) -> list[dict[str, float]]
 
 
 def _base_type(typed: str) -> str:
-    return typed.split("_k")[0] if typed.startswith(("conv_k", "dw_k", "gconv_k")) else typed
+    return typed.split("_k")[0] if typed.startswith(("conv_k", "dw_k", "gconv_k", "stem_k")) else typed
 
 
 def _merge(a: list[dict[str, float]], b: list[dict[str, float]]) -> list[dict[str, float]]:
@@ -113,8 +170,15 @@ class TypedNnls(Predictor):
     both) and its ridge chosen by inner cross-validation on the training networks."""
 
     def __init__(self, target: str = "auto", alpha: float = 0.1, min_networks: int = 3, inner_folds: int = 5,
-                 cv_alphas: tuple[float, ...] | list[float] | None = None, random_state: int = 0):
+                 cv_alphas: tuple[float, ...] | list[float] | None = None, stem: bool = False,
+                 narrow: float = 0.0, cv_stem: bool = False, cv_narrow: bool = False, free_ew: bool = False,
+                 random_state: int = 0):
         self.target = target
+        self.stem = stem  # stem convolutions typed apart (typed_op); off: the committed typed_nnls entry
+        self.narrow = narrow  # narrow convolutions typed apart (_typed_rows); 0: off
+        self.cv_stem = cv_stem  # the inner CV chooses between stem and no stem typing
+        self.cv_narrow = cv_narrow  # the inner CV chooses between narrow and 0
+        self.free_ew = free_ew  # unfolded batchnorm/ReLU counted apart (unfused); off: the committed entry
         self.alpha = alpha
         self.min_networks = min_networks
         self.inner_folds = inner_folds
@@ -130,21 +194,36 @@ class TypedNnls(Predictor):
             raise ValueError(f"typed_nnls: min_networks must be an int >= 1, got {self.min_networks!r}")
         if not isinstance(self.inner_folds, (int, np.integer)) or self.inner_folds == 1 or self.inner_folds < 0:
             raise ValueError(f"typed_nnls: inner_folds must be 0 (no selection) or an int >= 2, got {self.inner_folds!r}")
+        if not isinstance(self.stem, (bool, np.bool_)):
+            raise ValueError(f"typed_nnls: stem must be true or false, got {self.stem!r}")
+        if not isinstance(self.narrow, (int, float)) or not self.narrow >= 0:
+            raise ValueError(f"typed_nnls: narrow must be a number >= 0, got {self.narrow!r}")
+        for name in ("cv_stem", "cv_narrow", "free_ew"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"typed_nnls: {name} must be true or false, got {getattr(self, name)!r}")
         if self.cv_alphas is not None and not (len(self.cv_alphas) and all(
                 isinstance(a, (int, float)) and a >= 0 for a in self.cv_alphas)):
             raise ValueError(f"typed_nnls: cv_alphas must be a non-empty list of numbers >= 0, got {self.cv_alphas!r}")
 
     # ------------------------------------------------------------ fit
-    def _candidates(self, has_times: bool) -> list[tuple[str, float]]:
-        """(mode, alpha) pairs the inner CV chooses from: ``target`` fixes the mode unless it is
-        ``auto`` (e2e always; ops and hybrid when the training networks have op times)."""
+    def _candidates(self, has_times: bool) -> list[tuple[str, float, tuple[bool, float]]]:
+        """(mode, alpha, typing) the inner CV chooses from: ``target`` fixes the mode unless it is
+        ``auto`` (e2e always; ops and hybrid when the training networks have op times); the typing
+        is (stem, narrow), with ``cv_stem`` / ``cv_narrow`` every fit but the table alone also
+        without it. Why choose: the stem typing helped TFLite (Pixel 4 TFLite CPU: 5.88 -> 5.81%
+        mean MAPE) and hurt PyTorch Mobile (Pixel 4 PyTorch: 5.41 -> 5.49%), the narrow one helped
+        fp32 and hurt int8; the training networks say which holds in a scenario."""
         if self.target == "ops" and not has_times:
             raise ValueError("typed_nnls: target='ops' but no training network has op times")
         if self.target == "hybrid" and not has_times:
             raise ValueError("typed_nnls: target='hybrid' but no training network has op times")
         modes = [self.target] if self.target != "auto" else (["e2e", "ops", "hybrid"] if has_times else ["e2e"])
         alphas = list(self.cv_alphas) if self.cv_alphas is not None else [float(self.alpha)]
-        return [(m, float(a)) for m in modes for a in (alphas if m != "ops" else [0.0])]
+        stems = [bool(self.stem)] + ([False] if self.cv_stem and self.stem else [])
+        nars = [float(self.narrow)] + ([0.0] if self.cv_narrow and self.narrow > 0 else [])
+        typings = [(st, n) for st in stems for n in nars]
+        return [(m, float(a), t) for m in modes for a in (alphas if m != "ops" else [0.0])
+                for t in (typings if m != "ops" else [(False, 0.0)])]
 
     def fit(self, X: Networks, y: Any) -> "TypedNnls":
         X = self._check_X(X)
@@ -153,44 +232,46 @@ class TypedNnls(Predictor):
         frame = op_frame(X)
         has_times = bool((frame.measured[frame.net] & np.isfinite(frame.latency) & ~frame.fused).any())
         cands = self._candidates(has_times)
-        sums = network_sums(X)
-        keys = _typed_rows(frame)[0]
+        typed = {t: (network_sums(X, *t, free_ew=self.free_ew), _typed_rows(frame, *t)[0]) for t in {c[2] for c in cands}}
         self.cv_mape_, self.cv_pred_ = {}, {}
         if len(cands) > 1 and self.inner_folds >= 2 and len(X) >= 2 * self.inner_folds:
-            self.cv_mape_ = self._inner_cv(X, y, sums, frame, keys, cands)
-            best = min(cands, key=lambda c: (self.cv_mape_[f"{c[0]}@{c[1]:g}"], cands.index(c)))
+            self.cv_mape_ = self._inner_cv(X, y, typed, frame, cands)
+            best = min(cands, key=lambda c: (self.cv_mape_[_cand_key(*c)], cands.index(c)))
         else:  # one candidate, or too few networks to cross-validate: the mode at ``alpha``
-            best = (cands[0][0], 0.0 if cands[0][0] == "ops" else float(self.alpha))
-        self.mode_, self.alpha_ = best
-        self._fit_mode(X, y, sums, frame, keys, *best)
+            best = (cands[0][0], 0.0 if cands[0][0] == "ops" else float(self.alpha), cands[0][2])
+        self.mode_, self.alpha_, (self.stem_, self.narrow_) = best
+        self.cv_key_ = _cand_key(*best)  # the chosen fit's out-of-fold predictions: cv_pred_[cv_key_]
+        sums, keys = typed[best[2]]
+        self._fit_mode(X, y, sums, frame, keys, self.mode_, self.alpha_)
         return self
 
-    def _inner_cv(self, X, y, sums, frame, keys, cands) -> dict[str, float]:
+    def _inner_cv(self, X, y, typed, frame, cands) -> dict[str, float]:
         """MAPE (%) of every candidate over ``inner_folds`` folds of the training networks; the
         held-out networks' op times are never read (the lookup table is fitted on the others)."""
         rng = np.random.default_rng(self.random_state)
         fold = rng.permutation(np.arange(len(X)) % self.inner_folds)
-        err = {f"{m}@{a:g}": np.zeros(len(X)) for m, a in cands}
+        err = {_cand_key(*c): np.zeros(len(X)) for c in cands}
         self.cv_pred_ = {c: np.zeros(len(X)) for c in err}  # out-of-fold predictions (typed_nnls_family)
         for k in range(self.inner_folds):
             tr, va = np.flatnonzero(fold != k), np.flatnonzero(fold == k)
-            lut = None
-            if any(m != "e2e" for m, _ in cands):
+            lut = {}
+            if any(c[0] != "e2e" for c in cands):
                 from .lookup import OpLookupTable
 
                 table = OpLookupTable(target="ops", random_state=self.random_state).fit(X[tr], y[tr])
-                lut = _lut_sums(frame, keys, table)
+                lut = {t: _lut_sums(frame, keys, table) for t, (_, keys) in typed.items()}
                 table_pred = table.predict(X[va])
-            for m, a in cands:
+            for m, a, n in cands:
                 if m == "ops":
                     p = table_pred
                 else:
-                    rows = sums if m == "e2e" else _merge(sums, lut)
+                    sums = typed[n][0]
+                    rows = sums if m == "e2e" else _merge(sums, lut[n])
                     inner = TypedNnls(alpha=a, min_networks=self.min_networks)
                     inner._fit_sums([rows[i] for i in tr], y[tr], a)
                     p = inner._predict_sums([rows[i] for i in va])
-                err[f"{m}@{a:g}"][va] = np.abs(p - y[va]) / y[va]
-                self.cv_pred_[f"{m}@{a:g}"][va] = p
+                err[_cand_key(m, a, n)][va] = np.abs(p - y[va]) / y[va]
+                self.cv_pred_[_cand_key(m, a, n)][va] = p
         return {c: round(float(e.mean() * 100), 4) for c, e in err.items()}
 
     def _fit_mode(self, X, y, sums, frame, keys, mode: str, alpha: float) -> None:
@@ -254,10 +335,10 @@ class TypedNnls(Predictor):
             return np.asarray(self.ops_model_.predict(X), dtype="float64")
         if len(X) == 0:
             return np.zeros(0)
-        sums = network_sums(X)
+        sums = network_sums(X, self.stem_, self.narrow_, free_ew=self.free_ew)
         if self.mode_ == "hybrid":
             frame = op_frame(X)
-            sums = _merge(sums, _lut_sums(frame, _typed_rows(frame)[0], self.ops_model_))
+            sums = _merge(sums, _lut_sums(frame, _typed_rows(frame, self.stem_, self.narrow_)[0], self.ops_model_))
         return self._predict_sums(sums)
 
     # ------------------------------------------------------------ persistence (see persist.py)
@@ -265,7 +346,7 @@ class TypedNnls(Predictor):
         if self.mode_ == "ops":
             return {"mode": "ops", "ops_model": self.ops_model_._get_state(store)}
         s = {"mode": self.mode_, "columns": list(self.columns_), "coef": self.coef_.tolist(),
-             "fallback": dict(self.fallback_)}
+             "fallback": dict(self.fallback_), "stem": bool(self.stem_), "narrow": float(self.narrow_)}
         if self.mode_ == "hybrid":
             s["ops_model"] = self.ops_model_._get_state(store)
         return s
@@ -274,6 +355,7 @@ class TypedNnls(Predictor):
         from .persist import StateError, array, mapping, text
 
         self.mode_ = text(s, "mode", choices=("ops", "e2e", "hybrid"))
+        self.stem_, self.narrow_ = False, 0.0
         if self.mode_ in ("ops", "hybrid"):
             from .lookup import OpLookupTable
 
@@ -282,6 +364,12 @@ class TypedNnls(Predictor):
             self.ops_model_ = m
         if self.mode_ == "ops":
             return
+        stem, nar = s.get("stem", False), s.get("narrow", 0.0)  # states written before the typings: off
+        if not isinstance(stem, bool):
+            raise StateError("stem: expected true or false")
+        if not isinstance(nar, (int, float)) or not nar >= 0:
+            raise StateError("narrow: expected a number >= 0")
+        self.stem_, self.narrow_ = stem, float(nar)
         cols = s.get("columns")
         if not isinstance(cols, list) or not all(isinstance(c, str) and ":" in c for c in cols):
             raise StateError("columns: expected a list of '<typed op>:<stat>' names")
@@ -293,6 +381,12 @@ class TypedNnls(Predictor):
         if not all(isinstance(v, str) for v in fb.values()):
             raise StateError("fallback: expected an object of names")
         self.fallback_ = fb
+
+
+def _cand_key(mode: str, alpha: float, typing: tuple[bool, float] = (False, 0.0)) -> str:
+    """The inner CV's name of a candidate fit (cv_mape_, cv_pred_): 'e2e@0.1', 'e2e@0.1/stem/n32'."""
+    stem, narrow = typing
+    return f"{mode}@{alpha:g}" + ("/stem" if stem else "") + (f"/n{narrow:g}" if narrow > 0 else "")
 
 
 def _ridge_nnls(A: np.ndarray, y: np.ndarray, alpha: float) -> np.ndarray:
