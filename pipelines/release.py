@@ -99,6 +99,43 @@ def machine_mismatch(release: str | Path | None, device: str, processor: str) ->
     return None
 
 
+def processor_slug(processor: str) -> str:
+    """A short name for a processor, for a new release's folder: "AMD EPYC" -> "epyc",
+    "Intel(R) Xeon(R) Processor" -> "xeon" (vendor words, trademarks and "processor" dropped)."""
+    words = re.sub(r"\((r|tm|c)\)", " ", processor.lower()).replace("@", " ").split()
+    keep = [re.sub(r"[^a-z0-9]+", "-", w).strip("-") for w in words if w not in _VENDOR_WORDS]
+    return "-".join(w for w in keep if w)[:24].strip("-") or "cpu"
+
+
+_VENDOR_WORDS = {"intel", "amd", "arm", "processor", "cpu", "cpus", "core", "with", "radeon", "graphics"}
+
+
+def release_for_machine(device: str, processor: str, root: str | Path = "datasets") -> Path:
+    """The release this machine adds to: the newest one under ``root`` whose ``device`` rows were
+    measured on ``processor``, else a new ``<device>-<processor slug>-v1``. The project's VM has
+    been an AMD EPYC and an Intel Xeon; each processor's sweep sessions grow a release of its
+    own (``check_one_machine``), so a session on either continues where the last one on the same
+    processor stopped."""
+    base = resolve(root)
+    mine: list[tuple[int, Path]] = []
+    for folder in sorted(base.glob("*-v*")):
+        if not NAME.match(folder.name) or not (folder / "scenarios.parquet").is_file():
+            continue
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(folder / "scenarios.parquet", columns=["device", "soc"]).to_pandas()
+        socs = {str(s) for s in t.loc[t["device"] == device, "soc"].dropna()}
+        if socs == {processor}:
+            mine.append((parse_name(folder)[1], folder))
+    if mine:
+        return max(mine)[1]
+    name = f"{device}-{processor_slug(processor)}"
+    version = 1
+    while (base / f"{name}-v{version}" / "scenarios.parquet").is_file():  # another processor's, same slug
+        version += 1
+    return base / f"{name}-v{version}"
+
+
 def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
     """Copy the assembled tables and card of ``dataset_dir`` into ``release_dir`` (replaced
     whole, atomically) with its manifest; returns the manifest."""
@@ -155,16 +192,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-machine", action="store_true",
                    help="write nothing: exit 2 if this machine's processor is not the one the release's rows of "
                         "the configured device were measured on (the release sweep runs it before measuring)")
+    p.add_argument("--for-this-machine", action="store_true",
+                   help="write nothing: print the release folder this machine's processor adds to (the newest "
+                        "release of the configured device measured on it, else a new <device>-<processor>-v1)")
     args = p.parse_args(argv)
     try:
         cfg = load_params(args.params)
         if not cfg.measure.release:
             raise ReleaseError("measure.release: empty, no release folder to write")
-        if args.check_machine:
+        if args.check_machine or args.for_this_machine:
             from .devices import make_device
 
             dev = make_device(cfg.device)
-            why = machine_mismatch(cfg.measure.release, dev.name, str(dev.describe().get("cpu_model")))
+            processor = str(dev.describe().get("cpu_model"))
+            if args.for_this_machine:
+                print(release_for_machine(dev.name, processor).relative_to(ROOT))
+                return 0
+            why = machine_mismatch(cfg.measure.release, dev.name, processor)
             if why:
                 raise ReleaseError(why)
             return 0

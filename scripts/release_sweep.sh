@@ -9,8 +9,9 @@
 # control set (the between-session drift), then the release's measure points one after another
 # until the budget is spent (default 5400 s; a point interrupted by the budget resumes next
 # time, finished processes kept), and finally assembles and writes the release
-# (datasets/host-v1, committed by hand). Pairs the release already holds are not measured again,
-# so the next session, here or on another machine, goes on where this one stopped.
+# (datasets/host-<processor>-v<N>: the release of this machine's processor, committed by hand).
+# Pairs the release already holds are not measured again, so the next session, here or on
+# another machine of the same processor, goes on where this one stopped.
 #
 # Run it on a quiet machine: nothing else heavy beside it (the load check refuses what it sees,
 # and what it refuses is measured again by the next session).
@@ -24,11 +25,20 @@ params=data/release.params.yaml
 start=$(date +%s)
 say() { printf '%s release-sweep: %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
+compose() {
+  python -m pipelines.cli compose scenario=release measure=release \
+    'generator=[synthetic,zoo,nasbench201,pytorch,release]' data_dir=data/release "$@" -o "$params"
+}
 mkdir -p data
-python -m pipelines.cli compose scenario=release measure=release \
-  'generator=[synthetic,zoo,nasbench201,pytorch,release]' data_dir=data/release "$@" -o "$params"
-# a release holds one machine's measurements: stop here on a machine of another processor
+# a release holds one processor's measurements: this machine adds to the release measured on its
+# processor (a new datasets/host-<processor>-v1 on one the project has not seen); an explicit
+# measure.release=... among the overrides wins, and is checked
+compose "$@"
+release=$(python -m pipelines.release --params "$params" --for-this-machine)
+compose "measure.release=$release" "$@"
 python -m pipelines.release --params "$params" --check-machine
+release=$(python -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['measure']['release'])" "$params")
+say "this machine ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)) adds to $release"
 python -m pipelines.cli generate --params "$params" --quiet
 python -m pipelines.cli export --params "$params"
 say "export done after $(( $(date +%s) - start )) s; the control set"

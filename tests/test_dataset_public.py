@@ -306,6 +306,10 @@ def test_card_without_ops_or_cpu_combinations_says_so_and_is_deterministic(tmp_p
     text = (a / "DATASET.md").read_text()
     assert "op_breakdown: not drawn: no op records" in text
     assert "multicore_speedup: not drawn" in text and "int8_speedup: not drawn" in text
+    # the processor is part of what a device is (a release holds one): the per-device table names it
+    assert "| dataset | device | processor | accelerator | scenarios |" in text
+    soc = str(ds.scenarios["soc"].dropna().iloc[0]) if ds.scenarios["soc"].notna().any() else "-"
+    assert f"| {soc} |" in text
     assert sorted(p.name for p in a.iterdir()) == ["DATASET.md", "latency_distribution.png"]
     for p in a.iterdir():
         assert p.read_bytes() == (b / p.name).read_bytes(), p.name

@@ -19,7 +19,8 @@ from pipelines.assemble import run_assemble
 from pipelines.config import compose, validate, write_params
 from pipelines.dataset import load_dataset
 from pipelines.measure import run_measure
-from pipelines.release import ReleaseError, machine_mismatch, released_pairs, write_release
+from pipelines.release import (ReleaseError, machine_mismatch, processor_slug, release_for_machine, released_pairs,
+                               write_release)
 from support.sweeps import exported_sweep, tiny_sweep_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,6 +148,11 @@ def test_a_release_holds_one_machine(exported, tmp_path):
     why = machine_mismatch(tmp_path / "datasets" / "one-v1", "host", "Other CPU 9000")
     assert why and f"measured on {here}; this machine is Other CPU 9000" in why
     assert machine_mismatch(tmp_path / "datasets" / "none-v1", "host", "Other CPU 9000") is None
+    # each processor grows a release of its own: this one finds its release, another starts one
+    assert release_for_machine("host", here, tmp_path / "datasets") == tmp_path / "datasets" / "one-v1"
+    assert release_for_machine("host", "Other CPU 9000", tmp_path / "datasets") == \
+        tmp_path / "datasets" / "host-other-9000-v1"
+    assert release_for_machine("phone", here, tmp_path / "datasets").name.startswith("phone-")
 
     scen = pd.read_parquet(data / "dataset" / "scenarios.parquet")
     other = scen.copy()
@@ -156,3 +162,10 @@ def test_a_release_holds_one_machine(exported, tmp_path):
     with pytest.raises(ReleaseError, match=r"device 'host' ran on 2 processors \(.*Other CPU 9000: "):
         write_release(data / "dataset", tmp_path / "datasets" / "two-v1")
     assert not (tmp_path / "datasets" / "two-v1").exists()
+
+
+@pytest.mark.parametrize("model, slug", [("AMD EPYC", "epyc"), ("Intel(R) Xeon(R) Processor", "xeon"),
+                                         ("Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz", "i7-8700-3-20ghz"),
+                                         ("AMD EPYC 7B13 64-Core Processor", "epyc-7b13-64-core"), ("(R)", "cpu")])
+def test_processor_slug_names_a_new_release(model, slug):
+    assert processor_slug(model) == slug

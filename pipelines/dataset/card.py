@@ -436,7 +436,10 @@ def write_card(ds: Dataset | str | Path, out_dir: str | Path | None = None, note
             for n in TABLES]
     lines += [_table(rows, ["table", "rows", *[f"{d}" for d in datasets]]), ""]
     if len(ds.scenarios):
-        sc = ds.scenarios.groupby(["dataset", "device", "accelerator"], sort=True).agg(
+        # the processor (soc) is part of what a device is: the project's host VM has been an AMD
+        # EPYC and an Intel Xeon, and each release holds one (pipelines/release.py)
+        sc = ds.scenarios.assign(processor=ds.scenarios["soc"].fillna("-")).groupby(
+            ["dataset", "device", "processor", "accelerator"], sort=True).agg(
             scenarios=("scenario_id", "size"),
             frameworks=("framework", lambda s: ", ".join(sorted(s.dropna().unique())) or "-"),
             precisions=("precision", lambda s: ", ".join(sorted(s.dropna().unique())) or "-")).reset_index()
