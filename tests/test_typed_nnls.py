@@ -68,6 +68,12 @@ def test_stem_convolutions_are_typed_apart_only_when_asked(ds):
     assert any(c.startswith("stem_") for c in p.columns_)
     with pytest.raises(ValueError, match="stem"):
         make_predictor("typed_nnls", stem="yes").fit(Xs, Xs.y())
+    # stem="cpu": typed apart where the scenario runs on a CPU, not on its GPU (a GPU runs the stem
+    # about as the body: usc-gpu-oplevel 4.00% MAPE with the typing, 3.47% without)
+    Xg = Networks.of_scenario(ds, GPU)
+    for X_, typed in ((Xs, True), (Xg, False)):
+        q = make_predictor("typed_nnls", stem="cpu", min_networks=1, target="e2e").fit(X_, X_.y())
+        assert q.stem_ is typed and any(c.startswith("stem_") for c in q.columns_) is typed, X_.scenario_id
 
 
 def test_fixed_modes_where_training_op_times_exist_and_where_hidden(ds):
