@@ -87,7 +87,7 @@ def test_catalog_describes_every_device_of_the_public_data(usc_dir, help_dir):
 
 
 COLUMNS_SINCE_DIGESTS = ("host", "load_observed", "foreign_busy_frac", "steal_frac", "loadavg_max", "cpu_freq_khz",
-                         "remeasured", "probe_slowdown")
+                         "remeasured", "probe_slowdown", "graph_passes")
 
 
 def test_known_devices_import_exactly_as_before_the_catalog(tmp_path, usc_dir, help_dir):
@@ -272,6 +272,10 @@ devices:
     ("usc: {names: [pixel4]}", "help: {accelerator: tpu}", "devices.pixel4.sources.help.accelerator",
      "expected one of cpu, gpu, asic, fpga, unknown"),
     ("usc: {names", "ucs: {names", "devices.pixel4.sources.ucs", "unknown key (known: usc, help)"),
+    ("usc: {names: [pixel4]}", "help: {graph_passes: [fold_all]}", "devices.pixel4.sources.help.graph_passes[0]",
+     "unknown graph pass 'fold_all' (known: nb201_output_zeros_dce, zero_scale_dce)"),
+    ("usc: {names: [pixel4]}", "help: {graph_passes: zero_scale_dce}", "devices.pixel4.sources.help.graph_passes",
+     "expected a list of graph pass names"),
     ("version: 1", "version: 2", "version", "this code reads catalog version 1"),
 ])
 def test_a_malformed_entry_is_an_error_naming_file_and_key(tmp_path, old, new, where, why):

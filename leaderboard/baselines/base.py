@@ -94,8 +94,9 @@ class Networks:
         return ops[ops["model_id"].isin(set(self.model_ids))].reset_index(drop=True)
 
     def graphs(self) -> list:
-        """The IR graphs (stored, or rebuilt from their recipe; cached by the dataset)."""
-        return [self.dataset.graph(m) for m in self.model_ids]
+        """The IR graphs as the scenario ran them (stored, or rebuilt from their recipe, then the
+        scenario's ``graph_passes``; cached by the dataset)."""
+        return [self.dataset.graph(m, self.scenario_id) for m in self.model_ids]
 
 
 class Predictor(RegressorMixin, BaseEstimator):

@@ -290,18 +290,20 @@ class NetOps:
     measured: bool  # from the ops table (True) or the IR (False)
 
 
-_IR_CACHE: "weakref.WeakKeyDictionary[Any, dict[str, NetOps]]" = weakref.WeakKeyDictionary()
+_IR_CACHE: "weakref.WeakKeyDictionary[Any, dict[tuple, NetOps]]" = weakref.WeakKeyDictionary()
 _TABLE_CACHE: "weakref.WeakKeyDictionary[Any, dict[str, dict[str, NetOps]]]" = weakref.WeakKeyDictionary()
 
 
-def ir_netops(dataset: Any, model_id: str) -> NetOps:
-    """A network's ops from its IR graph (cached per dataset object and model)."""
+def ir_netops(dataset: Any, model_id: str, scenario_id: str | None = None) -> NetOps:
+    """A network's ops from its IR graph as the scenario ran it (``Dataset.graph``; cached per
+    dataset object, model and the scenario's graph passes)."""
     cache = _IR_CACHE.setdefault(dataset, {})
-    hit = cache.get(model_id)
+    key = (model_id, dataset.graph_passes(scenario_id) if scenario_id is not None else ())
+    hit = cache.get(key)
     if hit is None:
-        ids = ir_config_ids(dataset.graph(model_id))
+        ids = ir_config_ids(dataset.graph(model_id, scenario_id))
         n = len(ids)
-        hit = cache[model_id] = NetOps(ids, np.arange(n), np.full(n, np.nan), np.zeros(n, bool), False)
+        hit = cache[key] = NetOps(ids, np.arange(n), np.full(n, np.nan), np.zeros(n, bool), False)
     return hit
 
 
@@ -362,7 +364,7 @@ def op_frame(X: Any, source: str = "auto") -> OpFrame:
         if t is None:
             if source == "ops":
                 raise KeyError(f"{X.scenario_id}: no op rows for model {mid}")
-            t = ir_netops(X.dataset, mid)
+            t = ir_netops(X.dataset, mid, X.scenario_id)
         parts.append(t)
     sizes = np.fromiter((len(p.config) for p in parts), dtype=np.int64, count=len(parts))
     cat = (lambda attr, dt: np.concatenate([getattr(p, attr) for p in parts]) if parts else np.zeros(0, dt))

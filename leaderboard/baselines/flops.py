@@ -9,7 +9,10 @@ graph (cached per dataset and model). The fit is least squares with non-negative
 and intercept (``scipy.optimize.nnls``): a cost per FLOP, per byte or per inference cannot be
 negative, and an unconstrained fit over latencies spanning 100x puts small networks below zero
 (on the USC real CNNs it predicted negative ms for ~190 of them, which the leaderboard rejects).
-Features are in GFLOPs and GB so the coefficients read as ms per GFLOP / GB.
+Features are in GFLOPs and GB so the coefficients read as ms per GFLOP / GB. The costs are the
+network's as written, also in a scenario whose toolchain rewrote it (``scenarios.graph_passes``,
+HELP's raspi4): the reference every predictor is compared with is the naive one, as in the FLOPs
+rows HELP and nn-Meter publish.
 """
 from __future__ import annotations
 

@@ -315,7 +315,7 @@ class NnMeterPredictor(Predictor):
             op = first.loc[key]
             node = op.get("node")
             if node is not None and not pd.isna(node):
-                g = graphs.setdefault(r.model_id, ds.graph(r.model_id))
+                g = graphs.setdefault(r.model_id, ds.graph(r.model_id, X.scenario_id))
                 if node not in g.nodes:
                     raise KeyError(f"ops.node {node!r} of model {r.model_id}: no such node in its IR")
                 from kernels.nnmeter_rules import Kernel, nnmeter_type

@@ -139,7 +139,7 @@ def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: 
         d[key + ":root"] = d.get(key + ":root", 0.0) + np.sqrt(max(fl, 0.0) / 1e6)
     if free_ew:  # the element-wise ops no converter folds (unfused), as one more typed op
         for d, mid in zip(out, X.model_ids):
-            n, elems = unfused(X.dataset.graph(mid))
+            n, elems = unfused(X.dataset.graph(mid, X.scenario_id))
             if n:
                 d["ew_unfused:n"], d["ew_unfused:mem"] = float(n), elems
     return out

@@ -63,6 +63,7 @@ class HelpDevice:
     accelerator: str
     framework: str | None = None
     batch: int = 1
+    graph_passes: tuple[str, ...] = ()
 
 
 def help_device(name: str, catalog: Catalog | str | Path | None = None) -> HelpDevice | None:
@@ -82,7 +83,8 @@ def _describe(name: str, catalog: Catalog) -> HelpDevice | None:
         return None
     src = match.entry.source("help")
     d = device_from_entry(match.entry, note=src.note if src else "")
-    return HelpDevice(d, (src.accelerator if src else None) or "unknown", src.framework if src else None, match.batch)
+    return HelpDevice(d, (src.accelerator if src else None) or "unknown", src.framework if src else None, match.batch,
+                      src.graph_passes if src else ())
 
 
 # ---------------------------------------------------------------- config
@@ -388,7 +390,8 @@ def import_help(cfg: Any = None, progress: bool = False, catalog: Catalog | str 
                 + f", batch {hd.batch}, NAS-Bench-201 CIFAR network (32x32 input), latency as published by HELP")
         scenarios.add(scenario_id=sid, device=d.name, device_model=d.model, soc=d.soc, cpu=d.cpu, gpu=d.gpu,
                       framework=hd.framework, accelerator=hd.accelerator, precision=None, batch=hd.batch,
-                      description=desc, dataset=DATASET, source_file=col.file, source_row=1 if col.rows else None,
+                      description=desc, graph_passes=",".join(hd.graph_passes) or None, dataset=DATASET,
+                      source_file=col.file, source_row=1 if col.rows else None,
                       source_column=col.column, source_commit=COMMIT)
         for i in indices:
             v = col.values.get(i)

@@ -8,6 +8,7 @@
 >>> ds.by_family()["mobilenetv2"]                              # e2e + features of one family
 >>> ds.ops_with_features("usc-pixel4-tflite-gpu-fp16")         # op rows + model + scenario columns
 >>> ds.graph(model_id)                                          # the IR (stored, or rebuilt from `arch`)
+>>> ds.graph(model_id, scenario_id)                             # ... as that scenario's toolchain ran it
 
 Tables are pandas DataFrames with the dtypes of :mod:`.schema` (checked on load).
 """
@@ -90,7 +91,8 @@ class Dataset:
         if check:
             check_tables(self._t)
         self.path = Path(path) if path is not None else None
-        self._graphs: dict[str, Any] = {}
+        self._graphs: dict[Any, Any] = {}  # model_id, or (model_id, graph passes) -> Graph
+        self._passes: dict[str, tuple[str, ...]] = {}  # scenario_id -> its graph passes
 
     # ------------------------------------------------------------ tables (read-only attributes)
     models = _table("models")
@@ -246,9 +248,32 @@ class Dataset:
             raise KeyError(f"unknown model {model_id!r}")
         return {k: _py(v) for k, v in df.iloc[0].items()}
 
-    def graph(self, model_id: str) -> Any:
+    def graph_passes(self, scenario_id: str) -> tuple[str, ...]:
+        """The graph passes of a scenario (``scenarios.graph_passes``; () for the IR as written)."""
+        cache = self._passes
+        if scenario_id not in cache:
+            from generators.passes import parse_passes
+
+            s = self.scenarios
+            row = s.loc[s["scenario_id"] == scenario_id]
+            if row.empty:
+                raise KeyError(f"unknown scenario {scenario_id!r}")
+            cache[scenario_id] = parse_passes(row["graph_passes"].iloc[0] if "graph_passes" in row else None,
+                                              where=f"scenarios.graph_passes of {scenario_id}")
+        return cache[scenario_id]
+
+    def graph(self, model_id: str, scenario_id: str | None = None) -> Any:
         """The IR of a model: the stored JSON, else rebuilt from ``arch`` (pytorchcv name or
-        NAS-Bench-201 cell string); a rebuilt graph must hash to the row's id."""
+        NAS-Bench-201 cell string); a rebuilt graph must hash to the row's id. With a scenario,
+        the graph that scenario's toolchain ran: its ``graph_passes`` applied (cached)."""
+        passes = self.graph_passes(scenario_id) if scenario_id is not None else ()
+        if passes:
+            key = (model_id, passes)
+            if key not in self._graphs:
+                from generators.passes import apply_passes
+
+                self._graphs[key] = apply_passes(self.graph(model_id), passes)
+            return self._graphs[key]
         if model_id in self._graphs:
             return self._graphs[model_id]
         from generators.ir import Graph

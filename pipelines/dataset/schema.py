@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 TABLES = ("models", "scenarios", "e2e", "ops", "kernels")
 PARQUET_META_KEY = b"latbench"  # parquet key-value metadata: {"table": ..., "schema_version": ...}
 
@@ -172,6 +172,9 @@ _SCENARIOS = _table(
         _c("precision", "string", "`fp32`, `fp16`, `int8`; missing when the source does not say"),
         _c("batch", "int64", "batch size", required=True, positive=True),
         _c("description", "string", "one readable sentence", required=True),
+        _c("graph_passes", "string", "rewrites the scenario's toolchain made to every network before timing it, "
+           "comma-separated `generators/passes.py` names (`nb201_output_zeros_dce`: HELP's raspi4 and pixel3); "
+           "`Dataset.graph(model_id, scenario_id)` applies them; missing: the IR ran as written"),
     ),
     key=("scenario_id",),
     row="a scenario",

@@ -38,7 +38,7 @@ BATCH = "{batch}"
 
 ENTRY_KEYS = ("model", "maker", "soc", "clusters", "gpu", "os", "note", "origin", "sources")
 CLUSTER_KEYS = ("tag", "cores", "ghz", "cpus", "max_freq_khz")
-SOURCE_KEYS = {"usc": ("names",), "help": ("names", "accelerator", "framework", "note")}
+SOURCE_KEYS = {"usc": ("names",), "help": ("names", "accelerator", "framework", "note", "graph_passes")}
 _TAG = re.compile(r"[a-z]+")
 _NAME_CHARS = re.compile(r"[a-z0-9]")
 
@@ -80,12 +80,14 @@ class CpuCluster:
 @dataclass(frozen=True)
 class SourceInfo:
     """What one public dataset calls a device (``names``; ``{batch}`` stands for a batch size) and
-    says about it (HELP: accelerator, framework, note)."""
+    says about it (HELP: accelerator, framework, note), and the graph passes its toolchain applied
+    to the networks it timed (``generators.passes``; the scenarios' ``graph_passes``)."""
 
     names: tuple[str, ...] = ()
     accelerator: str | None = None
     framework: str | None = None
     note: str = ""
+    graph_passes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -96,6 +98,8 @@ class SourceInfo:
                 out[k] = getattr(self, k)
         if self.note:
             out["note"] = self.note
+        if self.graph_passes:
+            out["graph_passes"] = list(self.graph_passes)
         return out
 
 
@@ -234,7 +238,18 @@ def _source(dataset: str, data: Any, at: _Where) -> SourceInfo:
         raise (at / "accelerator").error(f"expected one of {', '.join(ACCELERATORS)}, got {acc!r}")
     fw = _text(d.get("framework"), at / "framework")
     note = _text(d.get("note"), at / "note") or ""
-    return SourceInfo(names, acc, fw, note)
+    passes: tuple[str, ...] = ()
+    if d.get("graph_passes") is not None:
+        from generators.passes import PASSES
+
+        raw = d["graph_passes"]
+        if not isinstance(raw, list):
+            raise (at / "graph_passes").error(f"expected a list of graph pass names, got {_short(raw)}")
+        passes = tuple(_text(n, at / "graph_passes" / i, required=True) for i, n in enumerate(raw))
+        for i, n in enumerate(passes):
+            if n not in PASSES:
+                raise (at / "graph_passes" / i).error(f"unknown graph pass {n!r} (known: {', '.join(PASSES.names())})")
+    return SourceInfo(names, acc, fw, note, passes)
 
 
 def parse_entry(name: Any, data: Any, file: str = "<catalog>") -> CatalogEntry:
