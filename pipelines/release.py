@@ -172,7 +172,9 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": str(src),
                 "bytes": size, "rows": {t: len(ds.tables()[t]) for t in TABLES},
                 "pairs_per_scenario": {str(k): int(v) for k, v in e.groupby("scenario_id").size().items()},
-                "hosts": sorted(str(h) for h in e["host"].dropna().unique()) if "host" in e else []}
+                "hosts": sorted(str(h) for h in e["host"].dropna().unique()) if "host" in e else [],
+                # device -> the processor its rows were measured on (one per device: check_one_machine)
+                "processors": {dev: sorted(socs) for dev, socs in processors(ds.scenarios).items()}}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     old = out.with_name(f".{out.name}.old")
     shutil.rmtree(old, ignore_errors=True)

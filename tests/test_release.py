@@ -145,6 +145,8 @@ def test_a_release_holds_one_machine(exported, tmp_path):
     write_release(data / "dataset", tmp_path / "datasets" / "one-v1")
     here = str(pd.read_parquet(data / "dataset" / "scenarios.parquet")["soc"].iloc[0])
     assert machine_mismatch(tmp_path / "datasets" / "one-v1", "host", here) is None
+    manifest = json.loads((tmp_path / "datasets" / "one-v1" / "RELEASE.json").read_text())
+    assert manifest["processors"] == {"host": [here]}
     why = machine_mismatch(tmp_path / "datasets" / "one-v1", "host", "Other CPU 9000")
     assert why and f"measured on {here}; this machine is Other CPU 9000" in why
     assert machine_mismatch(tmp_path / "datasets" / "none-v1", "host", "Other CPU 9000") is None
