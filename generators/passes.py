@@ -54,11 +54,13 @@ def zero_scale_dce(g: Graph) -> Graph:
 
     Why (NAS-Bench-201 on HELP's devices): its ``none`` edge is ``x.mul(0.)``. On raspi4 and
     pixel3 (TFLite) the 341 architectures whose cell output is cut off from the cell input
-    measure 0.5% of the median latency (the other devices: 66-79%), and FLOPs counted without
+    measure a median 0.5% of the devices' median latency (other devices: 66-79%), FLOPs counted without
     the convolutions that only feed ``none`` edges rank raspi4 at Spearman 0.935 instead of 0.873
     (pixel3: 0.904 instead of 0.841), while dropping the convolutions that compute on zeros
-    instead makes it worse (0.823): the converters removed exactly the dead ops. On pixel2,
-    gold_6226, the GPUs and eyeriss every edge ran (the same count ranks them worse).
+    instead makes it worse (0.823): the converters removed dead ops, not what computes on zeros.
+    On pixel2, gold_6226, the GPUs and eyeriss every edge ran (the same count ranks them worse).
+    They did so only in some cells, though: :func:`nb201_output_zeros_dce` is the rule their
+    latencies show, and the one their scenarios name.
 
     Each product becomes a constant: an ``input`` node named ``<scale node>/zeros`` of its shape
     (inputs are not ops: they have no cost in any predictor), read by the product's consumers.
