@@ -25,14 +25,19 @@ def register_pass(name: str) -> Callable[[GraphPass], GraphPass]:
     return PASSES.register(name)
 
 
+def unknown_pass(name: str) -> str | None:
+    """Why ``name`` is no graph pass (one line), or None if it is one."""
+    return None if name in PASSES else f"unknown graph pass {name!r} (known: {', '.join(PASSES.names())})"
+
+
 def parse_passes(text: object, where: str = "graph_passes") -> tuple[str, ...]:
     """``"a,b"`` -> ("a", "b"); missing or empty -> (); an unknown name is an error naming it."""
     if text is None or (isinstance(text, float) and text != text) or str(text).strip() in ("", "<NA>"):
         return ()
     names = tuple(p.strip() for p in str(text).split(",") if p.strip())
     for n in names:
-        if n not in PASSES:
-            raise IRError(f"{where}: unknown graph pass {n!r} (known: {', '.join(PASSES.names())})")
+        if why := unknown_pass(n):
+            raise IRError(f"{where}: {why}")
     return names
 
 
@@ -40,6 +45,11 @@ def apply_passes(g: Graph, names: tuple[str, ...] | list[str]) -> Graph:
     for n in names:
         g = PASSES.get(n)(g)
     return g
+
+
+def _zero_products(g: Graph) -> list:
+    """The ``scale`` nodes of factor 0 (x * 0: NAS-Bench-201's ``none`` edge)."""
+    return [n for n in g.nodes.values() if n.op == "scale" and float(n.attrs.get("factor", 1.0)) == 0.0]
 
 
 @register_pass("zero_scale_dce")
@@ -65,7 +75,7 @@ def zero_scale_dce(g: Graph) -> Graph:
     Each product becomes a constant: an ``input`` node named ``<scale node>/zeros`` of its shape
     (inputs are not ops: they have no cost in any predictor), read by the product's consumers.
     """
-    zeros = {n.name for n in g.nodes.values() if n.op == "scale" and float(n.attrs.get("factor", 1.0)) == 0.0}
+    zeros = {n.name for n in _zero_products(g)}
     if not zeros:
         return g
     for z in zeros:
@@ -117,11 +127,11 @@ def nb201_output_zeros_dce(g: Graph) -> Graph:
     when kept), and the 1,760 of the second kind with 9.3% when kept (29% when removed). The
     mechanism inside that toolchain is not known; the rule is what its measurements show.
     A graph without NAS-Bench-201's edge blocks is returned as it is."""
-    zeros = [n for n in g.nodes.values() if n.op == "scale" and float(n.attrs.get("factor", 1.0)) == 0.0]
+    zeros = _zero_products(g)
     if zeros and all(_CELL_OUTPUT_EDGE.search(n.block or "") for n in zeros):
         return zero_scale_dce(g)
     return g
 
 
-__all__ = ["PASSES", "GraphPass", "register_pass", "parse_passes", "apply_passes", "zero_scale_dce",
+__all__ = ["PASSES", "GraphPass", "register_pass", "unknown_pass", "parse_passes", "apply_passes", "zero_scale_dce",
            "nb201_output_zeros_dce"]

@@ -83,19 +83,25 @@ def check_one_machine(scenarios: Any, where: Path) -> None:
                                f"or start a release of this machine's own)")
 
 
-def machine_mismatch(release: str | Path | None, device: str, processor: str) -> str | None:
-    """Why this machine (``device`` name, ``processor``: its cpu_model) may not add to the
-    release, or None: the release's rows of that device were measured on another processor."""
-    path = resolve(release) / "scenarios.parquet" if release else None
-    if path is None or not path.is_file():
-        return None
+def release_processors(folder: Path, device: str) -> set[str]:
+    """The processors a release folder's ``device`` rows were measured on (empty: no such rows,
+    or no scenarios table yet)."""
+    path = folder / "scenarios.parquet"
+    if not path.is_file():
+        return set()
     import pyarrow.parquet as pq
 
     t = pq.read_table(path, columns=["device", "soc"]).to_pandas()
-    socs = sorted({str(s) for s in t.loc[t["device"] == device, "soc"].dropna()})
+    return {str(s) for s in t.loc[t["device"] == device, "soc"].dropna()}
+
+
+def machine_mismatch(release: str | Path | None, device: str, processor: str) -> str | None:
+    """Why this machine (``device`` name, ``processor``: its cpu_model) may not add to the
+    release, or None: the release's rows of that device were measured on another processor."""
+    socs = sorted(release_processors(resolve(release), device)) if release else []
     if socs and processor not in socs:
-        return (f"{path}: the release's {device!r} rows were measured on {', '.join(socs)}; this machine is "
-                f"{processor}: its measurements would not compare with them")
+        return (f"{resolve(release) / 'scenarios.parquet'}: the release's {device!r} rows were measured on "
+                f"{', '.join(socs)}; this machine is {processor}: its measurements would not compare with them")
     return None
 
 
@@ -119,13 +125,7 @@ def release_for_machine(device: str, processor: str, root: str | Path = "dataset
     base = resolve(root)
     mine: list[tuple[int, Path]] = []
     for folder in sorted(base.glob("*-v*")):
-        if not NAME.match(folder.name) or not (folder / "scenarios.parquet").is_file():
-            continue
-        import pyarrow.parquet as pq
-
-        t = pq.read_table(folder / "scenarios.parquet", columns=["device", "soc"]).to_pandas()
-        socs = {str(s) for s in t.loc[t["device"] == device, "soc"].dropna()}
-        if socs == {processor}:
+        if NAME.match(folder.name) and release_processors(folder, device) == {processor}:
             mine.append((parse_name(folder)[1], folder))
     if mine:
         return max(mine)[1]

@@ -21,8 +21,9 @@ the columns of the most common seen typed op of its op type (``conv_k7_s2`` -> `
 say); an op type never seen counts 0.
 
 **Optional op sums** (off by default, on in typed_nnls_family's config): ``stem`` types the
-convolutions of the image apart (:func:`typed_op`; ``stem="cpu"``: on CPU scenarios only), ``free_ew`` adds the batchnorm/ReLU no
-converter folds (:func:`unfused`), ``narrow`` types convolutions with few output channels apart;
+convolutions of the image apart (:func:`typed_op`; ``stem="cpu"``: on CPU scenarios only),
+``free_ew`` adds the batchnorm/ReLU no converter folds (:func:`unfused`), ``narrow`` types
+convolutions with few output channels apart;
 ``cv_stem`` / ``cv_narrow`` make the inner CV choose with or without them.
 
 **Fit (ops).** Where the training networks have op times in the scenario (the USC GPU files),
@@ -54,7 +55,7 @@ TARGETS = ("auto", "ops", "e2e", "hybrid")
 _STATS = ("n", "flops", "mem", "root")
 _COLS = [COLUMNS.index(c) for c in ("kernel", "stride", "in_channels", "out_channels", "flops", "memory")]
 STEM_CHANNELS = 4  # a convolution reading at most this many channels is a stem (the image: RGB)
-STEM_WHERE = {"cpu": "cpu"}  # stem="cpu": typed apart only in scenarios of that accelerator
+STEM_ACCELERATORS = ("cpu",)  # stem="cpu": typed apart only in scenarios on that accelerator
 
 
 def typed_op(op_type: str, kernel: float, stride: float, in_channels: float | None = None) -> str:
@@ -195,8 +196,8 @@ class TypedNnls(Predictor):
             raise ValueError(f"typed_nnls: min_networks must be an int >= 1, got {self.min_networks!r}")
         if not isinstance(self.inner_folds, (int, np.integer)) or self.inner_folds == 1 or self.inner_folds < 0:
             raise ValueError(f"typed_nnls: inner_folds must be 0 (no selection) or an int >= 2, got {self.inner_folds!r}")
-        if not isinstance(self.stem, (bool, np.bool_)) and self.stem not in STEM_WHERE:
-            raise ValueError(f"typed_nnls: stem must be true, false or one of {', '.join(map(repr, STEM_WHERE))}, "
+        if not isinstance(self.stem, (bool, np.bool_)) and self.stem not in STEM_ACCELERATORS:
+            raise ValueError(f"typed_nnls: stem must be true, false or one of {', '.join(map(repr, STEM_ACCELERATORS))}, "
                              f"got {self.stem!r}")
         if not isinstance(self.narrow, (int, float)) or not self.narrow >= 0:
             raise ValueError(f"typed_nnls: narrow must be a number >= 0, got {self.narrow!r}")
@@ -215,9 +216,7 @@ class TypedNnls(Predictor):
         body (usc-gpu-oplevel: 3.47% MAPE without the typing, 4.00% with it)."""
         if isinstance(self.stem, (bool, np.bool_)):
             return bool(self.stem)
-        s = X.dataset.scenarios
-        acc = s.loc[s["scenario_id"] == X.scenario_id, "accelerator"]
-        return bool(len(acc)) and str(acc.iloc[0]) == STEM_WHERE[self.stem]
+        return X.dataset.scenario(X.scenario_id).accelerator == self.stem
 
     def _candidates(self, has_times: bool, stem: bool = False) -> list[tuple[str, float, tuple[bool, float]]]:
         """(mode, alpha, typing) the inner CV chooses from: ``target`` fixes the mode unless it is

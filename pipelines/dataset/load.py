@@ -55,6 +55,7 @@ class Scenario:
     source_row: int | None
     source_column: str | None
     source_commit: str | None
+    graph_passes: str | None = None  # comma-separated generators/passes.py names (Dataset.graph_passes)
 
 
 def _py(v: Any) -> Any:
@@ -250,17 +251,12 @@ class Dataset:
 
     def graph_passes(self, scenario_id: str) -> tuple[str, ...]:
         """The graph passes of a scenario (``scenarios.graph_passes``; () for the IR as written)."""
-        cache = self._passes
-        if scenario_id not in cache:
+        if scenario_id not in self._passes:
             from generators.passes import parse_passes
 
-            s = self.scenarios
-            row = s.loc[s["scenario_id"] == scenario_id]
-            if row.empty:
-                raise KeyError(f"unknown scenario {scenario_id!r}")
-            cache[scenario_id] = parse_passes(row["graph_passes"].iloc[0] if "graph_passes" in row else None,
-                                              where=f"scenarios.graph_passes of {scenario_id}")
-        return cache[scenario_id]
+            self._passes[scenario_id] = parse_passes(self.scenario(scenario_id).graph_passes,
+                                                     where=f"scenarios.graph_passes of {scenario_id}")
+        return self._passes[scenario_id]
 
     def graph(self, model_id: str, scenario_id: str | None = None) -> Any:
         """The IR of a model: the stored JSON, else rebuilt from ``arch`` (pytorchcv name or

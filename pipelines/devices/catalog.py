@@ -240,15 +240,15 @@ def _source(dataset: str, data: Any, at: _Where) -> SourceInfo:
     note = _text(d.get("note"), at / "note") or ""
     passes: tuple[str, ...] = ()
     if d.get("graph_passes") is not None:
-        from generators.passes import PASSES
+        from generators.passes import unknown_pass
 
         raw = d["graph_passes"]
         if not isinstance(raw, list):
             raise (at / "graph_passes").error(f"expected a list of graph pass names, got {_short(raw)}")
         passes = tuple(_text(n, at / "graph_passes" / i, required=True) for i, n in enumerate(raw))
         for i, n in enumerate(passes):
-            if n not in PASSES:
-                raise (at / "graph_passes" / i).error(f"unknown graph pass {n!r} (known: {', '.join(PASSES.names())})")
+            if why := unknown_pass(n):
+                raise (at / "graph_passes" / i).error(why)
     return SourceInfo(names, acc, fw, note, passes)
 
 
