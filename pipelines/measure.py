@@ -506,7 +506,25 @@ class Sweep:
         when its verdict counts (``load.check`` with a ``load.max_slowdown``)."""
         lc = self.cfg.load
         judged = lc.check and lc.max_slowdown is not None
-        return probe_for(self.scenario.cpus or None, calibrated=judged) if lc.probe else None
+        if not lc.probe:
+            return None
+        return probe_for(self.scenario.cpus or None, calibrated=judged, reference=self._probe_reference())
+
+    def _probe_reference(self) -> dict[int, float]:
+        """The speed probe's reference from the release's earlier sessions, when this machine's
+        processor is the one its rows of this device were measured on (pipelines/release.py)."""
+        if not hasattr(self, "_reference"):
+            from .release import probe_reference, release_processors, resolve
+
+            self._reference = {}
+            if self.cfg.release and self.cfg.reuse_release:
+                processor = str(self.device.describe().get("cpu_model"))
+                if release_processors(resolve(self.cfg.release), self.device.name) == {processor}:
+                    self._reference = probe_reference(self.cfg.release, self.device.name)
+                if self._reference:
+                    self.log(f"speed probe: starting from the release's reference "
+                             + ", ".join(f"CPU {c} {s * 1e3:.3f} ms" for c, s in sorted(self._reference.items())))
+        return self._reference
 
     def _wait_for_speed(self, probe: SpeedProbe) -> None:
         """Before a process: while the speed probe says the cores run slow (a slow episode of

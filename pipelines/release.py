@@ -136,6 +136,37 @@ def release_for_machine(device: str, processor: str, root: str | Path = "dataset
     return base / f"{name}-v{version}"
 
 
+def probe_references(measurements: Path) -> dict[str, dict[str, float]]:
+    """Device -> CPU -> the speed-probe reference (seconds) the kept processes under
+    ``measurements`` (``<device>/<scenario>/<model>.json``) were judged against: the median over
+    processes of each one's reference on that CPU (pipelines/speed_probe.py). Empty where no
+    record ran the probe."""
+    import statistics
+
+    seen: dict[str, dict[str, list[float]]] = {}
+    for rec in measurements.glob("*/*/*.json"):
+        if rec.name.count(".") != 1 or rec.name == "SCENARIO.json":  # traces, errors, the status file
+            continue
+        try:
+            procs = json.loads(rec.read_text()).get("e2e", {}).get("per_process", [])
+        except (OSError, ValueError):
+            continue
+        for p in procs:
+            best = ((p.get("load") or {}).get("probe") or {}).get("best_s") or {}
+            for cpu, s in best.items():
+                seen.setdefault(rec.parent.parent.name, {}).setdefault(str(cpu), []).append(float(s))
+    return {dev: {cpu: statistics.median(v) for cpu, v in sorted(cpus.items())} for dev, cpus in sorted(seen.items())}
+
+
+def probe_reference(release: str | Path | None, device: str) -> dict[int, float]:
+    """CPU -> seconds: the speed-probe reference of the release's ``device`` rows (empty: none)."""
+    path = resolve(release) / MANIFEST if release else None
+    if not path or not path.is_file():
+        return {}
+    refs = json.loads(path.read_text()).get("probe_reference_s", {}).get(device, {})
+    return {int(cpu): float(s) for cpu, s in refs.items()}
+
+
 def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
     """Copy the assembled tables and card of ``dataset_dir`` into ``release_dir`` (replaced
     whole, atomically) with its manifest; returns the manifest."""
@@ -174,7 +205,12 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
                 "pairs_per_scenario": {str(k): int(v) for k, v in e.groupby("scenario_id").size().items()},
                 "hosts": sorted(str(h) for h in e["host"].dropna().unique()) if "host" in e else [],
                 # device -> the processor its rows were measured on (one per device: check_one_machine)
-                "processors": {dev: sorted(socs) for dev, socs in processors(ds.scenarios).items()}}
+                "processors": {dev: sorted(socs) for dev, socs in processors(ds.scenarios).items()},
+                # device -> CPU -> the speed probe's reference of its records: the next session
+                # on this processor starts from it (a session in a slow phase must not judge
+                # against its own speed); a device without local records keeps the old one
+                "probe_reference_s": {**_old_manifest(out).get("probe_reference_s", {}),
+                                      **probe_references(src.parent / "measurements")}}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     old = out.with_name(f".{out.name}.old")
     shutil.rmtree(old, ignore_errors=True)
@@ -183,6 +219,10 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
     tmp.rename(out)
     shutil.rmtree(old, ignore_errors=True)
     return manifest
+
+
+def _old_manifest(folder: Path) -> dict:
+    return json.loads((folder / MANIFEST).read_text()) if (folder / MANIFEST).is_file() else {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,13 +81,18 @@ def probe_once(cpu: int, reps: int = REPS) -> float:
 _PROBES: dict[tuple[int, ...], "SpeedProbe"] = {}
 
 
-def probe_for(cpus: Sequence[int] | None, calibrated: bool) -> "SpeedProbe":
+def probe_for(cpus: Sequence[int] | None, calibrated: bool,
+              reference: dict[int, float] | None = None) -> "SpeedProbe":
     """The process's probe of a CPU set: one reference per CPU set for the process's life, so
     every sweep of it (a point, the control set) is judged against the fastest probe seen.
     ``calibrated``: run the first calibration if it has not run yet (the load check needs a
-    reference before its first verdict; a sweep that only records the probe does not)."""
+    reference before its first verdict; a sweep that only records the probe does not).
+    ``reference``: seconds per CPU the release's earlier sessions judged against
+    (``RELEASE.json``'s ``probe_reference_s``); the probe starts from it (see SpeedProbe)."""
     key = tuple(sorted(cpus) if cpus else sorted(os.sched_getaffinity(0)))
     probe = _PROBES.setdefault(key, SpeedProbe(key))
+    if reference:
+        probe.adopt(reference)
     if calibrated and not probe.calibrated:
         probe.calibrate()
     return probe
@@ -97,13 +102,28 @@ class SpeedProbe:
     """Probes a CPU set and keeps a reference speed per CPU: the fastest median of ``window``
     consecutive probes (``best``; before the first full window, the median of what was seen)."""
 
-    def __init__(self, cpus: Sequence[int] | None = None, reps: int = REPS, window: int = WINDOW):
+    def __init__(self, cpus: Sequence[int] | None = None, reps: int = REPS, window: int = WINDOW,
+                 reference: dict[int, float] | None = None):
         self.cpus = sorted(cpus) if cpus else sorted(os.sched_getaffinity(0))
         self.reps = reps
-        self.best: dict[int, float] = {}
         self.recent: dict[int, deque[float]] = {c: deque(maxlen=window) for c in self.cpus}
-        self._floor: dict[int, float] = {}  # fastest median of a full window, per CPU
+        # fastest median of a full window, per CPU. A session that starts in a long slow phase
+        # would take that phase as its speed and keep processes 1.7x slow (seen on this VM: a
+        # whole session probing 1.1-1.3 ms where earlier ones had 0.6-0.7); the release's
+        # reference from earlier sessions on the same processor (``reference``) is where it
+        # starts, so only this session's faster windows lower it.
+        self._floor: dict[int, float] = {}
+        self.best: dict[int, float] = {}
         self.calibrated = False
+        self.adopt(reference or {})
+
+    def adopt(self, reference: dict[int, float]) -> None:
+        """Take an earlier reference (seconds per CPU) as a full window's median: the
+        reference becomes the faster of it and what this probe has seen."""
+        for c in self.cpus:
+            if c in reference:
+                self._floor[c] = min(float(reference[c]), self._floor.get(c, float("inf")))
+                self.best[c] = self._floor[c]
 
     def sample(self) -> dict[int, float]:
         """One probe on every CPU of the set; the reference follows (see :meth:`observe`)."""

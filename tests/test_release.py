@@ -19,8 +19,8 @@ from pipelines.assemble import run_assemble
 from pipelines.config import compose, validate, write_params
 from pipelines.dataset import load_dataset
 from pipelines.measure import run_measure
-from pipelines.release import (ReleaseError, machine_mismatch, processor_slug, release_for_machine, released_pairs,
-                               write_release)
+from pipelines.release import (ReleaseError, machine_mismatch, probe_reference, processor_slug, release_for_machine,
+                               released_pairs, write_release)
 from support.sweeps import exported_sweep, tiny_sweep_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +56,9 @@ def test_a_released_sweep_continues_elsewhere_without_measuring_a_pair_twice(exp
     assert {p.name for p in release.iterdir()} >= {"DATASET.md", "RELEASE.json", "e2e.parquet", "models.parquet",
                                                    "scenarios.parquet"}
     assert released_pairs(release) == {(ids[0], SID), (ids[1], SID)}
+    # the speed probe's reference of the records travels with the release (pipelines/speed_probe.py)
+    ref = probe_reference(release, "host")
+    assert len(ref) == 1 and 0 < next(iter(ref.values())) < 0.1, ref
     ds = load_dataset(release)
     e = ds.e2e
     assert len(e) == 2 and e["host"].notna().all() and e["runtime_version"].notna().all()
@@ -69,7 +72,9 @@ def test_a_released_sweep_continues_elsewhere_without_measuring_a_pair_twice(exp
     assert (r["ok"], r["released"], r["skipped"]) == (1, 2, 2)
     out = second / "measurements" / "host" / SID
     assert sorted(p.stem for p in out.glob("*.json") if p.name != "SCENARIO.json") == [ids[2]]
-    assert "(2 of them in the release" in (out / "measure.log").read_text()
+    log = (out / "measure.log").read_text()
+    assert "(2 of them in the release" in log
+    assert "speed probe: starting from the release's reference CPU" in log
     # assembled: the released rows and the new one, one row per pair
     run_assemble(cfg_b, progress=False)
     both = load_dataset(second / "dataset")

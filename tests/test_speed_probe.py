@@ -51,6 +51,23 @@ def test_the_reference_is_the_fastest_window_median_and_slowdown_is_against_it()
     assert p.slowdown({CPU: 0.6}) == 0.0  # faster than the reference: not slow, never negative
 
 
+def test_a_reference_from_earlier_sessions_is_where_the_probe_starts():
+    """A session that starts in a long slow phase judges against the release's reference, not
+    its own speed; a faster full window still lowers it, a slower one never raises it."""
+    p = SpeedProbe([CPU], window=4, reference={CPU: 0.8, CPU + 1: 0.5})
+    assert p.best == {CPU: 0.8}  # a CPU outside the set is ignored
+    for s in (1.6, 1.7, 1.6, 1.8):
+        p.observe({CPU: s})
+    assert p.best[CPU] == 0.8 and p.slowdown({CPU: 1.6}) == pytest.approx(1.0)
+    for s in (0.7, 0.7, 0.7, 0.7):
+        p.observe({CPU: s})
+    assert p.best[CPU] == pytest.approx(0.7)
+    p.adopt({CPU: 0.9})  # an older, slower reference changes nothing
+    assert p.best[CPU] == pytest.approx(0.7)
+    p.adopt({CPU: 0.6})
+    assert p.best[CPU] == pytest.approx(0.6)
+
+
 def test_real_probes_calibrate_a_reference():
     p = SpeedProbe([CPU])
     seen = [p.sample()[CPU] for _ in range(4)]
