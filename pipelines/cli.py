@@ -415,6 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, IRError, UnknownName) as e:
         print(f"latbench: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C, or the release sweep's budget (timeout --signal=INT)
+        print(f"latbench {args.command}: interrupted after {time.monotonic() - t0:.0f} s; what finished is kept "
+              f"(stages resume: a rerun skips finished work)", file=sys.stderr)
+        return 130
     if args.command in STAGES:  # `make run` shows what each stage cost
         print(f"latbench {args.command}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return 0

@@ -517,7 +517,7 @@ class Sweep:
             from .release import probe_reference, release_processors, resolve
 
             self._reference = {}
-            if self.cfg.release and self.cfg.reuse_release:
+            if self.cfg.release:  # the control set too (it measures released pairs again)
                 processor = str(self.device.describe().get("cpu_model"))
                 if release_processors(resolve(self.cfg.release), self.device.name) == {processor}:
                     self._reference = probe_reference(self.cfg.release, self.device.name)

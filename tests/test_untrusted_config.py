@@ -115,3 +115,17 @@ def test_bad_data_dir_writes_nothing(tmp_path, monkeypatch, capsys):
         assert main(["generate", "--params", str(small_params(tmp_path, data_dir=value)), "-q"]) == 2
         assert "data_dir: expected a folder path" in capsys.readouterr().err
     assert not (tmp_path / "models").exists() and not (tmp_path / "123").exists()
+
+
+def test_an_interrupted_stage_says_so_in_one_line(monkeypatch, capsys):
+    """Ctrl-C, or the release sweep's budget (timeout --signal=INT), ends a stage with one line
+    and exit code 130, not a traceback."""
+    import pipelines.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_cmd_measure", interrupted)  # main builds its parser from the module's commands
+    assert main(["measure", "--framework", "tflite", "--precision", "fp32", "--cores", "1large"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("latbench measure: interrupted after ") and "rerun" in err[0]
