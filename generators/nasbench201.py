@@ -44,8 +44,9 @@ the latencies far better than FLOPs over live edges only (Spearman on HELP's tes
 gold_6226: 0.83 vs 0.69; pixel2 0.77 vs 0.67), matching HELP Table 3's FLOPs baseline
 (0.826 / 0.765). A predictor fed this IR sees the work the device did.
 (One exception in that data: pixel3 and raspi4, whose toolchain removed the ops that only feed
-``none`` edges into the cell output; their scenarios name that rewrite, ``graph_passes:
-nb201_output_zeros_dce`` in generators/passes.py, and predictors read the graph that ran.)
+``none`` edges into the cell output and folded what then computed on constants only; their
+scenarios name those rewrites, ``graph_passes: nb201_output_zeros_dce,fold_constants`` in
+generators/passes.py, and predictors read the graph that ran.)
 """
 from __future__ import annotations
 

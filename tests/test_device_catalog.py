@@ -273,7 +273,7 @@ devices:
      "expected one of cpu, gpu, asic, fpga, unknown"),
     ("usc: {names", "ucs: {names", "devices.pixel4.sources.ucs", "unknown key (known: usc, help)"),
     ("usc: {names: [pixel4]}", "help: {graph_passes: [fold_all]}", "devices.pixel4.sources.help.graph_passes[0]",
-     "unknown graph pass 'fold_all' (known: nb201_output_zeros_dce, zero_scale_dce)"),
+     "unknown graph pass 'fold_all' (known: fold_constants, nb201_output_zeros_dce, zero_scale_dce)"),
     ("usc: {names: [pixel4]}", "help: {graph_passes: zero_scale_dce}", "devices.pixel4.sources.help.graph_passes",
      "expected a list of graph pass names"),
     ("version: 1", "version: 2", "version", "this code reads catalog version 1"),

@@ -13,7 +13,8 @@ import pytest
 
 from generators.ir import IRError
 from generators.nasbench201 import build, index_of
-from generators.passes import PASSES, apply_passes, nb201_output_zeros_dce, parse_passes, zero_scale_dce
+from generators.passes import (PASSES, apply_passes, fold_constants, nb201_output_zeros_dce, parse_passes,
+                               zero_scale_dce)
 
 # node 1 = conv(node 0) feeds only `none` edges: dead on a device that rewrites x*0
 DEAD_CONV = "|nor_conv_3x3~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|nor_conv_3x3~2|"
@@ -69,10 +70,36 @@ def test_the_nb201_rule_removes_dead_ops_only_where_every_none_edge_feeds_the_ou
     assert _convs(zero_scale_dce(build(CUT_OFF_RAN))) == 0  # which the generic pass would collapse
 
 
+def test_fold_constants_computes_what_reads_only_constants():
+    """After zero_scale_dce, a cut-off network is its head on constant zeros; folding computes
+    the head too, and nothing of the network runs. An op that also reads a live tensor stays,
+    as does every graph without constants a pass made (network inputs are not constants)."""
+    cut = zero_scale_dce(build(CUT_OFF))
+    assert cut.meta["constants"] and all(c.endswith("/zeros") for c in cut.meta["constants"])
+    folded = fold_constants(cut)
+    folded.validate()
+    assert [n.op for n in folded.nodes.values()] == ["input"] and folded.flops == 0
+    (out,) = folded.outputs
+    assert out.endswith("/const") and folded.meta["constants"] == [out]
+    assert folded.meta["passes"] == ["zero_scale_dce", "fold_constants"]
+    assert folded.tensor_shape(out) == cut.tensor_shape(cut.outputs[0])
+    # the cells of DEAD_AT_OUTPUT add live values to the zeros: every convolution still runs
+    dead = zero_scale_dce(build(DEAD_AT_OUTPUT))
+    kept = fold_constants(dead)
+    kept.validate()
+    assert _convs(kept) == _convs(dead) and kept.flops <= dead.flops
+    assert all(n.op != "input" or n.name in kept.meta["constants"] or not n.name.endswith(("/zeros", "/const"))
+               for n in kept.nodes.values())
+    for arch in (DEAD_CONV, ZERO_FED):  # no pass made constants: nothing to fold, the same graph back
+        g = build(arch)
+        assert fold_constants(g) is g
+    assert apply_passes(build(CUT_OFF), parse_passes("nb201_output_zeros_dce,fold_constants")).flops == 0
+
+
 def test_pass_names_are_checked():
     assert parse_passes(None) == () and parse_passes("") == () and parse_passes(float("nan")) == ()
     assert parse_passes(" zero_scale_dce ") == ("zero_scale_dce",) and "nb201_output_zeros_dce" in PASSES
-    with pytest.raises(IRError, match=r"^scenarios\.graph_passes of x: unknown graph pass 'fold' \(known: nb201_output_zeros_dce, zero_scale_dce\)"):
+    with pytest.raises(IRError, match=r"^scenarios\.graph_passes of x: unknown graph pass 'fold' \(known: fold_constants, nb201_output_zeros_dce, zero_scale_dce\)"):
         parse_passes("zero_scale_dce,fold", where="scenarios.graph_passes of x")
     assert apply_passes(build(DEAD_CONV), ()).flops == build(DEAD_CONV).flops
 
@@ -86,7 +113,7 @@ def test_help_scenarios_carry_their_toolchain_and_predictors_see_it(help_dir):
     idx = [index_of(a) for a in (DEAD_AT_OUTPUT, CUT_OFF, ZERO_FED)]
     ds = Dataset(import_help(HelpConfig(path=str(help_dir), indices=idx)))
     s = ds.scenarios.set_index("scenario_id")["graph_passes"]
-    assert s.get("help-raspi4-cpu") == s.get("help-pixel3-tflite-cpu") == "nb201_output_zeros_dce"
+    assert s.get("help-raspi4-cpu") == s.get("help-pixel3-tflite-cpu") == "nb201_output_zeros_dce,fold_constants"
     assert s.drop(["help-raspi4-cpu", "help-pixel3-tflite-cpu"]).isna().all()  # pixel2, gold_6226, GPUs: as written
     dead, cut, fed = (ds.models.set_index("name").loc[f"nb201-{i:05d}", "model_id"] for i in idx)
     assert ds.graph(dead, "help-raspi4-cpu").flops < ds.graph(dead, "help-gold6226-cpu").flops == ds.graph(dead).flops

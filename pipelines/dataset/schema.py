@@ -173,7 +173,7 @@ _SCENARIOS = _table(
         _c("batch", "int64", "batch size", required=True, positive=True),
         _c("description", "string", "one readable sentence", required=True),
         _c("graph_passes", "string", "rewrites the scenario's toolchain made to every network before timing it, "
-           "comma-separated `generators/passes.py` names (`nb201_output_zeros_dce`: HELP's raspi4 and pixel3); "
+           "comma-separated `generators/passes.py` names (`nb201_output_zeros_dce,fold_constants`: HELP's raspi4 and pixel3); "
            "`Dataset.graph(model_id, scenario_id)` applies them; missing: the IR ran as written"),
     ),
     key=("scenario_id",),
