@@ -126,13 +126,13 @@ def fold_constants(g: Graph) -> Graph:
     goes. A graph without such constants is returned as it is.
 
     Why (HELP's raspi4 and pixel3): the NAS-Bench-201 networks whose cells output zeros measure
-    0.011-0.012 ms, whatever they are: nothing of the network ran, and the classifier head on
-    those zeros (batch norm, ReLU, pooling, FC) was folded into the output like the cells before
-    it. :func:`zero_scale_dce` alone leaves that head, and a linear op model fitted on those
-    latencies then has to price one batch norm, ReLU, add and FC at next to nothing in every
-    network: with percentage losses, 7 such networks among 900 pulled usc_lasso's predictions of
-    26 ms networks down to 0.1 ms. Converters do fold constants (TFLite's does), so the rewritten
-    graph is the one that ran."""
+    0.011-0.0125 ms, whatever their cells hold: nothing of the network ran. After
+    :func:`zero_scale_dce` such a network is its classifier head (batch norm, ReLU, pooling, FC)
+    on constant zeros, itself a constant, and an op model fitted on those latencies has to price
+    that head at next to nothing in every network. Converters fold constants (TFLite's does);
+    folded, the graph is what ran: nothing. (0.012 ms alone cannot tell whether the head ran;
+    the networks that kept convolutions or pooling on constants in their last cell measure
+    0.05-1 ms, see :func:`nb201_output_zeros_dce`.)"""
     consts = set(g.meta.get("constants", []))
     folded: set[str] = set()
     for node in g.nodes.values():  # insertion order is topological
@@ -186,17 +186,18 @@ def nb201_output_zeros_dce(g: Graph) -> Graph:
     toolchain removed dead ops only in some cells. Of the 125 architectures whose output node
     receives only ``none`` edges, the 64 without another ``none`` all collapse (0.011-0.0125 ms
     on raspi4); of the 61 with one, 20 ran every op (5-34 ms, within the spread of a linear model
-    of the ops as written), 2 a small part (0.14 / 0.38 ms) and 39 collapsed too. Of the 3,296 other architectures with ops that feed only ``none`` edges,
-    a linear model of the op counts fitted on the architectures without such ops predicts the
-    1,536 of the first kind with a median error of 8.4% when their dead ops are removed (40%
-    when kept), and the 1,760 of the second kind with 9.3% when kept (29% when removed). The
+    of the ops as written), 2 a small part (0.14 / 0.38 ms) and 39 collapsed too. Of the 3,296
+    other architectures with ops that feed only ``none`` edges, a linear model of the op counts
+    fitted on the architectures without such ops predicts the 1,536 of the first kind with a median
+    error of 8.4% when their dead ops are removed (40% when kept), and the 1,760 of the second kind
+    with 9.3% when kept (29% when removed). The
     mechanism inside that toolchain is not known; the rule is what its measurements show, and
     it is not the whole story. 341 architectures compute a constant (every edge into the output
     node is ``none`` or reads a node that is itself constant, e.g. nb201-04478's skip edges from
     zero nodes). raspi4 timed 128 of them at 0.012 ms (nothing ran), 148 at 0.05-1 ms (what
     fits the last cell's pooling and convolutions on constants, and the head, running) and 65
     whole (5-34 ms). The rule collapses 64 of the 128 and keeps the other 64 and the 148 whole:
-    a percentage loss weighs each of those 212 like 10^4-10^7 typical networks, which is what
+    a percentage loss weighs each of those 212 like 10^3-10^7 typical networks, which is what
     makes the op-wise fits collapse where a draw holds some (leaderboard/why_below_flops.yaml).
     No rule over the cell string found yet tells the 65 from the 276.
     A graph without NAS-Bench-201's edge blocks is returned as it is."""
