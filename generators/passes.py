@@ -77,15 +77,20 @@ def zero_scale_dce(g: Graph) -> Graph:
     (inputs are not ops: they have no cost in any predictor), read by the product's consumers.
     """
     zeros = {n.name for n in _zero_products(g)}
-    if not zeros:
-        return g
-    for z in zeros:
-        if z + ZEROS_SUFFIX in g.nodes:
-            raise IRError(f"graph {g.name!r}: node {z + ZEROS_SUFFIX!r} exists; zero_scale_dce names its constants so")
+    return _as_constants(g, zeros, ZEROS_SUFFIX, "zero_scale_dce") if zeros else g
+
+
+def _as_constants(g: Graph, replaced: set[str], suffix: str, pass_name: str) -> Graph:
+    """``g`` with the nodes ``replaced`` made constants (``input`` nodes ``<name><suffix>`` of
+    their shape, read by their consumers) and what then reaches no output removed; ``meta``
+    records the pass and the constants left in the graph (network inputs are not constants)."""
+    for r in replaced:
+        if r + suffix in g.nodes:
+            raise IRError(f"graph {g.name!r}: node {r + suffix!r} exists; {pass_name} names its constants so")
 
     def target(ref: str) -> str:
         name, _ = split_ref(ref)
-        return name + ZEROS_SUFFIX if name in zeros else ref
+        return name + suffix if name in replaced else ref
 
     needed: set[str] = set()
     stack = [split_ref(target(r))[0] for r in g.outputs]
@@ -94,28 +99,21 @@ def zero_scale_dce(g: Graph) -> Graph:
         if name in needed:
             continue
         needed.add(name)
-        if name.endswith(ZEROS_SUFFIX) and name[: -len(ZEROS_SUFFIX)] in zeros:
+        if name.endswith(suffix) and name[: -len(suffix)] in replaced:
             continue  # a constant reads nothing
         stack.extend(split_ref(target(r))[0] for r in g.nodes[name].inputs)
 
-    consts = sorted(z + ZEROS_SUFFIX for z in zeros if z + ZEROS_SUFFIX in needed)
-    out = Graph(name=g.name, source=g.source, meta=_passed(g, "zero_scale_dce", consts))
+    constants = sorted(c for c in {*g.meta.get("constants", []), *(r + suffix for r in replaced)} if c in needed)
+    out = Graph(name=g.name, source=g.source,
+                meta={**g.meta, "passes": [*g.meta.get("passes", []), pass_name], "constants": constants})
     for node in g.nodes.values():
-        if node.name in zeros:
-            if node.name + ZEROS_SUFFIX in needed:
-                out.add_node("input", [], name=node.name + ZEROS_SUFFIX, block=node.block,
-                             attrs={"shape": list(node.shape)})
+        if node.name in replaced:
+            if node.name + suffix in needed:
+                out.add_node("input", [], name=node.name + suffix, block=node.block, attrs={"shape": list(node.shape)})
         elif node.name in needed:
             out.add_node(node.op, [target(r) for r in node.inputs], name=node.name, block=node.block,
                          attrs=dict(node.attrs))
     return out.set_outputs(*[target(r) for r in g.outputs])
-
-
-def _passed(g: Graph, name: str, constants: list[str] = ()) -> dict:
-    """``g.meta`` with pass ``name`` appended to ``passes`` and ``constants`` (the ``input`` nodes
-    a pass made of values the converter computed: not network inputs) to ``constants``."""
-    return {**g.meta, "passes": [*g.meta.get("passes", []), name],
-            "constants": sorted({*g.meta.get("constants", []), *constants})}
 
 
 @register_pass("fold_constants")
@@ -133,45 +131,15 @@ def fold_constants(g: Graph) -> Graph:
     folded, the graph is what ran: nothing. (0.012 ms alone cannot tell whether the head ran;
     the networks that kept convolutions or pooling on constants in their last cell measure
     0.05-1 ms, see :func:`nb201_output_zeros_dce`.)"""
-    consts = set(g.meta.get("constants", []))
+    constant = set(g.meta.get("constants", []))
     folded: set[str] = set()
     for node in g.nodes.values():  # insertion order is topological
-        if node.op != "input" and node.inputs and all(split_ref(r)[0] in consts | folded for r in node.inputs):
-            if len(node.shapes) != 1:
-                continue  # a multi-output op (split) stays: its outputs would need one constant each
+        # a multi-output op (split) stays: its outputs would need one constant each
+        if node.op != "input" and node.inputs and len(node.shapes) == 1 \
+                and all(split_ref(r)[0] in constant for r in node.inputs):
             folded.add(node.name)
-    if not folded:
-        return g
-
-    def target(ref: str) -> str:
-        name, _ = split_ref(ref)
-        return name + CONST_SUFFIX if name in folded else ref
-
-    needed: set[str] = set()
-    stack = [split_ref(target(r))[0] for r in g.outputs]
-    while stack:
-        name = stack.pop()
-        if name in needed:
-            continue
-        needed.add(name)
-        if name.endswith(CONST_SUFFIX) and name[: -len(CONST_SUFFIX)] in folded:
-            continue
-        stack.extend(split_ref(target(r))[0] for r in g.nodes[name].inputs)
-    made = [f + CONST_SUFFIX for f in folded if f + CONST_SUFFIX in needed]
-    out = Graph(name=g.name, source=g.source, meta=_passed(g, "fold_constants", made))
-    out.meta["constants"] = sorted(c for c in out.meta["constants"] if c in needed or c in made)
-    for node in g.nodes.values():
-        if node.name in folded:
-            if node.name + CONST_SUFFIX in needed:
-                if node.name + CONST_SUFFIX in g.nodes:
-                    raise IRError(f"graph {g.name!r}: node {node.name + CONST_SUFFIX!r} exists; fold_constants "
-                                  f"names its constants so")
-                out.add_node("input", [], name=node.name + CONST_SUFFIX, block=node.block,
-                             attrs={"shape": list(node.shape)})
-        elif node.name in needed:
-            out.add_node(node.op, [target(r) for r in node.inputs], name=node.name, block=node.block,
-                         attrs=dict(node.attrs))
-    return out.set_outputs(*[target(r) for r in g.outputs])
+            constant.add(node.name)
+    return _as_constants(g, folded, CONST_SUFFIX, "fold_constants") if folded else g
 
 
 _CELL_OUTPUT_EDGE = re.compile(r"(^|/)edge\d3_none$")  # generators/nasbench201.py's block of an i->3 `none` edge

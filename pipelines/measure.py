@@ -406,6 +406,7 @@ class Sweep:
         self._log_file = self.out / "measure.log"
         self._log_extra = log
         self.runs_made = 0  # timed e2e runs made by this sweep (benchmarks read it)
+        self._reference: dict[int, float] | None = None  # the release's probe reference, read once
         self.on_process: Callable[[dict], None] | None = None  # called with each finished e2e process
         # sweeps sharing one scenario folder at once (the farm's phones) leave .work to their driver
         self.tidy_work = True
@@ -513,7 +514,7 @@ class Sweep:
     def _probe_reference(self) -> dict[int, float]:
         """The speed probe's reference from the release's earlier sessions, when this machine's
         processor is the one its rows of this device were measured on (pipelines/release.py)."""
-        if not hasattr(self, "_reference"):
+        if self._reference is None:
             from .release import probe_reference, release_processors, resolve
 
             self._reference = {}
