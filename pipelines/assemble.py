@@ -8,7 +8,8 @@ Reads, under ``data_dir``:
   ``latbench.measurement/1``), ``<model_id>.error.json`` per failed pair;
 - ``models/<source>/<model_id>.json``: the IR of every network a record or failure names;
 - ``artifacts/<model_id>/<format>``: the measured ``.tflite`` files, read for the op
-  configuration (tensor shapes and builtin options of every node).
+  configuration (tensor shapes and builtin options of every node); a pair whose file
+  ``latbench prune`` deleted (pipelines/prune.py) takes its rows from the release instead.
 
 Writes ``dataset/``: ``{models,scenarios,e2e,ops,kernels}.parquet`` (schema
 ``pipelines/dataset/schema.py``, checked on write), ``failures.csv`` (one line per failed
@@ -66,6 +67,8 @@ from .dataset.opfeatures import (
     torch_features,
 )
 from .dataset.schema import TABLES, TableBuilder
+from .prune import is_dropped
+from .release import released_pairs
 from .runners import RUNNERS
 from .runners.records import GPU_EVENT_KEYS, RECORD_SCHEMA
 
@@ -496,16 +499,18 @@ def _validate_record(rec: dict, path: Path, folder: ScenarioFolder) -> None:
         raise AssembleError(f"{path}: scenario {sid!r}, but its folder's SCENARIO.json says {want!r}")
 
 
-def _artifact(artifacts: Path, rec: dict) -> Path | None:
+def _artifact(artifacts: Path, rec: dict) -> tuple[Path | None, bool]:
+    """The file a record measured, and whether ``latbench prune`` deleted it (pipelines/prune.py)."""
     from generators.export.formats import FORMATS
 
     sc = rec["scenario"]
     runner = RUNNERS.get((sc.get("framework"), sc.get("accelerator", "cpu")))
     fmt = (rec.get("artifact") or {}).get("format") or (runner.formats.get(sc.get("precision")) if runner else None)
     try:
-        return artifacts / rec["model_id"] / FORMATS.get(fmt).filename
+        path = artifacts / rec["model_id"] / FORMATS.get(fmt).filename
     except Exception:  # noqa: BLE001 - an unknown format only costs the op features (counted)
-        return None
+        return None, False
+    return path, is_dropped(path.parent, fmt)
 
 
 def _protocol(folder: ScenarioFolder, recs: list[dict]) -> dict[str, Any]:
@@ -582,6 +587,7 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
     seen_pairs: dict[tuple[str, str], Path] = {}
     seen_scenarios: dict[str, Path] = {}
     cache: dict = {}
+    released = released_pairs(release) if release else set()
 
     def rel(p: Path) -> str:
         return p.relative_to(data).as_posix()
@@ -610,6 +616,9 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
             _validate_record(rec, path, folder)
             recs.append(rec)
             mid = rec["model_id"]
+            artifact, pruned = _artifact(artifacts, rec)
+            if pruned and (mid, sid) in released:
+                continue  # its rows come from the release, made while the file (its op features) existed
             if mid not in irs:
                 raise AssembleError(f"{path}: model {mid} has no IR file under {data / 'models'}")
             if (mid, sid) in seen_pairs:  # pragma: no cover - folders are unique per scenario id
@@ -620,7 +629,7 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
                 counts.stale_protocol += 1
             r = rel(path)
             b["e2e"].add(**e2e_row(rec, path, r))
-            ops = op_rows(rec, r, _artifact(artifacts, rec), counts, cache)
+            ops = op_rows(rec, r, artifact, counts, cache)
             for row in ops:
                 b["ops"].add(**row)
             node_to_op = {json.loads(o["config"]).get("tflite_node"): o["op_index"] for o in ops}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Callable
 
 from generators.ir import Graph, IRError
@@ -39,12 +40,41 @@ def _cmd_export(args: argparse.Namespace) -> None:
     """Export every generated network to the formats in `export.formats`, in parallel, skipping what
     is already exported; failures are recorded as <format>.error.json and the stage goes on. Writes
     <data_dir>/artifacts/<model_id>/ and manifest.csv."""
-    from .export import run_export
+    from .export import DiskFull, run_export
 
     cfg = load_params(args.params)
-    counts = run_export(cfg, progress=not args.quiet)
+    try:
+        counts = run_export(cfg, progress=not args.quiet)
+    except DiskFull as e:
+        raise ConfigError(f"export: {e}; what finished is kept: free space (`latbench prune` deletes the artifacts "
+                          "whose pairs are released) and run export again") from None
     print(f"export: {counts['ok']} written, {counts['failed']} failed, {counts['skipped']} already done "
           f"(see {cfg.data_dir}/artifacts/manifest.csv)")
+
+
+def _cmd_prune(args: argparse.Namespace) -> None:
+    """Delete the artifact files no stage of the sweep reads again: those whose pairs at every grid
+    point that measures them are in the committed release (measure.release). Each leaves
+    <format>.dropped.json; export does not write it again, assemble takes its pairs from the
+    release, the control set's networks are kept. --restore deletes the sidecars (the next export
+    writes the files again)."""
+    from .control import ControlError
+    from .devices import make_device
+    from .prune import PruneError, plan, prune, restore
+
+    cfg = load_params(args.params)
+    artifacts = Path(cfg.data_dir) / "artifacts"
+    if args.restore:
+        print(f"prune: {restore(artifacts)} dropped sidecars removed; run export to write those files again")
+        return
+    try:
+        p = plan(cfg, make_device(cfg.device), Path(cfg.data_dir) / "models", artifacts)
+    except (ControlError, PruneError) as e:
+        raise ConfigError(str(e)) from None
+    kept = "; ".join(f"{n} {why}" for why, n in p.kept.items()) or "none"
+    verb = "would delete" if args.dry_run else "deleted"
+    n = len(p.prunable) if args.dry_run else prune(p, cfg.measure.release)
+    print(f"prune: {verb} {n} files ({p.bytes / 1e9:.2f} GB) whose pairs {cfg.measure.release} holds; kept: {kept}")
 
 
 def _cmd_measure(args: argparse.Namespace) -> None:
@@ -324,6 +354,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "to the next run instead of giving them to the other phones")
     _params(m)
     _quiet(m)
+
+    pn = _command(sub, "prune", _cmd_prune, help="delete artifacts whose pairs the release holds (frees the disk)")
+    pn.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
+    pn.add_argument("--restore", action="store_true", help="forget what was pruned: the next export writes it again")
+    _params(pn)
 
     sc = _command(sub, "scenarios", _cmd_scenarios, help="list the scenarios the configured grid gives on this device")
     sc.add_argument("--cores-all", action="store_true", help="every core combination of the device (USC-style)")

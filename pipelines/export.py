@@ -17,6 +17,7 @@ messages) goes to ``export.log`` there.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
@@ -32,6 +33,8 @@ from typing import Any
 from tqdm import tqdm
 
 from generators.export.formats import FORMATS, exporter_version
+
+from .prune import dropped_sidecar, is_dropped
 
 ENGINES = ("x86", "qnnpack")
 MANIFEST_COLUMNS = ["model_id", "source", "name", "format", "status", "file", "bytes", "seconds", "checks", "error"]
@@ -60,6 +63,13 @@ def validate_config(cfg: ExportConfig) -> ExportConfig:
     if cfg.calibration_samples < 1:
         raise ValueError(f"calibration_samples: must be >= 1, got {cfg.calibration_samples}")
     return cfg
+
+
+class DiskFull(RuntimeError):
+    """The disk filled up while writing an artifact: not the model's failure, so nothing is recorded
+    against it; the stage stops (every model after it would fail the same way) and a rerun after
+    freeing space (``latbench prune``) goes on. The release sweep once recorded 28 such failures (18
+    zoo networks), which no rerun would have retried."""
 
 
 # ------------------------------------------------------------------ per-model work (in workers)
@@ -102,6 +112,8 @@ def export_model(model_path: str, formats: list[str], out_dir: str, options: dic
             results.append({"format": name, "status": "ok"})
         except Exception as e:  # any failure of one format is recorded, the others go on
             (folder / fmt.filename).unlink(missing_ok=True)
+            if _disk_full(e):
+                raise DiskFull(f"{folder / fmt.filename}: no space left on device") from None
             err = {
                 "format": name,
                 "model_id": graph.model_id,
@@ -113,6 +125,15 @@ def export_model(model_path: str, formats: list[str], out_dir: str, options: dic
             _write_json(_sidecar(folder, name, "error"), err)
             results.append({"format": name, "status": "failed", "error": err["error"]})
     return results
+
+
+def _disk_full(e: BaseException) -> bool:
+    """Is ``e`` (or an exception it wraps: converters re-raise) a full disk?"""
+    while e is not None:
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _quiet_worker(log_path: str) -> None:
@@ -128,6 +149,8 @@ def _quiet_worker(log_path: str) -> None:
 def _pending(folder: Path, formats: list[str], version: str, retry_failed: bool) -> list[str]:
     todo = []
     for name in formats:
+        if is_dropped(folder, name):  # every point that reads it has landed (pipelines/prune.py)
+            continue
         facts, error = _sidecar(folder, name, "facts"), _sidecar(folder, name, "error")
         if facts.exists() and (folder / FORMATS.get(name).filename).exists() and _version(facts) == version:
             continue
@@ -216,6 +239,10 @@ def _run_pool(tasks, out_dir, options, version, workers, bar, counts) -> list:
             except BrokenProcessPool:
                 lost.append(futures[fut])
                 continue
+            except DiskFull:
+                for f in futures:
+                    f.cancel()  # the models not started: they would fail the same way
+                raise
             for r in results:
                 counts[r["status"]] += 1
                 if r["status"] == "failed":
@@ -225,7 +252,8 @@ def _run_pool(tasks, out_dir, options, version, workers, bar, counts) -> list:
 
 
 def write_manifest(models: list[Path], formats: dict[str, frozenset[str] | None], out_dir: Path) -> Path:
-    """``manifest.csv``: one row per (model, format) with its status, from the sidecars on disk."""
+    """``manifest.csv``: one row per (model, format) with its status, from the sidecars on disk
+    (``dropped``: deleted by ``latbench prune`` once its pairs were released)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=MANIFEST_COLUMNS, lineterminator="\n")
     w.writeheader()
@@ -237,7 +265,11 @@ def write_manifest(models: list[Path], formats: dict[str, frozenset[str] | None]
             art = folder / FORMATS.get(f).filename
             row = {"model_id": mid, "source": source, "name": name, "format": f, "file": "", "bytes": "", "seconds": "", "checks": "", "error": ""}
             facts, error = _sidecar(folder, f, "facts"), _sidecar(folder, f, "error")
-            if facts.exists() and art.exists():
+            if is_dropped(folder, f):
+                d = json.loads(dropped_sidecar(folder, f).read_text())
+                row |= {"status": "dropped", "bytes": d.get("bytes", ""),
+                        "error": f"pruned: its pairs are released ({', '.join(d.get('scenarios', []))})"}
+            elif facts.exists() and art.exists():
                 d = json.loads(facts.read_text())
                 failed = sorted(k for k, v in d.get("checks", {}).items() if not v)
                 row |= {"status": "ok", "file": art.relative_to(out_dir).as_posix(), "bytes": art.stat().st_size,

@@ -488,8 +488,13 @@ class Sweep:
     # -- running one process
     def _run(self, pair: Pair, mode: str, runs: int, tag: str) -> NativeRun:
         if not pair.artifact.is_file():
-            raise MeasureError(f"{pair.artifact}: artifact missing (export {self.format} failed or was not "
-                               f"configured; see the export manifest)", "artifact_missing")
+            from .prune import dropped_sidecar
+
+            side = dropped_sidecar(pair.artifact.parent, self.format)
+            why = (f"pruned once its pairs were released, see {side.name}; `latbench prune --restore` and export "
+                   "write it again") if side.is_file() else (f"export {self.format} failed or was not configured; "
+                                                             "see the export manifest")
+            raise MeasureError(f"{pair.artifact}: artifact missing ({why})", "artifact_missing")
         pair.work.mkdir(parents=True, exist_ok=True)
         records = pair.work / f"{tag}.records.jsonl"
         trace = (self.out / f"{pair.model_id}.{mode}.trace.json") if mode != "e2e" else None

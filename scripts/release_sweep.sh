@@ -5,7 +5,8 @@
 #   POINTS="tflite-int8-1large tflite-fp32-2large" bash scripts/release_sweep.sh 3000 'measure.sources=[synthetic]'
 #
 # Composes the release configuration into data/release.params.yaml (data_dir data/release,
-# never the main job's params.yaml), generates and exports what is missing, measures the
+# never the main job's params.yaml), generates what is missing, prunes the artifacts whose pairs
+# have all landed and exports what is missing, measures the
 # control set (the between-session drift), then the release's measure points one after another
 # until the budget is spent (default 5400 s; a point interrupted by the budget resumes next
 # time, finished processes kept), and finally assembles and writes the release
@@ -40,6 +41,9 @@ python -m pipelines.release --params "$params" --check-machine
 release=$(python -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['measure']['release'])" "$params")
 say "this machine ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)) adds to $release"
 python -m pipelines.cli generate --params "$params" --quiet
+# the disk first: files whose pairs the release holds at every point reading them are deleted
+# (pipelines/prune.py), and export does not write them again
+python -m pipelines.cli prune --params "$params"
 python -m pipelines.cli export --params "$params"
 say "export done after $(( $(date +%s) - start )) s; the control set"
 python -m pipelines.control --params "$params" --quiet

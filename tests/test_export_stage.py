@@ -101,3 +101,39 @@ def test_bad_export_config_is_one_line(tmp_path):
     raw["export"]["int8_engine"] = "arm"
     with pytest.raises(ConfigError, match=r"export\.int8_engine: unknown engine 'arm'"):
         validate(raw)
+
+
+def test_a_full_disk_stops_the_export_and_blames_no_model(tmp_path, monkeypatch):
+    """ENOSPC while writing (also wrapped by a converter) is not the model's failure: nothing is
+    recorded against it, so a rerun after freeing space exports it; the stage stops with DiskFull,
+    which crosses the worker boundary. Any other failure is still the model's, recorded."""
+    import errno
+    import pickle
+
+    from generators.export.formats import exporter_version
+    from pipelines.export import DiskFull, _pending, export_model
+
+    _, cfg = small_params(tmp_path / "data", formats=["tflite_fp32"], n=1)
+    run_generate(cfg, progress=False)
+    model = next((tmp_path / "data" / "models").glob("*/*.json"))
+    out = tmp_path / "data" / "artifacts"
+    folder, version = out / model.stem, exporter_version()
+
+    def full(graph, path, **kw):
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as e:
+            raise RuntimeError("the converter failed") from e
+
+    monkeypatch.setattr("generators.export.tflite.export_tflite", full)
+    with pytest.raises(DiskFull, match="tflite_fp32.tflite: no space left on device"):
+        export_model(str(model), ["tflite_fp32"], str(out), {}, version)
+    assert not list(folder.glob("*.error.json"))
+    assert _pending(folder, ["tflite_fp32"], version, retry_failed=False) == ["tflite_fp32"]
+    e = pickle.loads(pickle.dumps(DiskFull("x: no space left on device")))
+    assert isinstance(e, DiskFull) and str(e) == "x: no space left on device"
+
+    monkeypatch.setattr("generators.export.tflite.export_tflite", lambda graph, path, **kw: 1 / 0)
+    assert export_model(str(model), ["tflite_fp32"], str(out), {}, version)[0]["status"] == "failed"
+    assert "ZeroDivisionError" in json.loads((folder / "tflite_fp32.error.json").read_text())["error"]
+    assert _pending(folder, ["tflite_fp32"], version, retry_failed=False) == []

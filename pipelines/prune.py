@@ -1,0 +1,172 @@
+"""``latbench prune``: delete the artifacts no stage of the sweep will read again.
+
+The release sweep's artifacts outgrow a VM's disk: 62 GB for its 1,600 networks (the zoo's
+TFLite files alone 48 GB), where the PyTorch point needs another 11.5 GB of TorchScript and CI
+needs about 10 GB free. An artifact file (a network's ``tflite_fp32``, ``torchscript_fp32``, ...)
+is read only by the grid points whose runner measures that format (the format of the point's
+precision, :data:`pipelines.runners.RUNNERS`), for the sources and models the point measures
+(``measure.points``, ``runner_sources``, ``models``). Once the committed release
+(``measure.release``) holds the pair of every such point, the file is not read again:
+
+- ``measure`` skips released pairs (``reuse_release``);
+- ``assemble`` takes a pruned pair's rows from the release, whose op features were read from
+  the file while it existed (:func:`pipelines.assemble.assemble`);
+- ``export`` does not write a pruned file again (:func:`pipelines.export._pending`).
+
+``prune`` deletes such files and leaves ``<format>.dropped.json`` beside each: what was deleted,
+its size, and the scenarios that hold its pairs. The control set's networks are measured again
+at the start of every sweep session, so they are never pruned. A point added to the grid later
+that needs a pruned file finds it missing, with the sidecar named in its error; ``prune
+--restore`` deletes the sidecars, and the next ``export`` writes the files again.
+
+    latbench prune --params data/release.params.yaml [--dry-run] [--restore]
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DROPPED = "dropped"  # the sidecar's kind: <format>.dropped.json
+
+
+def dropped_sidecar(folder: Path, fmt: str) -> Path:
+    """Where prune records that ``folder``'s ``fmt`` file was deleted."""
+    return folder / f"{fmt}.{DROPPED}.json"
+
+
+def is_dropped(folder: Path, fmt: str) -> bool:
+    return dropped_sidecar(folder, fmt).is_file()
+
+
+@dataclass(frozen=True)
+class Reader:
+    """One grid point that reads an artifact format: of which networks, in which scenario."""
+
+    point: str
+    scenario_id: str
+    fmt: str
+    sources: frozenset[str] | None  # None: every source
+    models: frozenset[str] | None  # None: every network of those sources
+
+    def reads(self, source: str, model_id: str) -> bool:
+        return (self.sources is None or source in self.sources) and (self.models is None or model_id in self.models)
+
+
+def readers(cfg: Any, device: Any) -> list[Reader]:
+    """Every point of the scenario grid that measures something on ``device``, as a Reader (a
+    point the device does not offer, or that ``measure.points`` leaves out, reads nothing)."""
+    from .measure import grid_points, point_config, point_name, stage_scenario
+    from .runners import runner_for
+
+    out = []
+    for framework, precision, cores, accelerator in grid_points(cfg.scenario):
+        point = point_name(framework, precision, cores, accelerator)
+        m = point_config(cfg.measure, point)
+        runner = runner_for(framework, accelerator)
+        fmt = runner.formats.get(precision) if runner else None
+        if m is None or fmt is None:
+            continue
+        st = stage_scenario(device, framework, precision, cores, None, accelerator)
+        if st.scenario is None:
+            continue
+        sources = m.runner_sources.get(f"{framework}-{accelerator}", m.sources)
+        out.append(Reader(point, st.scenario.scenario_id, fmt, frozenset(sources) if sources else None,
+                          frozenset(m.models) if m.models else None))
+    return out
+
+
+@dataclass
+class Plan:
+    """What prune found: files it may delete, with their bytes and the scenarios holding them."""
+
+    prunable: list[tuple[Path, str, int, list[str]]]  # (artifact, format, bytes, scenario ids)
+    kept: dict[str, int]  # why a present file stays -> how many
+
+    @property
+    def bytes(self) -> int:
+        return sum(b for _, _, b, _ in self.prunable)
+
+
+class PruneError(ValueError):
+    """The configuration does not allow pruning; one line naming the key."""
+
+
+def plan(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> Plan:
+    """The artifact files whose every reading point's pair is in the release."""
+    from generators.export.formats import FORMATS
+
+    from .control import control_models
+    from .release import released_pairs
+
+    if not cfg.measure.release:
+        raise PruneError("measure.release: empty; prune deletes only files whose pairs a committed release holds")
+    if not cfg.measure.reuse_release:
+        raise PruneError("measure.reuse_release: false, so the sweep measures the released pairs again and needs "
+                         "every file; nothing to prune")
+    released = released_pairs(cfg.measure.release)
+    by_fmt: dict[str, list[Reader]] = {}
+    for r in readers(cfg, device):
+        by_fmt.setdefault(r.fmt, []).append(r)
+    sources = {p.stem: p.parent.name for p in models_dir.glob("*/*.json")}
+    # a control network named but not generated raises (ControlError names the key): never guess
+    control = {mid for _, mid, _ in control_models(cfg, models_dir)} if cfg.measure.control else set()
+    prunable, kept = [], {}
+
+    def keep(why: str) -> None:
+        kept[why] = kept.get(why, 0) + 1
+
+    folders = sorted(p for p in artifacts_dir.iterdir() if p.is_dir()) if artifacts_dir.is_dir() else []
+    for folder in folders:
+        mid = folder.name
+        for fmt in FORMATS.names():
+            art = folder / FORMATS.get(fmt).filename
+            if not art.is_file():
+                continue
+            source = sources.get(mid)
+            if source is None:
+                keep("no IR file under models/ (not this sweep's network)")
+                continue
+            if mid in control:
+                keep("control set (measured again every session)")
+                continue
+            mine = [r for r in by_fmt.get(fmt, []) if r.reads(source, mid)]
+            if not mine:
+                keep("no grid point reads it")  # a format exported for other work: not prune's to judge
+                continue
+            missing = [r for r in mine if (mid, r.scenario_id) not in released]
+            if missing:
+                keep(f"{missing[0].point} not yet released" if len({r.point for r in missing}) == 1
+                     else "several points not yet released")
+                continue
+            prunable.append((art, fmt, art.stat().st_size, sorted(r.scenario_id for r in mine)))
+    return Plan(prunable, dict(sorted(kept.items(), key=lambda kv: -kv[1])))
+
+
+def prune(p: Plan, release: str) -> int:
+    """Delete the planned files, each leaving its sidecar first (a kill in between leaves a
+    sidecar beside a file, which the next prune deletes: never a file gone without a record)."""
+    for art, fmt, size, scenarios in p.prunable:
+        side = dropped_sidecar(art.parent, fmt)
+        tmp = side.with_name(side.name + ".tmp")
+        tmp.write_text(json.dumps({"format": fmt, "file": art.name, "bytes": size, "release": release,
+                                   "scenarios": scenarios,
+                                   "dropped": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                                  indent=1, sort_keys=True) + "\n")
+        tmp.replace(side)
+        art.unlink()
+    return len(p.prunable)
+
+
+def restore(artifacts_dir: Path) -> int:
+    """Delete every dropped sidecar: the next export writes those files again."""
+    n = 0
+    for side in artifacts_dir.glob(f"*/*.{DROPPED}.json"):
+        side.unlink()
+        n += 1
+    return n
+
+
+__all__ = ["DROPPED", "Plan", "PruneError", "Reader", "dropped_sidecar", "is_dropped", "plan", "prune", "readers", "restore"]
