@@ -93,6 +93,29 @@ def grid_points(scenario_cfg: Any) -> list[tuple[str, str, str | None, str]]:
     return out
 
 
+def reading_points(scenario_cfg: Any, measure_cfg: Any = None) -> list[tuple[tuple[str, str, str | None, str], str,
+                                                                              list[str], Any]]:
+    """Every point of a scenario grid that reads an artifact: (its ``grid_points`` tuple, the
+    format its runner reads at its precision, the generator sources it measures (empty: every
+    source), its protocol). With ``measure_cfg`` a point ``measure.points`` leaves out reads
+    nothing, and the sources and protocol are the point's (``points``, ``runner_sources``);
+    without it every point reads, for every source, protocol None."""
+    out = []
+    for framework, precision, cores, accelerator in grid_points(scenario_cfg):
+        runner = runner_for(framework, accelerator)
+        fmt = runner.formats.get(precision) if runner else None
+        if fmt is None:
+            continue
+        m, sources = None, []
+        if measure_cfg is not None:
+            m = point_config(measure_cfg, point_name(framework, precision, cores, accelerator))
+            if m is None:
+                continue  # measure.points leaves this point out
+            sources = m.runner_sources.get(f"{framework}-{accelerator}", m.sources)
+        out.append(((framework, precision, cores, accelerator), fmt, list(sources), m))
+    return out
+
+
 def grid_formats(scenario_cfg: Any, measure_cfg: Any = None) -> dict[str, frozenset[str] | None]:
     """The artifact formats the measure stages of a scenario grid read, each with the generator
     sources whose networks they read it for (None: every source). This is what
@@ -100,17 +123,7 @@ def grid_formats(scenario_cfg: Any, measure_cfg: Any = None) -> dict[str, frozen
     ``measure.points`` / ``runner_sources`` (``measure_cfg``) a format only for the sources a
     point measures (the release's TorchScript files for its synthetic networks only)."""
     out: dict[str, frozenset[str] | None] = {}
-    for framework, precision, cores, accelerator in grid_points(scenario_cfg):
-        runner = runner_for(framework, accelerator)
-        fmt = runner.formats.get(precision) if runner else None
-        if fmt is None:
-            continue
-        sources: list[str] = []
-        if measure_cfg is not None:
-            m = point_config(measure_cfg, point_name(framework, precision, cores, accelerator))
-            if m is None:
-                continue  # measure.points leaves this point out
-            sources = m.runner_sources.get(f"{framework}-{accelerator}", m.sources)
+    for _, fmt, sources, _ in reading_points(scenario_cfg, measure_cfg):
         if fmt in out and out[fmt] is None:
             continue
         out[fmt] = None if not sources else (out.get(fmt) or frozenset()) | frozenset(sources)

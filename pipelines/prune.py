@@ -58,23 +58,14 @@ class Reader:
 def readers(cfg: Any, device: Any) -> list[Reader]:
     """Every point of the scenario grid that measures something on ``device``, as a Reader (a
     point the device does not offer, or that ``measure.points`` leaves out, reads nothing)."""
-    from .measure import grid_points, point_config, point_name, stage_scenario
-    from .runners import runner_for
+    from .measure import point_name, reading_points, stage_scenario
 
     out = []
-    for framework, precision, cores, accelerator in grid_points(cfg.scenario):
-        point = point_name(framework, precision, cores, accelerator)
-        m = point_config(cfg.measure, point)
-        runner = runner_for(framework, accelerator)
-        fmt = runner.formats.get(precision) if runner else None
-        if m is None or fmt is None:
-            continue
+    for (framework, precision, cores, accelerator), fmt, sources, m in reading_points(cfg.scenario, cfg.measure):
         st = stage_scenario(device, framework, precision, cores, None, accelerator)
-        if st.scenario is None:
-            continue
-        sources = m.runner_sources.get(f"{framework}-{accelerator}", m.sources)
-        out.append(Reader(point, st.scenario.scenario_id, fmt, frozenset(sources) if sources else None,
-                          frozenset(m.models) if m.models else None))
+        if st.scenario is not None:
+            out.append(Reader(point_name(framework, precision, cores, accelerator), st.scenario.scenario_id, fmt,
+                              frozenset(sources) if sources else None, frozenset(m.models) if m.models else None))
     return out
 
 
