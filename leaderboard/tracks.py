@@ -8,7 +8,7 @@ track is adding one file.
 
 Data. A track reads one of two data roots: ``public`` (the imported public measurements,
 default ``data/public``) or ``host`` (the suite's own measurements, default the committed
-release ``datasets/host-v1``, so every machine scores the host tracks on the same data and their
+release ``datasets/host-xeon-v1``, so every machine scores the host tracks on the same data and their
 entries are committed like the public ones; point it at a dataset of your own, e.g. the main
 job's ``data/dataset``, with ``--host`` / ``LATBENCH_HOST_DATA`` / ``host=``: :func:`data_roots`).
 :func:`resolve` gives :class:`TrackData` (the slice: dataset, scenarios, networks) or
@@ -42,8 +42,11 @@ HERE = Path(__file__).resolve().parent
 TRACKS_DIR = HERE / "tracks"
 SPLITS_DIR = HERE / "splits"
 # The one place the data roots' defaults are set (relative to the checkout); the command line,
-# leaderboard/conf/train.yaml and leaderboard/dvc.yaml follow it (data_roots).
-DATA_ROOTS = {"public": "data/public", "host": "datasets/host-v1"}
+# leaderboard/conf/train.yaml and leaderboard/dvc.yaml follow it (data_roots). The host tracks
+# read the release that holds the most scenarios: host-xeon-v1 (Intel Xeon) has host-v1's 1,202
+# networks at TFLite fp32 1-large and grows the other scenarios (int8, 2 cores, PyTorch), which
+# host-v1 (AMD EPYC, one scenario) cannot: a release holds one processor (docs/dataset.md).
+DATA_ROOTS = {"public": "data/public", "host": "datasets/host-xeon-v1"}
 ROOT_ENV = {"public": "LATBENCH_PUBLIC_DATA", "host": "LATBENCH_HOST_DATA"}
 
 
