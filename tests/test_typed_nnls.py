@@ -180,6 +180,27 @@ def test_free_ew_adds_the_unfused_ops_as_a_typed_op(ds):
     assert {k: v for k, v in free.items() if not k.startswith("ew_unfused")} == plain
 
 
+def test_narrow_extra_counts_narrow_convolutions_again_as_one_surcharge_op(ds):
+    """narrow_extra=N: every body convolution with <= N output channels stays in its own type's
+    columns and is counted a second time, pooled, as ``conv_narrow`` (count, MACs): the same
+    convolutions the ``narrow`` typing puts apart; a fit can then only add time for them."""
+    X = Networks(ds, (ds.models.set_index("name").loc["mobilenet_wd4", "model_id"],), CPU)
+    (plain,), (extra,), (split,) = network_sums(X), network_sums(X, narrow_extra=32), network_sums(X, narrow=32)
+    assert {k: v for k, v in extra.items() if not k.startswith("conv_narrow")} == plain
+    narrow_n = sum(v for k, v in split.items() if k.endswith("_n:n"))
+    narrow_flops = sum(v for k, v in split.items() if k.endswith("_n:flops"))
+    assert narrow_n > 0  # mobilenet at width 1/4: 8-32 output channels
+    assert extra["conv_narrow:n"] == narrow_n and extra["conv_narrow:flops"] == pytest.approx(narrow_flops)
+    (wide,) = network_sums(Networks(ds, (ds.models.set_index("name").loc["resnet18", "model_id"],), CPU), narrow_extra=32)
+    assert not any(k.startswith("conv_narrow") for k in wide)  # resnet18's convs have >= 64 channels
+    Xs = Networks.of_scenario(ds, CPU)
+    p = make_predictor("typed_nnls", narrow_extra=32, min_networks=1, target="e2e").fit(Xs, Xs.y())
+    assert "conv_narrow:flops" in p.columns_ and (p.coef_ >= 0).all()
+    for bad in (-1, True, "32"):
+        with pytest.raises(ValueError, match="narrow_extra"):
+            make_predictor("typed_nnls", narrow_extra=bad).fit(Xs, Xs.y())
+
+
 def test_e2e_fit_prices_kernel_types_apart(ds):
     """Latencies made from known per-type costs (3x3 convs 5x dearer per MAC than 1x1) are
     recovered: the fit's weights give each conv type its own price."""

@@ -23,7 +23,8 @@ say); an op type never seen counts 0.
 **Optional op sums** (off by default, on in typed_nnls_family's config): ``stem`` types the
 convolutions of the image apart (:func:`typed_op`; ``stem="cpu"``: on CPU scenarios only),
 ``free_ew`` adds the batchnorm/ReLU no converter folds (:func:`unfused`), ``narrow`` types
-convolutions with few output channels apart;
+convolutions with few output channels apart, ``narrow_extra`` counts them a second time as one
+surcharge op ``conv_narrow`` (count and MACs; non-negative, so it can only add time);
 ``cv_stem`` / ``cv_narrow`` make the inner CV choose with or without them.
 
 **Fit (ops).** Where the training networks have op times in the scenario (the USC GPU files),
@@ -124,7 +125,8 @@ def unfused(graph: Any) -> tuple[int, float]:
 _UNFUSED: "weakref.WeakKeyDictionary[Any, tuple[int, tuple[int, float]]]" = weakref.WeakKeyDictionary()
 
 
-def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: bool = False) -> list[dict[str, float]]:
+def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: bool = False,
+                 narrow_extra: float = 0.0) -> list[dict[str, float]]:
     """Per network of ``X``: {"<typed op>:<n|flops|mem|root>": sum} from its IR. ``root`` sums the
     square root of each op's MACs: small ops use a core's lanes and caches worse than large ones,
     so time per MAC falls with op size; between the per-op constant (``n``) and the linear MACs
@@ -138,6 +140,19 @@ def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: 
         d[key + ":flops"] = d.get(key + ":flops", 0.0) + fl / 1e6
         d[key + ":mem"] = d.get(key + ":mem", 0.0) + mem / 1e6
         d[key + ":root"] = d.get(key + ":root", 0.0) + np.sqrt(max(fl, 0.0) / 1e6)
+    if narrow_extra > 0:
+        # Narrow body convolutions (<= narrow_extra output channels) a second time, pooled over
+        # kernels and strides into one typed op: a GEMM whose N is below the micro-kernel's
+        # register tile wastes lanes, so such a conv costs its type's time plus a surcharge >= 0.
+        # One pooled column, not a typing apart (``narrow``): typing apart gave every conv type
+        # its own narrow columns, which few networks fill, and made usc-real-kfold worse
+        # (4.79 -> 4.97%); the surcharge made it better (4.79 -> 4.76%, docs/predictors.md).
+        oc = CONFIGS.columns(frame.config)[:, _COLS][:, 3] if len(frame.config) else np.zeros(0)
+        for net, key, (fl, _), c in zip(frame.net.tolist(), keys, cols.tolist(), oc.tolist()):
+            if key.startswith("conv_k") and c <= narrow_extra:
+                d = out[net]
+                d["conv_narrow:n"] = d.get("conv_narrow:n", 0.0) + 1.0
+                d["conv_narrow:flops"] = d.get("conv_narrow:flops", 0.0) + fl / 1e6
     if free_ew:  # the element-wise ops no converter folds (unfused), as one more typed op
         for d, mid in zip(out, X.model_ids):
             n, elems = unfused(X.dataset.graph(mid, X.scenario_id))
@@ -174,8 +189,9 @@ class TypedNnls(Predictor):
     def __init__(self, target: str = "auto", alpha: float = 0.1, min_networks: int = 3, inner_folds: int = 5,
                  cv_alphas: tuple[float, ...] | list[float] | None = None, stem: bool = False,
                  narrow: float = 0.0, cv_stem: bool = False, cv_narrow: bool = False, free_ew: bool = False,
-                 random_state: int = 0):
+                 narrow_extra: float = 0.0, random_state: int = 0):
         self.target = target
+        self.narrow_extra = narrow_extra  # narrow convolutions' surcharge column (network_sums); 0: off
         self.stem = stem  # stem convolutions typed apart (typed_op); off: the committed typed_nnls entry
         self.narrow = narrow  # narrow convolutions typed apart (_typed_rows); 0: off
         self.cv_stem = cv_stem  # the inner CV chooses between stem and no stem typing
@@ -199,8 +215,10 @@ class TypedNnls(Predictor):
         if not isinstance(self.stem, (bool, np.bool_)) and self.stem not in STEM_ACCELERATORS:
             raise ValueError(f"typed_nnls: stem must be true, false or one of {', '.join(map(repr, STEM_ACCELERATORS))}, "
                              f"got {self.stem!r}")
-        if not isinstance(self.narrow, (int, float)) or not self.narrow >= 0:
-            raise ValueError(f"typed_nnls: narrow must be a number >= 0, got {self.narrow!r}")
+        for name in ("narrow", "narrow_extra"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ValueError(f"typed_nnls: {name} must be a number >= 0, got {v!r}")
         for name in ("cv_stem", "cv_narrow", "free_ew"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"typed_nnls: {name} must be true or false, got {getattr(self, name)!r}")
@@ -244,7 +262,7 @@ class TypedNnls(Predictor):
         frame = op_frame(X)
         has_times = bool((frame.measured[frame.net] & np.isfinite(frame.latency) & ~frame.fused).any())
         cands = self._candidates(has_times, self._stem_here(X))
-        typed = {t: (network_sums(X, *t, free_ew=self.free_ew), _typed_rows(frame, *t)[0]) for t in {c[2] for c in cands}}
+        typed = {t: (network_sums(X, *t, free_ew=self.free_ew, narrow_extra=self.narrow_extra), _typed_rows(frame, *t)[0]) for t in {c[2] for c in cands}}
         self.cv_mape_, self.cv_pred_ = {}, {}
         if len(cands) > 1 and self.inner_folds >= 2 and len(X) >= 2 * self.inner_folds:
             self.cv_mape_ = self._inner_cv(X, y, typed, frame, cands)
@@ -347,7 +365,7 @@ class TypedNnls(Predictor):
             return np.asarray(self.ops_model_.predict(X), dtype="float64")
         if len(X) == 0:
             return np.zeros(0)
-        sums = network_sums(X, self.stem_, self.narrow_, free_ew=self.free_ew)
+        sums = network_sums(X, self.stem_, self.narrow_, free_ew=self.free_ew, narrow_extra=self.narrow_extra)
         if self.mode_ == "hybrid":
             frame = op_frame(X)
             sums = _merge(sums, _lut_sums(frame, _typed_rows(frame, self.stem_, self.narrow_)[0], self.ops_model_))

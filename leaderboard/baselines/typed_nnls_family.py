@@ -77,8 +77,9 @@ class TypedNnlsFamily(Predictor):
                  cv_alphas: tuple[float, ...] | list[float] | None = None,
                  cv_shrinks: tuple[float, ...] | list[float] | None = None, stem: bool = False,
                  narrow: float = 0.0, cv_stem: bool = False, cv_narrow: bool = False, free_ew: bool = False,
-                 random_state: int = 0):
+                 narrow_extra: float = 0.0, random_state: int = 0):
         self.free_ew = free_ew
+        self.narrow_extra = narrow_extra
         self.stem = stem
         self.narrow = narrow
         self.cv_stem = cv_stem
@@ -98,7 +99,7 @@ class TypedNnlsFamily(Predictor):
         p = dict(target=self.target, alpha=self.alpha, min_networks=self.min_networks, inner_folds=self.inner_folds,
                  cv_alphas=list(CV_ALPHAS if self.cv_alphas is None else self.cv_alphas), stem=self.stem,
                  narrow=self.narrow, cv_stem=self.cv_stem, cv_narrow=self.cv_narrow, free_ew=self.free_ew,
-                 random_state=self.random_state)
+                 narrow_extra=self.narrow_extra, random_state=self.random_state)
         p.update(over)
         return TypedNnls(**p)
 
