@@ -78,18 +78,19 @@ def typed_op(op_type: str, kernel: float, stride: float, in_channels: float | No
 
 
 def _typed_rows(frame: Any, stem: bool = False, narrow: float = 0.0) -> tuple[list[str], np.ndarray]:
-    """The typed op of every row of an op frame, and its (flops, memory) columns. ``narrow`` > 0:
+    """The typed op of every row of an op frame, and its (out_channels, flops, memory) columns
+    (out_channels for network_sums' narrow surcharge, decoded once here). ``narrow`` > 0:
     a body convolution with at most that many output channels is typed apart (``conv_k3_s1_n``):
     a GEMM whose N is below the kernels' register tile runs at a lower MAC rate (DenseNet's
     growth-rate-32 3x3 convs: typed_nnls priced them with the wide ones and came out 20% low)."""
     if not len(frame.config):
-        return [], np.zeros((0, 2))
+        return [], np.zeros((0, 3))
     cols = CONFIGS.columns(frame.config)[:, _COLS]
     keys = [typed_op(t, k, s, c if stem else None)
             for t, (k, s, c) in zip(frame.op_types().tolist(), cols[:, :3].tolist())]
     if narrow > 0:
         keys = [k + "_n" if k.startswith("conv_k") and oc <= narrow else k for k, oc in zip(keys, cols[:, 3].tolist())]
-    return keys, cols[:, 4:]
+    return keys, cols[:, 3:]
 
 
 FOLDABLE = frozenset({"batchnorm", "relu", "relu6"})  # what a converter folds into the convolution before it
@@ -134,7 +135,7 @@ def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: 
     frame = op_frame(X, source="ir")
     out: list[dict[str, float]] = [{} for _ in range(len(X))]
     keys, cols = _typed_rows(frame, stem, narrow)
-    for net, key, (fl, mem) in zip(frame.net.tolist(), keys, cols.tolist()):
+    for net, key, (_, fl, mem) in zip(frame.net.tolist(), keys, cols.tolist()):
         d = out[net]
         d[key + ":n"] = d.get(key + ":n", 0.0) + 1.0
         d[key + ":flops"] = d.get(key + ":flops", 0.0) + fl / 1e6
@@ -147,8 +148,7 @@ def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: 
         # One pooled column, not a typing apart (``narrow``): typing apart gave every conv type
         # its own narrow columns, which few networks fill, and made usc-real-kfold worse
         # (4.79 -> 4.97%); the surcharge made it better (4.79 -> 4.76%, docs/predictors.md).
-        oc = CONFIGS.columns(frame.config)[:, _COLS][:, 3] if len(frame.config) else np.zeros(0)
-        for net, key, (fl, _), c in zip(frame.net.tolist(), keys, cols.tolist(), oc.tolist()):
+        for net, key, (c, fl, _) in zip(frame.net.tolist(), keys, cols.tolist()):
             if key.startswith("conv_k") and c <= narrow_extra:
                 d = out[net]
                 d["conv_narrow:n"] = d.get("conv_narrow:n", 0.0) + 1.0
