@@ -12,7 +12,8 @@ Per scenario folder (one measure stage), from the records it kept and its measur
 - refused / re-measured: pairs failed as taken under load, processes measured again;
 - the noise floor: the median, over the pairs, of the spread between independent processes
   (between_cv: coefficient of variation of the per-process medians), and its 90th percentile;
-- the load the kept processes saw (largest share of the pinned cores other processes used).
+- the load the kept processes saw (largest share of the pinned cores other processes used, as
+  the load check judges it: at most two clock ticks per core reads 0).
 
 Records made before the measure stage read the load have no process wall times: those pairs
 are counted, not timed.
@@ -27,6 +28,9 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipelines.machine_load import judged_share  # noqa: E402
 
 
 def _records(folder: Path) -> tuple[list[dict], list[dict]]:
@@ -49,21 +53,35 @@ def _walls(rec: dict) -> dict[str, float]:
 
 
 def _sweep_minutes(folder: Path) -> float | None:
-    """Minutes the stage ran: the sum of its sessions (each `start:` to the next `end:`), so
-    a resumed sweep counts every session, refused attempts included."""
+    """Minutes the stage ran: the sum of its sessions (each `start:` to its `end:`), so a
+    resumed sweep counts every session, refused attempts included. A session stopped by hand
+    or by its budget writes no `end:`; it ends at its last logged line (counting it as ending
+    at its start made a stage of interrupted sessions read 400 pairs a minute)."""
     log = folder / "measure.log"
     if not log.is_file():
         return None
-    total, start = 0.0, None
+    total, start, last = 0.0, None, None
     for line in log.read_text().splitlines():
         stamp, _, msg = line.partition(" ")
         t = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S")
         if msg.startswith("start:"):
+            if start is not None:  # the previous session was interrupted
+                total += (last - start).total_seconds()
             start = t
         elif msg.startswith("end:") and start is not None:
             total += (t - start).total_seconds()
             start = None
+        last = t
+    if start is not None:
+        total += (last - start).total_seconds()
     return total / 60 if total > 0 else None
+
+
+def _windows(rec: dict) -> list[dict]:
+    """The observed load windows of a record's kept processes (e2e, op, kernel)."""
+    ws = [p.get("load") for p in rec["e2e"].get("per_process", [])]
+    ws += [rec[m].get("load") for m in ("op", "kernel") if isinstance(rec.get(m), dict)]
+    return [w for w in ws if w and w.get("observed") and "foreign_busy_s" in w]
 
 
 def scenario_figures(folder: Path) -> dict | None:
@@ -75,7 +93,10 @@ def scenario_figures(folder: Path) -> dict | None:
     timed = [w for w in walls if w["e2e"] > 0]
     total = sum(sum(w.values()) for w in timed)
     cvs = sorted(r["e2e"]["between_cv"] for r in recs if r["e2e"].get("between_cv") is not None)
-    loads = [r["load"]["max_foreign_busy_frac"] for r in recs if (r.get("load") or {}).get("observed")]
+    # every kept process's window, judged as the load check judges it (machine_load.judged_share):
+    # the record's max_foreign_busy_frac keeps the raw share, 100% for a 10 ms process that saw
+    # one foreign clock tick, which the check rightly ignores
+    loads = [judged_share(w) for r in recs for w in _windows(r)]
     minutes = _sweep_minutes(folder)
     return {
         "scenario": folder.name, "pairs": len(recs), "failed": len(errs),

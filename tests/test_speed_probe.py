@@ -10,7 +10,7 @@ import time
 import pytest
 
 from pipelines import speed_probe
-from pipelines.machine_load import LoadConfig, LoadWindow, judge, validate_load
+from pipelines.machine_load import LoadConfig, LoadWindow, judge, judged_share, validate_load
 from pipelines.speed_probe import SpeedProbe, probe_once
 
 CPU = sorted(os.sched_getaffinity(0))[0]
@@ -94,6 +94,20 @@ def test_the_window_records_the_probe_and_the_check_refuses_a_slow_episode():
     assert why and "75% slower than their fastest (limit 30%)" in why and "slow episode" in why
     assert judge(slow, LoadConfig(max_slowdown=None)) is None  # no probe limit
     assert judge(slow, LoadConfig(check=False)) is None  # recorded, never refused
+
+
+def test_a_foreign_share_below_two_clock_ticks_per_core_is_not_judged():
+    """A 10 ms process that saw one foreign clock tick reads a 100% share: /proc/stat cannot
+    resolve it, so the check (and bench_release's "others max") takes it as 0; one tick more
+    than two per core is judged and refused."""
+    base = {"tick_s": 0.01, "cpus": [0], "steal_frac": 0.0, "wall_s": 0.01, "loadavg_end": 0.4}
+    tick = {**base, "foreign_busy_frac": 1.0, "foreign_busy_s": 0.01}
+    assert judged_share(tick) == 0.0 and judge(tick, LoadConfig(max_foreign_busy=0.1)) is None
+    busy = {**base, "wall_s": 0.1, "foreign_busy_frac": 0.3, "foreign_busy_s": 0.03}
+    assert judged_share(busy) == 0.3
+    assert "other processes used 30% of CPUs [0] (limit 10%" in judge(busy, LoadConfig(max_foreign_busy=0.1))
+    two = {**busy, "cpus": [0, 1]}  # the floor scales with the pinned cores: 4 ticks on two
+    assert judged_share(two) == 0.0
 
 
 @pytest.mark.parametrize("bad", [0, -0.1])
