@@ -58,7 +58,7 @@ def test_committed_split_is_what_the_protocol_gives(public, name):
 
 
 @pytest.mark.parametrize("name", ["host-random", "host-fewshot-30", "host-fewshot-100", "host-fewshot-900",
-                                  "host-per-scenario", "host-shift-real"])
+                                  "host-per-scenario", "host-shift-real", "host-shift-zoo", "host-unseen-family"])
 def test_committed_host_split_is_what_the_protocol_gives_on_the_release(name):
     """The host splits are frozen on the committed release (DATA_ROOTS["host"]); the protocol
     run again on it gives the same folds, so every machine scores the same test networks."""
