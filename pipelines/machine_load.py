@@ -156,23 +156,26 @@ class LoadWindow:
                 "slowdown": round(self.probe.slowdown(worst), 4)}
 
 
+def _tick_floor(load: dict[str, Any]) -> float:
+    """Two clock ticks per pinned core, in CPU seconds: the least time /proc/stat can resolve."""
+    return 2 * load["tick_s"] * len(load["cpus"])
+
+
 def judged_share(load: dict[str, Any]) -> float:
     """The other processes' share of the pinned cores that :func:`judge` holds against the limit:
     0 at two clock ticks per core or less, which /proc/stat cannot resolve (a 10 ms process that
     saw one foreign tick reads 100%, and would otherwise be refused for one tick of rounding)."""
-    floor = 2 * load["tick_s"] * len(load["cpus"])
-    return load["foreign_busy_frac"] if load["foreign_busy_s"] > floor else 0.0
+    return load["foreign_busy_frac"] if load["foreign_busy_s"] > _tick_floor(load) else 0.0
 
 
 def judge(load: dict[str, Any], cfg: LoadConfig) -> str | None:
     """Why the process counts as taken under load (None: it does not)."""
     if not cfg.check:
         return None
-    floor = 2 * load["tick_s"] * len(load["cpus"])
     if judged_share(load) > cfg.max_foreign_busy:
         return (f"other processes used {load['foreign_busy_frac']:.0%} of CPUs {load['cpus']} "
                 f"(limit {cfg.max_foreign_busy:.0%}; load average {load['loadavg_end']})")
-    if load["steal_frac"] > cfg.max_steal and load["steal_frac"] * load["wall_s"] * len(load["cpus"]) > floor:
+    if load["steal_frac"] > cfg.max_steal and load["steal_frac"] * load["wall_s"] * len(load["cpus"]) > _tick_floor(load):
         return f"the hypervisor stole {load['steal_frac']:.0%} of CPUs {load['cpus']} (limit {cfg.max_steal:.0%})"
     probe = load.get("probe")
     if cfg.max_slowdown is not None and probe and probe["slowdown"] > cfg.max_slowdown:
