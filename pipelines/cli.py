@@ -56,16 +56,18 @@ def _cmd_prune(args: argparse.Namespace) -> None:
     """Delete the artifact files no stage of the sweep reads again: those whose pairs at every grid
     point that measures them are in the committed release (measure.release). Each leaves
     <format>.dropped.json; export does not write it again, assemble takes its pairs from the
-    release, the control set's networks are kept. --restore deletes the sidecars (the next export
-    writes the files again)."""
+    release, the control set's networks are kept. --restore deletes the sidecars of the files a
+    grid point still needs (a point added later; the next export writes them again)."""
     from .control import ControlError
     from .devices import make_device
-    from .prune import PruneError, plan, prune, restore
+    from .prune import PruneError, plan, prune, restorable, restore
 
     cfg = load_params(args.params)
     artifacts = Path(cfg.data_dir) / "artifacts"
     if args.restore:
-        print(f"prune: {restore(artifacts)} dropped sidecars removed; run export to write those files again")
+        n = restore(restorable(cfg, make_device(cfg.device), Path(cfg.data_dir) / "models", artifacts))
+        print(f"prune: {n} dropped sidecars removed (files a grid point still needs); run export to write "
+              "those files again")
         return
     try:
         p = plan(cfg, make_device(cfg.device), Path(cfg.data_dir) / "models", artifacts)
@@ -357,7 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     pn = _command(sub, "prune", _cmd_prune, help="delete artifacts whose pairs the release holds (frees the disk)")
     pn.add_argument("--dry-run", action="store_true", help="say what would be deleted, delete nothing")
-    pn.add_argument("--restore", action="store_true", help="forget what was pruned: the next export writes it again")
+    pn.add_argument("--restore", action="store_true",
+                    help="forget the pruning of files a grid point still needs (its pair not released): "
+                         "the next export writes them again")
     _params(pn)
 
     sc = _command(sub, "scenarios", _cmd_scenarios, help="list the scenarios the configured grid gives on this device")

@@ -16,8 +16,12 @@ precision, :data:`pipelines.runners.RUNNERS`), for the sources and models the po
 ``prune`` deletes such files and leaves ``<format>.dropped.json`` beside each: what was deleted,
 its size, and the scenarios that hold its pairs. The control set's networks are measured again
 at the start of every sweep session, so they are never pruned. A point added to the grid later
-that needs a pruned file finds it missing, with the sidecar named in its error; ``prune
---restore`` deletes the sidecars, and the next ``export`` writes the files again.
+that needs a pruned file (the release's GPU point reads the NAS-Bench-201 cells' ``tflite_fp32``)
+finds it missing, with the sidecar named in its error; ``prune --restore`` deletes the sidecars
+of the files some point of the configured grid still needs (it reads the file and the release
+lacks its pair; with ``reuse_release: false`` every read file), and the next ``export`` writes
+those again. The other sidecars stay: restoring every pruned file would export tens of GB that
+nothing reads.
 
     latbench prune --params data/release.params.yaml [--dry-run] [--restore]
 """
@@ -69,6 +73,18 @@ def readers(cfg: Any, device: Any) -> list[Reader]:
     return out
 
 
+def _by_format(cfg: Any, device: Any) -> dict[str, list[Reader]]:
+    out: dict[str, list[Reader]] = {}
+    for r in readers(cfg, device):
+        out.setdefault(r.fmt, []).append(r)
+    return out
+
+
+def _sources(models_dir: Path) -> dict[str, str]:
+    """model_id -> its generator source (the folder of its IR file)."""
+    return {p.stem: p.parent.name for p in models_dir.glob("*/*.json")}
+
+
 @dataclass
 class Plan:
     """What prune found: files it may delete, with their bytes and the scenarios holding them."""
@@ -98,10 +114,8 @@ def plan(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> Plan:
         raise PruneError("measure.reuse_release: false, so the sweep measures the released pairs again and needs "
                          "every file; nothing to prune")
     released = released_pairs(cfg.measure.release)
-    by_fmt: dict[str, list[Reader]] = {}
-    for r in readers(cfg, device):
-        by_fmt.setdefault(r.fmt, []).append(r)
-    sources = {p.stem: p.parent.name for p in models_dir.glob("*/*.json")}
+    by_fmt = _by_format(cfg, device)
+    sources = _sources(models_dir)
     # a control network named but not generated raises (ControlError names the key): never guess
     control = {mid for _, mid, _ in control_models(cfg, models_dir)} if cfg.measure.control else set()
     prunable, kept = [], {}
@@ -151,13 +165,31 @@ def prune(p: Plan, release: str) -> int:
     return len(p.prunable)
 
 
-def restore(artifacts_dir: Path) -> int:
-    """Delete every dropped sidecar: the next export writes those files again."""
-    n = 0
-    for side in artifacts_dir.glob(f"*/*.{DROPPED}.json"):
+def restorable(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> list[Path]:
+    """The dropped sidecars whose files a grid point still needs: it reads that format of that
+    network and the release does not hold its pair (a point added after the prune; every pair
+    when ``reuse_release`` is false, since the sweep then measures released pairs again)."""
+    from .release import released_pairs
+
+    released = released_pairs(cfg.measure.release) if cfg.measure.reuse_release else set()
+    by_fmt = _by_format(cfg, device)
+    sources = _sources(models_dir)
+    tail = f".{DROPPED}.json"
+    out = []
+    for side in sorted(artifacts_dir.glob(f"*/*{tail}")):
+        mid, fmt = side.parent.name, side.name[:-len(tail)]
+        source = sources.get(mid)
+        if source is not None and any((mid, r.scenario_id) not in released
+                                      for r in by_fmt.get(fmt, []) if r.reads(source, mid)):
+            out.append(side)
+    return out
+
+
+def restore(sidecars: list[Path]) -> int:
+    """Delete these dropped sidecars (:func:`restorable`): the next export writes their files again."""
+    for side in sidecars:
         side.unlink()
-        n += 1
-    return n
+    return len(sidecars)
 
 
-__all__ = ["DROPPED", "Plan", "PruneError", "Reader", "dropped_sidecar", "is_dropped", "plan", "prune", "readers", "restore"]
+__all__ = ["DROPPED", "Plan", "PruneError", "Reader", "dropped_sidecar", "is_dropped", "plan", "prune", "readers", "restorable", "restore"]

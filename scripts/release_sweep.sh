@@ -49,21 +49,28 @@ say "export done after $(( $(date +%s) - start )) s; the control set"
 python -m pipelines.control --params "$params" --quiet
 
 # the points in the order the release needs them: fp32 one core (e2e, op, kernel) on every
-# network first, then int8, then the synthetic networks on two cores and on PyTorch ($POINTS:
-# other points or another order). A point measures its pairs in blocks of measure.chunk, so the
-# budget ends between blocks of whole pairs, which land in the release.
-for point in ${POINTS:-tflite-fp32-1large tflite-int8-1large tflite-fp32-2large pytorch-fp32-1large}; do
+# network first, then the GPU's 100 NAS-Bench-201 cells (one session's work, so it does not wait
+# behind the long points), int8, then the synthetic networks on two cores and on PyTorch ($POINTS:
+# other points or another order; a point is named as DVC's matrix names its stage). A point
+# measures its pairs in blocks of measure.chunk, so the budget ends between blocks of whole pairs,
+# which land in the release.
+for point in ${POINTS:-tflite-fp32-1large tflite-gpu-fp32 tflite-int8-1large tflite-fp32-2large pytorch-fp32-1large}; do
   left=$(( budget - ($(date +%s) - start) ))
   if (( left <= 60 )); then
     say "budget spent: $point and the points after it wait for the next session"
     break
   fi
-  IFS=- read -r framework precision cores <<< "$point"
+  # <framework>-<precision>-<cores> on the CPU, <framework>-gpu-<precision> on the GPU
+  IFS=- read -r framework second third <<< "$point"
+  if [[ $second == gpu ]]; then
+    where=(--accelerator gpu --precision "$third")
+  else
+    where=(--precision "$second" --cores "$third")
+  fi
   say "$point (at most $left s)"
   rc=0
   timeout --signal=INT --kill-after=60 "$left" \
-    python -m pipelines.cli measure --params "$params" --framework "$framework" --precision "$precision" \
-      --cores "$cores" || rc=$?
+    python -m pipelines.cli measure --params "$params" --framework "$framework" "${where[@]}" || rc=$?
   if (( rc == 124 )); then
     say "$point stopped by the budget (it resumes next session)"
     break

@@ -172,3 +172,22 @@ def test_featurization_is_shared_across_fits(help_x):
     assert _featurized(g, vocab) is a and _featurized(g, vocab[:-1]) is not a
     assert not a.numeric.flags.writeable  # shared: nothing may scale it in place
 
+
+
+def test_the_ensemble_is_the_geometric_mean_of_seeded_members(help_x, tmp_path):
+    """gnn_ensemble: member i is the GNN with random_state + i and the same other parameters; the
+    prediction is the geometric mean of theirs; it saves and loads with every member."""
+    X = help_x[:60]
+    y = X.y()
+    few = {**SMALL, "epochs": 4, "min_steps": 0}
+    ens = make_predictor("gnn_ensemble", members=3, random_state=5, **few).fit(X, y)
+    singles = [make_predictor("gnn", random_state=5 + i, **few).fit(X, y).predict(X) for i in range(3)]
+    assert len({tuple(p) for p in singles}) == 3  # the seeds differ
+    np.testing.assert_allclose(ens.predict(X), np.exp(np.mean(np.log(singles), axis=0)), rtol=1e-12)
+    save_predictor(ens, tmp_path / "ens")
+    assert sorted(p.name for p in (tmp_path / "ens").glob("*.pt")) == ["gnn0.pt", "gnn1.pt", "gnn2.pt"]
+    loaded = load_predictor(tmp_path / "ens")
+    assert loaded.get_params() == ens.get_params()
+    np.testing.assert_array_equal(loaded.predict(X), ens.predict(X))
+    with pytest.raises(ValueError, match="members: must be >= 1"):
+        make_predictor("gnn_ensemble", members=0, **few).fit(X, y)

@@ -23,7 +23,7 @@ from pipelines.dataset import load_dataset
 from pipelines.devices import make_device
 from pipelines.export import run_export
 from pipelines.measure import run_measure
-from pipelines.prune import PruneError, dropped_sidecar, plan, prune, readers, restore
+from pipelines.prune import PruneError, dropped_sidecar, plan, prune, readers, restorable, restore
 from pipelines.release import write_release
 from support.sweeps import exported_sweep, tiny_sweep_cfg
 
@@ -128,8 +128,13 @@ def test_pruned_files_stay_pruned_and_the_data_keeps_their_features(released, tm
     err = json.loads((data / "measurements" / "host" / SID / f"{ids[0]}.error.json").read_text())
     assert err["kind"] == "artifact_missing" and "pruned" in err["error"] and "--restore" in err["error"]
 
-    # --restore: the next export writes them again
-    assert restore(data / "artifacts") == 2
+    # --restore forgets only what a grid point still needs: nothing while both pairs are released,
+    # the one network the re-measure asks for, and both once a point is added that reads them
+    dev, models, arts = make_device(cfg.device), data / "models", data / "artifacts"
+    assert restorable(cfg, dev, models, arts) == []
+    assert restorable(again, dev, models, arts) == [dropped_sidecar(arts / ids[0], "tflite_fp32")]
+    two = _cfg(data, release, grid=(*ONE_CORE[:3], "scenario.cores=[1large,2large]"))
+    assert restore(restorable(two, dev, models, arts)) == 2
     assert run_export(cfg, progress=False)["ok"] == 2
     assert all(list((data / "artifacts" / mid).glob("*.tflite")) for mid in ids)
 
@@ -150,6 +155,10 @@ def test_the_command(released, tmp_path):
     assert all(list((data / "artifacts" / mid).glob("*.tflite")) for mid in ids)
     proc = subprocess.run(run, capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.startswith("prune: deleted 2 files"), proc.stderr
+    proc = subprocess.run([*run, "--restore"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.startswith("prune: 0 dropped sidecars removed")
+    raw["scenario"]["cores"] = ["1large", "2large"]  # a point added later reads both files
+    write_params(raw, params)
     proc = subprocess.run([*run, "--restore"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.startswith("prune: 2 dropped sidecars removed")
     # a control network that is not generated: one line naming the key, nothing deleted

@@ -126,8 +126,13 @@ def test_the_release_configuration(tmp_path):
     pts = cfg.measure.points
     assert {k: (v.granularities, v.sources) for k, v in pts.items()} == {
         "tflite-fp32-1large": (["e2e", "op", "kernel"], []), "tflite-int8-1large": (["e2e", "op"], []),
-        "tflite-fp32-2large": (["e2e"], ["synthetic"]), "pytorch-fp32-1large": (["e2e"], ["synthetic"])}
-    assert cfg.scenario.accelerators == ["cpu"] and cfg.measure.load.check
+        "tflite-fp32-2large": (["e2e"], ["synthetic"]), "pytorch-fp32-1large": (["e2e"], ["synthetic"]),
+        "tflite-gpu-fp32": (["e2e", "kernel"], ["nasbench201"])}
+    assert cfg.scenario.accelerators == ["cpu", "gpu"] and cfg.scenario.gpu_precisions == ["fp32"]
+    assert cfg.measure.load.check
+    # every point measures some network of the control set (its drift between sessions)
+    names = set(cfg.measure.control)
+    assert any(n.startswith("nb201-") for n in names) and any(n.startswith("synthetic-") for n in names)
     r = run_measure(cfg, "pytorch", "int8", "1large", progress=False)
     assert r["status"] == "not_offered" and "measure.points" in r["reason"] and "pytorch-int8-1large" in r["reason"]
     with pytest.raises(ConfigError, match=r"^params: measure\.points\.tflite-fp32: a grid point is"):

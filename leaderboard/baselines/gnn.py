@@ -365,10 +365,10 @@ class GNNPredictor(Predictor):
         return out
 
     # ------------------------------------------------------------ persistence (persist.py)
-    def _get_state(self, store) -> dict:
-        """Fitted state as JSON plus the module's state_dict in ``gnn.pt`` (tensors only)."""
+    def _get_state(self, store, model_file: str = "gnn.pt") -> dict:
+        """Fitted state as JSON plus the module's state_dict in ``model_file`` (tensors only)."""
         self._check_fitted()
-        return {"model_file": store.put_tensors("gnn.pt", self.module_.state_dict()),
+        return {"model_file": store.put_tensors(model_file, self.module_.state_dict()),
                 "vocab": list(self.vocab_), "numeric_features": list(NUMERIC_FEATURES),
                 "num_mean": self.num_mean_.tolist(), "num_std": self.num_std_.tolist(),
                 "y_mean": self.y_mean_, "y_std": self.y_std_, "readout": self.readout}
