@@ -474,8 +474,12 @@ ENTRIES = {"public": "leaderboard/entries/public", "host": "leaderboard/entries/
 def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | Path]) -> dict[str, Any]:
     """Adds to ``<results>/status.json``, per available track, every registered predictor that
     has no result there and why (``not_entered``): the reason its training run recorded
-    (``run.json``: failed or skipped), else that it has not been trained on the track. The board
-    shows these, so a predictor missing from a track is never silent."""
+    (``run.json``: failed or skipped), else the predictor's own ``board_tracks`` (track patterns
+    it is entered on, and why not on the others) when the track is outside them, else that it has
+    not been trained on the track. The board shows these, so a predictor missing from a track is
+    never silent."""
+    from fnmatch import fnmatch
+
     from .baselines import PREDICTORS
 
     results = Path(results_dir)
@@ -494,9 +498,14 @@ def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | P
         for name in PREDICTORS.names():
             if (results / track / f"{name}.json").is_file():
                 continue
-            absent[name] = recorded.get((name, track)) or (
-                f"not trained on this track yet: `leaderboard-train predictor={name} track={track} "
-                f"out={ENTRIES[st['data']]}`")
+            scope = getattr(PREDICTORS.get(name), "board_tracks", None)
+            if (name, track) in recorded:
+                absent[name] = recorded[(name, track)]
+            elif scope and not any(fnmatch(track, pat) for pat in scope[0]):
+                absent[name] = f"not entered on this track: {scope[1]}"
+            else:
+                absent[name] = (f"not trained on this track yet: `leaderboard-train predictor={name} track={track} "
+                                f"out={ENTRIES[st['data']]}`")
         st["not_entered"] = absent
     (results / "status.json").write_text(json.dumps(status, indent=1) + "\n")
     return status

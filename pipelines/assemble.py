@@ -368,10 +368,6 @@ _STATS = ("runs", "median_ms", "mean_ms", "min_ms", "max_ms")
 class Counts:
     """What the assembly met along the way (reported in DATASET.md)."""
 
-    op_mean: int = 0  # op times taken from the mean (median below the profiler's tick)
-    op_missing: int = 0
-    kernel_mean: int = 0
-    kernel_missing: int = 0
     features_missing: Counter = field(default_factory=Counter)  # reason -> op records without features
     stale_protocol: int = 0  # records made with another protocol than their folder's current one
 
@@ -411,9 +407,6 @@ def op_rows(rec: dict, rel: str, artifact: Path | None, counts: Counts, cache: d
         config["latency_stat"] = stat
         if stat is None:
             config["latency_missing"] = "median and mean 0: below the profiler's 1 us resolution"
-            counts.op_missing += 1
-        elif stat == "mean":
-            counts.op_mean += 1
         feats: dict[str, Any]
         if fw == "tflite":
             node = o.get("node")
@@ -459,9 +452,6 @@ def kernel_rows(rec: dict, rel: str, counts: Counts, node_to_op: dict[int, int])
             config["timing"] = KERNEL_TIMING[src]
         if stat is None:
             config["latency_missing"] = "median and mean 0: below the profiler's 1 us resolution"
-            counts.kernel_missing += 1
-        elif stat == "mean":
-            counts.kernel_mean += 1
         node = e.get("node")
         op_index = node_to_op.get(node) if src == "builtin" and isinstance(node, int) else None
         rows.append(dict(
@@ -486,6 +476,19 @@ class Assembly:
     def summary(self) -> dict[str, int]:
         return {**{t: len(self.tables[t]) for t in TABLES}, "failures": len(self.failures),
                 "not_offered": len(self.not_offered)}
+
+
+def _resolution_counts(table: Any) -> tuple[int, int]:
+    """(rows timed by their mean, rows without time) of an ops or kernels table, read from the
+    rows' ``config``: the table's own figures, whether a row was assembled from its record or
+    taken from the release (a pruned pair), which the assembly walk alone cannot count."""
+    if table is None or not len(table) or "config" not in table:
+        return 0, 0
+    texts = table["config"].dropna().astype(str)
+    texts = texts[texts.str.contains('"latency_stat"', regex=False)]  # the suite's rows (public ones have none)
+    mean = int(texts.str.contains(r'"latency_stat":\s*"mean"').sum())
+    missing = int(texts.str.contains('"latency_missing"', regex=False).sum())
+    return mean, missing
 
 
 def _validate_record(rec: dict, path: Path, folder: ScenarioFolder) -> None:
@@ -772,10 +775,11 @@ def card_sections(a: Assembly, fig_dir: Path | None = None) -> list[tuple[str, s
             "times. PyTorch ops are TorchScript operators as torch.profiler reports them.")
         out.append(("How the suite's measurements were made", text))
     c = a.counts
+    (op_mean, op_missing), (kernel_mean, kernel_missing) = (_resolution_counts(a.tables[t]) for t in ("ops", "kernels"))
     res = (f"The profilers tick in whole microseconds: an op or kernel whose median over the profiled runs is 0 "
            f"has its mean as `latency_ms` when that is > 0, else no time (`config.latency_stat` says which). "
-           f"Ops: {c.op_mean} from the mean, {c.op_missing} without time; kernels: {c.kernel_mean} from the mean, "
-           f"{c.kernel_missing} without time.")
+           f"Ops: {op_mean} from the mean, {op_missing} without time; kernels: {kernel_mean} from the mean, "
+           f"{kernel_missing} without time.")
     if c.features_missing:
         res += " Ops without configuration columns (the .tflite could not be matched): " + ", ".join(
             f"{n} ({why})" for why, n in sorted(c.features_missing.items())) + "."

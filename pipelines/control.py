@@ -26,7 +26,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 COLUMNS = ("session", "host", "scenario_id", "model_id", "name", "latency_ms", "between_cv", "processes",
            "max_loadavg", "max_foreign_busy_frac", "cpu_freq_khz", "runtime_version")
@@ -53,10 +53,13 @@ def control_models(cfg: Any, models_dir: Path) -> list[tuple[str, str, str]]:
     return [by_name[n] for n in cfg.measure.control]
 
 
-def measure_control(cfg: Any, session: str | None = None, progress: bool = True) -> list[dict]:
+def measure_control(cfg: Any, session: str | None = None, progress: bool = True,
+                    sink: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Measure the control set at every grid point the device offers; return one row per
     measured (scenario, network). A point's ``sources`` still apply (a PyTorch point that
-    measures synthetic networks measures only the synthetic control networks)."""
+    measures synthetic networks measures only the synthetic control networks). ``sink`` gets
+    each point's rows as soon as the point is done: a session stopped part-way (a slow episode
+    kept the Xeon VM's first point busy for 26 minutes) keeps the points it finished."""
     from .devices import make_device
     from .measure import grid_points, run_measure
 
@@ -81,7 +84,10 @@ def measure_control(cfg: Any, session: str | None = None, progress: bool = True)
                           out_root=out_root, progress=progress)
         if res["status"] != "measured":
             continue
-        rows += _rows(Path(res["out"]), session, names)
+        got = _rows(Path(res["out"]), session, names)
+        if sink is not None and got:
+            sink(got)
+        rows += got
     return rows
 
 
@@ -170,12 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_params(args.params)
         history = resolve(cfg.measure.release) / HISTORY
         if not args.report:
-            rows = measure_control(cfg, progress=not args.quiet)
+            rows = measure_control(cfg, progress=not args.quiet, sink=lambda got: append_history(history, got))
             if not rows:
                 raise ControlError("control: no control network was measured (see the measure.log of each "
                                    f"scenario under {cfg.data_dir}/control/)")
             append_history(history, rows)
-            print(f"control: {len(rows)} (scenario, network) rows appended to {history}")
+            print(f"control: {len(rows)} (scenario, network) rows appended to {history} (each point as it finished)")
         print(format_drift(drift(read_history(history))))
     except (ControlError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)

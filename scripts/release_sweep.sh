@@ -42,7 +42,10 @@ release=$(python -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['
 say "this machine ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)) adds to $release"
 python -m pipelines.cli generate --params "$params" --quiet
 # the disk first: files whose pairs the release holds at every point reading them are deleted
-# (pipelines/prune.py), and export does not write them again
+# (pipelines/prune.py), and export does not write them again; files pruned earlier that a point
+# added since still reads (the GPU point's NAS-Bench-201 files) are forgotten as pruned first, so
+# export writes them again
+python -m pipelines.cli prune --params "$params" --restore
 python -m pipelines.cli prune --params "$params"
 python -m pipelines.cli export --params "$params"
 say "export done after $(( $(date +%s) - start )) s; the control set"

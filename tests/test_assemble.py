@@ -298,3 +298,19 @@ def test_cli_stage_and_bad_records(measured, tmp_path, capsys):
     (rec_path.parent / f"{'f' * 16}.json").write_text(json.dumps(rec))
     with pytest.raises(AssembleError, match=f"model {'f' * 16} has no IR file"):
         assemble(data)
+
+
+def test_the_cards_time_resolution_counts_come_from_the_table():
+    """DATASET.md's 'from the mean' / 'without time' figures are read from the rows' config, so a
+    pair taken from the release (pruned, never walked as a record) counts like one assembled now;
+    public rows (no latency_stat) count as neither."""
+    import pandas as pd
+
+    from pipelines.assemble import _resolution_counts
+
+    t = pd.DataFrame({"config": ['{"latency_stat":"median"}', '{"latency_stat":"mean"}',
+                                 '{"latency_stat": "mean"}',
+                                 '{"latency_stat":null,"latency_missing":"median and mean 0"}',
+                                 '{"source":"usc"}', None]})
+    assert _resolution_counts(t) == (2, 1)
+    assert _resolution_counts(t.iloc[:0]) == (0, 0)

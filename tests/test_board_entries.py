@@ -42,6 +42,8 @@ def test_a_baseline_split_over_two_folders_is_one_entry_and_absent_predictors_sa
         assert set(absent) == set(PREDICTORS.names()) - {"flops"}
     assert status[B]["not_entered"]["usc_lasso"] == "failed: ValueError: no op rows"
     assert status[A]["not_entered"]["gnn"].startswith("not trained on this track yet: `leaderboard-train predictor=gnn")
+    # a predictor that names the tracks it is entered on says why it is not on the others
+    assert status[A]["not_entered"]["gnn_ensemble"].startswith("not entered on this track: five GNNs cost")
     readme, site = tmp_path / "README.md", tmp_path / "site"
     assert main(["render", "--results", str(results), "--readme", str(readme), "--site", str(site)]) == 0
     text = readme.read_text()
@@ -158,3 +160,4 @@ def test_a_host_track_on_the_release_scores_an_entry_and_lists_the_missing_predi
     assert absent["gnn"] == ("not trained on this track yet: `leaderboard-train predictor=gnn track=host-random "
                              "out=leaderboard/entries/host`")
     assert status["help-nb201-n10"]["not_entered"]["gnn"].endswith("out=leaderboard/entries/public`")
+    assert absent["gnn_ensemble"].startswith("not trained on this track yet")  # host-* is its scope

@@ -81,3 +81,32 @@ def test_a_control_name_that_was_not_generated_is_one_line_naming_the_key(export
     with pytest.raises(control.ControlError, match=r"^measure\.control: 'zoo-resnet-ref' is not among the generated"):
         control.measure_control(cfg, progress=False)
     assert control.main(["--params", str(tmp_path / "absent.yaml"), "--report"]) == 2
+
+
+def test_a_session_stopped_part_way_keeps_the_points_it_finished(exported, tmp_path, monkeypatch):
+    """Each point's rows go to the sink as soon as the point is done: a session stopped at its
+    second point (Ctrl-C, the sweep's budget) has the first point's rows in the history."""
+    import pipelines.measure as measure_mod
+
+    data = tmp_path / "data"
+    shutil.copytree(exported, data)
+    release = tmp_path / "datasets" / "tiny-v1"
+    names = _names(data)[:1]
+    cfg = tiny_sweep_cfg(data, release, f"measure.control=[{names[0]}]", granularities="[e2e]",
+                         grid=(*GRID[:2], "scenario.cores=[1large,2large]", GRID[3]))
+    history = release / control.HISTORY
+    real, calls = measure_mod.run_measure, []
+
+    def stop_at_the_second_point(*a, **kw):
+        calls.append(a[1:4])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(measure_mod, "run_measure", stop_at_the_second_point)
+    with pytest.raises(KeyboardInterrupt):
+        control.measure_control(cfg, session="20261127T000000Z", progress=False,
+                                sink=lambda got: control.append_history(history, got))
+    rows = control.read_history(history)
+    assert [(r["scenario_id"], r["name"]) for r in rows] == [(SID, names[0])]
+    assert calls == [("tflite", "fp32", "1large"), ("tflite", "fp32", "2large")]
