@@ -265,8 +265,11 @@ def test_a_host_killed_mid_sweep_then_a_rerun_completes(farm, exported, tmp_path
         watcher.append(kill_when_running(farm.emus["b1"], lambda: farm.kill_host("hostB")))
 
     serials = [farm.serial("a1"), farm.serial("b1")]
+    # lock_wait 30 as the rerun's: in one full CI run on this VM at half speed, b1's farm resource
+    # did not show free within the default 10 s at this first claim (DeviceBusy, cause not traced;
+    # the test passes alone and in its module); this test is about the kill, not the claim's wait
     res = run_farm_measure(cfg, "tflite", "fp32", "1large", address=None, progress=False, serials=serials,
-                           out_root=out_root, adb=ADB, reassign=False, on_start=on_start)
+                           out_root=out_root, adb=ADB, reassign=False, on_start=on_start, lock_wait=30)
     watcher[0].join(30)
     out = Path(res["out"])
     assert res["failed"] >= 1 and res["ok"] + res["failed"] == N_MODELS
