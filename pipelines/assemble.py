@@ -430,7 +430,7 @@ def op_rows(rec: dict, rel: str, artifact: Path | None, counts: Counts, cache: d
     return rows
 
 
-def kernel_rows(rec: dict, rel: str, counts: Counts, node_to_op: dict[int, int]) -> list[dict[str, Any]]:
+def kernel_rows(rec: dict, rel: str, node_to_op: dict[int, int]) -> list[dict[str, Any]]:
     """kernels rows of one record (its kernel-granularity process).
 
     ``kernel_type`` comes from the kernel's source (``opfeatures.KERNEL_TYPES``); ``config``
@@ -636,7 +636,7 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
             for row in ops:
                 b["ops"].add(**row)
             node_to_op = {json.loads(o["config"]).get("tflite_node"): o["op_index"] for o in ops}
-            for row in kernel_rows(rec, r, counts, node_to_op):
+            for row in kernel_rows(rec, r, node_to_op):
                 b["kernels"].add(**row)
         for path in folder.errors:
             err = _read_json(path)
