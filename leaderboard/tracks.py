@@ -44,8 +44,9 @@ SPLITS_DIR = HERE / "splits"
 # The one place the data roots' defaults are set (relative to the checkout); the command line,
 # leaderboard/conf/train.yaml and leaderboard/dvc.yaml follow it (data_roots). The host tracks
 # read the release that holds the most scenarios: host-xeon-v1 (Intel Xeon) has host-v1's 1,202
-# networks at TFLite fp32 1-large and grows the other scenarios (int8, 2 cores, PyTorch), which
-# host-v1 (AMD EPYC, one scenario) cannot: a release holds one processor (docs/dataset.md).
+# networks at TFLite fp32 1-large, 129 zoo variants and int8; host-v1 (AMD EPYC) has more
+# scenarios now but its fp32 1-large rows are being measured again (they predate the speed
+# probe, docs/dataset.md): a release holds one processor, so the board reads one of them.
 DATA_ROOTS = {"public": "data/public", "host": "datasets/host-xeon-v1"}
 ROOT_ENV = {"public": "LATBENCH_PUBLIC_DATA", "host": "LATBENCH_HOST_DATA"}
 

@@ -181,6 +181,10 @@ class MeasureConfig:
     # again unless reuse_release is false (pipelines/release.py); empty or absent: none
     release: str = "datasets/host-v1"
     reuse_release: bool = True
+    # released rows the speed probe did not judge (measured before it existed) count as not
+    # released: measured again, and the fresh rows replace them at assemble (the release sweep;
+    # on the EPYC VM such rows read a median 1.71x slow, docs/dataset.md)
+    remeasure_unprobed: bool = False
     # generator names of the control set, measured again at the start of every release sweep
     # session (python -m pipelines.control): the release's between-run drift
     control: list[str] = field(default_factory=list)
@@ -304,7 +308,7 @@ def protocol_digest(cfg: MeasureConfig, scenario: Scenario) -> str:
     # (points: a Sweep gets the effective granularities of its point, see point_config)
     # (chunk: how pairs are grouped in time, like the order; not how a process measures)
     for k in ("sources", "runner_sources", "models", "retry_failed", "timeout", "load", "release",
-              "reuse_release", "points", "control", "chunk"):
+              "reuse_release", "remeasure_unprobed", "points", "control", "chunk"):
         d.pop(k)
     d["scenario"] = scenario.to_dict()
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
@@ -415,7 +419,8 @@ class Sweep:
         # pairs the committed release holds are not measured again (pipelines/release.py)
         from .release import released_pairs
 
-        self.released = released_pairs(cfg.release) if cfg.reuse_release else set()
+        self.released = (released_pairs(cfg.release, probed_only=cfg.remeasure_unprobed)
+                         if cfg.reuse_release else set())
         self._log_file = self.out / "measure.log"
         self._log_extra = log
         self.runs_made = 0  # timed e2e runs made by this sweep (benchmarks read it)

@@ -48,8 +48,11 @@ def parse_name(folder: Path) -> tuple[str, int]:
     return m["name"], int(m["version"])
 
 
-def released_pairs(release: str | Path | None) -> set[tuple[str, str]]:
-    """(model_id, scenario_id) of every e2e row of the release (empty if there is none)."""
+def released_pairs(release: str | Path | None, probed_only: bool = False) -> set[tuple[str, str]]:
+    """(model_id, scenario_id) of every e2e row of the release (empty if there is none).
+    ``probed_only``: only the rows the speed probe judged (``probe_slowdown`` recorded); the
+    others were measured before the probe existed, when the VM's slow episodes went unseen, and
+    a release sweep measures them again (``measure.remeasure_unprobed``)."""
     if not release:
         return set()
     path = resolve(release) / "e2e.parquet"
@@ -57,8 +60,14 @@ def released_pairs(release: str | Path | None) -> set[tuple[str, str]]:
         return set()
     import pyarrow.parquet as pq
 
-    t = pq.read_table(path, columns=["model_id", "scenario_id"])
-    return set(zip(t.column("model_id").to_pylist(), t.column("scenario_id").to_pylist()))
+    names = set(pq.read_schema(path).names)
+    probed = probed_only and "probe_slowdown" in names
+    t = pq.read_table(path, columns=["model_id", "scenario_id"] + (["probe_slowdown"] if probed else []))
+    if probed_only and not probed:
+        return set()  # a release from before the probe: every row is unjudged
+    keep = t.column("probe_slowdown").is_valid().to_pylist() if probed else [True] * t.num_rows
+    return {(m, s) for m, s, k in zip(t.column("model_id").to_pylist(), t.column("scenario_id").to_pylist(), keep)
+            if k}
 
 
 def processors(scenarios: Any) -> dict[str, dict[str, list[str]]]:

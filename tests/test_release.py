@@ -87,6 +87,39 @@ def test_a_released_sweep_continues_elsewhere_without_measuring_a_pair_twice(exp
     assert (r["ok"], r["released"], r["skipped"]) == (2, 0, 1)
 
 
+def test_a_released_row_the_speed_probe_never_judged_is_measured_again(exported, tmp_path):
+    """``measure.remeasure_unprobed`` (the release protocol): a released row without the speed
+    probe's verdict (measured before the probe existed) counts as not released, is measured
+    again, and the fresh row replaces it at assemble; judged rows stay skipped."""
+    import pandas as pd
+
+    release = tmp_path / "datasets" / "old-v1"
+    ids = _ids(exported)[:2]
+    first = tmp_path / "a"
+    shutil.copytree(exported, first)
+    cfg = _cfg(first, release, f"measure.models=[{','.join(ids)}]")
+    assert run_measure(cfg, "tflite", "fp32", "1large", progress=False)["ok"] == 2
+    run_assemble(cfg, progress=False)
+    write_release(first / "dataset", release)
+    # the first row as a release from before the probe has it
+    e = pd.read_parquet(release / "e2e.parquet")
+    e.loc[e["model_id"] == ids[0], "probe_slowdown"] = None
+    e.to_parquet(release / "e2e.parquet", index=False)
+    assert released_pairs(release) == {(ids[0], SID), (ids[1], SID)}
+    assert released_pairs(release, probed_only=True) == {(ids[1], SID)}
+
+    second = tmp_path / "b"
+    shutil.copytree(exported, second)
+    plain = _cfg(second, release, f"measure.models=[{','.join(ids)}]")
+    assert not plain.measure.remeasure_unprobed  # the default: every released row is reused
+    cfg_b = _cfg(second, release, f"measure.models=[{','.join(ids)}]", "measure.remeasure_unprobed=true")
+    r = run_measure(cfg_b, "tflite", "fp32", "1large", progress=False)
+    assert (r["ok"], r["released"]) == (1, 1)
+    run_assemble(cfg_b, progress=False)
+    rows = load_dataset(second / "dataset").e2e.set_index("model_id")
+    assert sorted(rows.index) == sorted(ids) and rows["probe_slowdown"].notna().all()
+
+
 def test_release_stage_and_bad_names(exported, tmp_path):
     with pytest.raises(ReleaseError, match="named <name>-v<N>"):
         write_release(exported, tmp_path / "datasets" / "host")
@@ -129,7 +162,7 @@ def test_the_release_configuration(tmp_path):
         "tflite-fp32-2large": (["e2e"], ["synthetic"]), "pytorch-fp32-1large": (["e2e"], ["synthetic"]),
         "tflite-gpu-fp32": (["e2e", "kernel"], ["nasbench201"])}
     assert cfg.scenario.accelerators == ["cpu", "gpu"] and cfg.scenario.gpu_precisions == ["fp32"]
-    assert cfg.measure.load.check
+    assert cfg.measure.load.check and cfg.measure.remeasure_unprobed
     # every point measures some network of the control set (its drift between sessions)
     names = set(cfg.measure.control)
     assert any(n.startswith("nb201-") for n in names) and any(n.startswith("synthetic-") for n in names)
@@ -181,3 +214,32 @@ def test_a_release_holds_one_machine(exported, tmp_path):
                                          ("AMD EPYC 7B13 64-Core Processor", "epyc-7b13-64-core"), ("(R)", "cpu")])
 def test_processor_slug_names_a_new_release(model, slug):
     assert processor_slug(model) == slug
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in (ROOT / "datasets").glob("*-v*")))
+def test_a_committed_release_loads_checked_with_provenance_per_row(folder):
+    """Every committed release reads with ``load_dataset`` (schema checked), its manifest counts
+    what its tables hold, one processor per device, and each e2e row names the record it came
+    from and the host that measured it."""
+    path = ROOT / "datasets" / folder
+    ds = load_dataset(path)
+    manifest = json.loads((path / "RELEASE.json").read_text())
+    e = ds.e2e
+    assert manifest["pairs_per_scenario"] == {str(k): int(v) for k, v in e.groupby("scenario_id").size().items()}
+    assert manifest["rows"]["e2e"] == len(e) and manifest["rows"]["models"] == len(ds.models)
+    assert ds.scenarios.groupby("device")["soc"].nunique().max() == 1
+    for column in ("source_file", "host", "runtime_version"):
+        assert e[column].notna().all(), f"{folder}: e2e rows without {column}"
+    assert set(e["model_id"]) <= set(ds.models["model_id"])
+
+
+def test_the_epyc_release_holds_the_synthetic_space_at_three_cpu_points():
+    """Issue 18's check on datasets/host-v1 (AMD EPYC): >= 1,000 synthetic networks with e2e
+    rows at TFLite fp32 1-large (with op rows), int8 1-large and fp32 2-large."""
+    ds = load_dataset(ROOT / "datasets" / "host-v1")
+    synthetic = set(ds.models.loc[ds.models["source"] == "synthetic", "model_id"])
+    for sid in ("host-tflite-cpu-1large-fp32", "host-tflite-cpu-1large-int8", "host-tflite-cpu-2large-fp32"):
+        measured = set(ds.e2e.loc[ds.e2e["scenario_id"] == sid, "model_id"]) & synthetic
+        assert len(measured) >= 1000, f"{sid}: {len(measured)} synthetic networks"
+    with_ops = set(ds.ops.loc[ds.ops["scenario_id"] == "host-tflite-cpu-1large-fp32", "model_id"]) & synthetic
+    assert len(with_ops) >= 1000
