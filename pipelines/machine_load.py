@@ -7,7 +7,8 @@ and nothing flagged it). :class:`LoadWindow` brackets one measuring process and 
 - ``loadavg_start`` / ``loadavg_end``: the 1-minute load average (/proc/loadavg);
 - ``foreign_busy_s``: CPU time other processes spent on the pinned cores, i.e. the busy time
   of those cores in /proc/stat (user, nice, system, irq, softirq) minus the CPU time of the
-  measuring process and of this one (getrusage of children and self, exact); /proc/stat
+  measuring process and of this one (getrusage of children and self, exact, plus what
+  :meth:`LoadWindow.count_own` adds: a process the torch zygote forked); /proc/stat
   counts in clock ticks (USER_HZ, 10 ms), so ``tick_s`` is kept beside it;
 - ``foreign_busy_frac``: that time over the pinned cores' capacity (wall time x cores);
 - ``steal_frac``: time the hypervisor gave the pinned cores' vCPUs to someone else;
@@ -113,6 +114,12 @@ class LoadWindow:
         self.cpus = sorted(cpus) if cpus else sorted(os.sched_getaffinity(0))
         self.probe = probe
         self.result: dict[str, Any] | None = None
+        self.outside_own_s = 0.0  # the measuring process's CPU time getrusage cannot see (count_own)
+
+    def count_own(self, cpu_s: float) -> None:
+        """Count ``cpu_s`` CPU seconds as the measurement's own: a measuring process that is not
+        this process's child (forked by the torch zygote) is invisible to getrusage."""
+        self.outside_own_s += cpu_s
 
     def __enter__(self) -> "LoadWindow":
         self._probe0 = self.probe.sample() if self.probe else None
@@ -126,7 +133,7 @@ class LoadWindow:
     def __exit__(self, *exc) -> None:
         stat1 = _proc_stat(self.root)
         wall = time.monotonic() - self._t0
-        own = _own_cpu_s() - self._own0
+        own = _own_cpu_s() - self._own0 + self.outside_own_s
         busy = steal = 0
         for c in self.cpus:
             a, b = self._stat0.get(c), stat1.get(c)

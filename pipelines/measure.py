@@ -588,6 +588,7 @@ class Sweep:
                 self._wait_for_speed(probe)
             with LoadWindow(self.scenario.cpus or None, probe=probe) as w:
                 run = self._run(pair, mode, runs, tag)
+                w.count_own(run.outside_cpu_s)
             load = {"observed": True, **w.result, "attempt": attempt}
             why = judge(load, lc)
             if why is None:

@@ -60,12 +60,11 @@ def released_pairs(release: str | Path | None, probed_only: bool = False) -> set
         return set()
     import pyarrow.parquet as pq
 
-    names = set(pq.read_schema(path).names)
-    probed = probed_only and "probe_slowdown" in names
-    t = pq.read_table(path, columns=["model_id", "scenario_id"] + (["probe_slowdown"] if probed else []))
-    if probed_only and not probed:
+    if probed_only and "probe_slowdown" not in pq.read_schema(path).names:
         return set()  # a release from before the probe: every row is unjudged
-    keep = t.column("probe_slowdown").is_valid().to_pylist() if probed else [True] * t.num_rows
+    columns = ["model_id", "scenario_id"] + (["probe_slowdown"] if probed_only else [])
+    t = pq.read_table(path, columns=columns)
+    keep = t.column("probe_slowdown").is_valid().to_pylist() if probed_only else [True] * t.num_rows
     return {(m, s) for m, s, k in zip(t.column("model_id").to_pylist(), t.column("scenario_id").to_pylist(), keep)
             if k}
 

@@ -19,8 +19,8 @@ from pipelines.assemble import run_assemble
 from pipelines.config import compose, validate, write_params
 from pipelines.dataset import load_dataset
 from pipelines.measure import run_measure
-from pipelines.release import (ReleaseError, machine_mismatch, probe_reference, processor_slug, release_for_machine,
-                               released_pairs, write_release)
+from pipelines.release import (ReleaseError, check_one_machine, machine_mismatch, probe_reference, processor_slug,
+                               release_for_machine, released_pairs, write_release)
 from support.sweeps import exported_sweep, tiny_sweep_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,7 +227,7 @@ def test_a_committed_release_loads_checked_with_provenance_per_row(folder):
     e = ds.e2e
     assert manifest["pairs_per_scenario"] == {str(k): int(v) for k, v in e.groupby("scenario_id").size().items()}
     assert manifest["rows"]["e2e"] == len(e) and manifest["rows"]["models"] == len(ds.models)
-    assert ds.scenarios.groupby("device")["soc"].nunique().max() == 1
+    check_one_machine(ds.scenarios, path)  # raises ReleaseError naming the device and its processors
     for column in ("source_file", "host", "runtime_version"):
         assert e[column].notna().all(), f"{folder}: e2e rows without {column}"
     assert set(e["model_id"]) <= set(ds.models["model_id"])

@@ -70,7 +70,7 @@ def check_schema(res, runs: int, warmup: int) -> None:
     assert starts == sorted(starts)
 
 
-# one run of each kind, shared by the tests below (each is a fresh process of ~2-3 s)
+# one run of each kind, shared by the tests below (each a fresh process forked by the torch zygote)
 @pytest.fixture(scope="module")
 def op_runs(artifacts, tmp_path_factory) -> dict[str, object]:
     tmp = tmp_path_factory.mktemp("torch-op-runs")

@@ -15,7 +15,8 @@ The modules of this package:
 - :mod:`.litert`: the instrumented runtime ``latbench-run`` (LiteRT) on this machine;
 - :mod:`.litert_gpu`: the LiteRT GPU runner's own steps around each process (its outputs
   checked against the CPU, its dispatches labelled with their kernels);
-- :mod:`.torch`: the PyTorch runner (a fresh worker process, ``python -m pipelines.runners.torch``).
+- :mod:`.torch`: the PyTorch runner (a fresh worker process, forked by :mod:`.torch_zygote` with torch
+  imported once; ``python -m pipelines.runners.torch`` runs the worker as a program).
 """
 from __future__ import annotations
 

@@ -69,6 +69,10 @@ class NativeRun:
     records_path: Path | None = None
     trace_path: Path | None = None
     argv: list[str] = field(default_factory=list)
+    # CPU seconds of the process that this interpreter's getrusage cannot count because the
+    # process was not its child (a fork of the torch zygote); the load check counts them as
+    # the measurement's own, not as another process's
+    outside_cpu_s: float = 0.0
 
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [r for r in self.records if r.get("type") == kind]

@@ -12,8 +12,11 @@ Two halves:
   runs the warm-up and timed runs (``time.monotonic_ns()`` around the forward call only; the
   input is made before) and writes the records after the last run, so no file I/O happens in
   a timed region.
-- the **parent** API :func:`run_torch`, which starts the worker with ``sys.executable -m
-  pipelines.runners.torch ...`` and returns a :class:`pipelines.runners.records.NativeRun`, or
+- the **parent** API :func:`run_torch`, which has the worker's ``main`` run in a process forked
+  by the torch zygote (:mod:`.torch_zygote`: torch imported once per sweep, not once per
+  process, which was ~2 s of every process; the child has no thread when it pins itself, so
+  the rule above holds; its meta says ``process_start: zygote``, the program's ``exec``) and
+  returns a :class:`pipelines.runners.records.NativeRun`, or
   raises :class:`TorchRunError` (a :class:`~pipelines.runners.records.NativeRunError`): one
   line naming the model file, ``kind`` from the worker's exit code (the same codes as
   ``latbench-run``); :func:`launch` is the call the registry names for the host device
@@ -272,7 +275,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, process_start: str = "exec") -> int:
+    """The worker. ``process_start``: how this process began, kept in the meta record: "exec"
+    (a fresh interpreter, this module run as a program) or "zygote" (forked by
+    :mod:`.torch_zygote`, torch already imported, no thread yet)."""
     t_start = time.monotonic_ns()
     wall_start = time.time_ns()
     parser = _parser()
@@ -285,7 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except _ArgError as e:
             raise _Fail(EXIT_USAGE, str(e)) from None
         model_arg = args.model
-        # 1. pin first: torch is not imported yet, so its threads will inherit the set
+        # 1. pin first: torch has made no thread yet (not imported, or imported by the zygote
+        # that forked this process), so every thread it makes inherits the set
         if args.cpus is not None:
             try:
                 cpus = parse_cpu_list(args.cpus)
@@ -301,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except OSError as e:
                 raise _Fail(EXIT_CPUS, f"{model_arg}: cannot pin to CPUs {args.cpus!r}: {e.strerror}") from None
         cpus = sorted(os.sched_getaffinity(0))
-        return _run(args, cpus, t_start, wall_start)
+        return _run(args, cpus, t_start, wall_start, process_start)
     except _Fail as e:
         msg = " ".join(str(e).split())
         if model_arg not in msg:
@@ -325,7 +332,7 @@ def _check_args(args, model: Path) -> None:
         raise _Fail(EXIT_INVALID, f"{model}: not a TorchScript (.pt) or lite-interpreter (.ptl) file")
 
 
-def _run(args, cpus: list[int], t_start: int, wall_start: int) -> int:
+def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: str) -> int:
     model = Path(args.model)
     _check_args(args, model)
     shapes = _input_shapes(model, args.input_shape)
@@ -441,7 +448,7 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int) -> int:
             "interop_threads": torch.get_num_interop_threads(), "mode": args.mode, "profiling": profiling,
             "warmup": args.warmup, "runs": args.runs, "hostname": socket.gethostname(), "pid": os.getpid(),
             "clock": "CLOCK_MONOTONIC", "clock_resolution_ns": int(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9),
-            "start_unix_ns": wall_start, "affinity_read": "after the first run", **first_aff}
+            "start_unix_ns": wall_start, "process_start": process_start, "affinity_read": "after the first run", **first_aff}
     if alignment:
         meta["clock_alignment"] = alignment
     durs = [r["duration_ns"] for r in timed_runs]
@@ -564,35 +571,42 @@ def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None,
               mode: str = "e2e", warmup: int = 5, runs: int = 50, engine: str | None = None, *,
               input_shapes: Sequence[Sequence[int]] | None = None, records_path: str | os.PathLike | None = None,
               trace_path: str | os.PathLike | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> NativeRun:
-    """Runs the torch worker once in a fresh process (pinned before torch loads); returns its records.
+    """Runs the torch worker once in a fresh process forked by this interpreter's torch zygote
+    (:mod:`.torch_zygote`: torch imported once; the child pins itself before torch makes a
+    thread); returns its records. The run's ``outside_cpu_s`` is the child's CPU time, which
+    this process's getrusage does not see (the child is the zygote's).
 
     ``input_shapes`` default: read by the worker from ``<stem>.facts.json`` beside the model.
     Raises :class:`TorchRunError` (one line naming the model) on any failure.
     """
     import tempfile
 
+    from .torch_zygote import ZygoteError, zygote
+
     model = str(model)
     with tempfile.TemporaryDirectory(prefix="latbench-torch-") as tmp:
         rec = Path(records_path) if records_path is not None else Path(tmp) / "records.jsonl"
         argv = build_argv(model, records=rec, trace=trace_path, cpus=cpus, threads=threads, mode=mode,
                           warmup=warmup, runs=runs, engine=engine, input_shapes=input_shapes)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-        env.setdefault("PYTHONWARNINGS", "ignore")
+        stderr = Path(tmp) / "stderr.txt"
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+            returncode, cpu_s = zygote().run(argv[3:], stderr, timeout)  # argv[3:]: after python -m module
         except subprocess.TimeoutExpired:
             raise TorchRunError(f"{model}: the torch worker timed out after {timeout} s", kind="timeout",
                                 model=model) from None
-        if proc.returncode != 0:
-            raise _error(proc, model)
+        except ZygoteError as e:
+            raise TorchRunError(f"{model}: {e}", kind="crashed", model=model) from None
+        if returncode != 0:
+            raise _error(returncode, stderr.read_text(errors="replace") if stderr.is_file() else "", model)
         try:
             records = read_records(rec)
         except FileNotFoundError:
             raise TorchRunError(f"{model}: the torch worker wrote no records", kind="output", model=model) from None
         except NativeRunError as e:
             raise TorchRunError(f"{model}: {e}", kind="output", model=model) from None
-    return native_run(records, records_path, trace_path, argv)
+    run = native_run(records, records_path, trace_path, argv)
+    run.outside_cpu_s = cpu_s
+    return run
 
 
 def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
@@ -606,15 +620,15 @@ def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None
                      engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout)
 
 
-def _error(proc: subprocess.CompletedProcess, model: str) -> TorchRunError:
-    lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
+def _error(returncode: int, stderr: str, model: str) -> TorchRunError:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     ours = [ln for ln in lines if ln.startswith(ERROR_PREFIX)]
     msg = ours[-1][len(ERROR_PREFIX):] if ours else (lines[-1] if lines else "")
-    kind, msg = exit_failure(proc.returncode, "the torch worker", msg)
+    kind, msg = exit_failure(returncode, "the torch worker", msg)
     msg = " ".join(msg.split())
     if model not in msg:
         msg = f"{model}: {msg}"
-    return TorchRunError(msg, kind=kind, returncode=proc.returncode, model=model)
+    return TorchRunError(msg, kind=kind, returncode=returncode, model=model)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,227 @@
+"""The torch zygote: one process that imports torch once and forks a fresh measuring process
+per request, so a PyTorch measurement does not pay torch's import (about 2 s of a 7.4 s pair
+on the EPYC VM, three to five processes a pair) in every process.
+
+Why a fork is still a fresh process of the protocol: the child has its own address space, its
+own model load, its own intra-op pool and its own pinning. The worker's rule is "pinned before
+any torch thread exists" (every thread torch creates inherits the CPU set). Importing torch
+makes one thread: numpy's OpenBLAS starts its pool when it loads (torch imports numpy), a pool
+torch never computes with (its BLAS and convolutions are MKL's and oneDNN's, on torch's own
+intra-op pool). The zygote runs with ``OPENBLAS_NUM_THREADS=1`` (no such pool) and checks that
+it holds exactly one thread before it serves (a fork copies only the calling thread, and a
+library whose thread vanished under it is not a fresh process), then never runs a tensor op,
+so each child starts with one thread, pins itself, and only then lets torch build its pool.
+(A worker run as a program keeps the idle OpenBLAS thread, pinned like the rest.) The worker's
+affinity check (every thread on the requested CPUs, after the first run and at the end)
+still judges every process. Records say ``process_start: "zygote"`` in their meta.
+
+Protocol (JSON lines on the zygote's stdin/stdout; ``python -m pipelines.runners.torch_zygote``):
+
+- the zygote prints ``{"ready": true, "pid", "torch"}`` once torch is imported;
+- a request ``{"argv": [worker arguments], "stderr": path}`` forks a child that runs the worker's
+  ``main(argv)`` with its stderr in ``path`` and stdin/stdout on /dev/null (the protocol pipe
+  stays the zygote's); the zygote answers ``{"pid"}`` at once and ``{"returncode", "cpu_s"}``
+  when the child has ended: its exit code (minus the signal if killed) and the CPU time of the
+  child and of the zygote's own fork, which the measure stage counts as its own (the child is
+  not its child, so getrusage cannot see it; pipelines/machine_load.py);
+- end of input ends the zygote.
+
+:func:`zygote` is the client the torch runner uses: one zygote per interpreter, started on the
+first request, started again if it died.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import queue
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 180.0
+# numpy's OpenBLAS would start a pool thread at import (see above); torch never computes on it
+ZYGOTE_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not start or stopped answering; one line."""
+
+
+# ---------------------------------------------------------------- the server
+def _cpu_s(ru: resource.struct_rusage) -> float:
+    return ru.ru_utime + ru.ru_stime
+
+
+def _say(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def _child(req: dict[str, Any]) -> int:
+    """In the forked child: the protocol's pipes away, stderr to the request's file, Ctrl-C as a
+    fresh interpreter has it, the worker."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(err, 2)
+    from .torch import main
+
+    return main(req["argv"], process_start="zygote")
+
+
+def serve() -> int:
+    # Ctrl-C (or `timeout --signal=INT` on the sweep's process group) is for the measuring
+    # child; the zygote ends when its client closes the pipe
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import torch  # the one import every child shares
+
+    threads = [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in os.listdir("/proc/self/task")]
+    if len(threads) != 1:
+        print(f"torch-zygote: error: importing torch left {len(threads)} threads ({', '.join(threads)}); a fork "
+              f"would not be a fresh process (the threads vanish in the child, their library's state stays)",
+              file=sys.stderr, flush=True)
+        return 1
+    _say({"ready": True, "pid": os.getpid(), "torch": torch.__version__})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        own0 = _cpu_s(resource.getrusage(resource.RUSAGE_SELF))
+        pid = os.fork()
+        if pid == 0:
+            code = 70  # EX_SOFTWARE: the worker raised past its own error handling
+            try:
+                code = _child(req)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                try:
+                    sys.stderr.flush()
+                finally:
+                    os._exit(code)
+        own = _cpu_s(resource.getrusage(resource.RUSAGE_SELF)) - own0
+        _say({"pid": pid})
+        _, status, ru = os.wait4(pid, 0)
+        _say({"returncode": os.waitstatus_to_exitcode(status), "cpu_s": round(_cpu_s(ru) + own, 6)})
+    return 0
+
+
+# ---------------------------------------------------------------- the client
+class Zygote:
+    """A running zygote; :meth:`run` forks one worker process through it."""
+
+    def __init__(self, python: str | None = None):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+        env.setdefault("PYTHONWARNINGS", "ignore")
+        env.update(ZYGOTE_ENV)
+        self._log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([python or sys.executable, "-m", "pipelines.runners.torch_zygote"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+                                     bufsize=1, env=env)
+        # its answers through a queue: a timeout on a buffered pipe (select) would miss a line
+        # that arrived with the one before it
+        self._answers: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True, name="torch-zygote-answers").start()
+        self._lock = threading.Lock()
+        try:
+            ready = self._read(READY_TIMEOUT_S, "starting")
+        except TimeoutError:
+            self.close()
+            raise ZygoteError(f"the torch zygote did not import torch within {READY_TIMEOUT_S:.0f} s") from None
+        if not ready.get("ready"):
+            raise ZygoteError(f"the torch zygote answered {ready!r} instead of ready")
+        self.torch_version = ready["torch"]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _died(self, doing: str) -> ZygoteError:
+        self._log.seek(0)
+        lines = [ln.strip() for ln in self._log.read().splitlines() if ln.strip()]
+        self.close()
+        return ZygoteError(f"the torch zygote ended {doing} (exit code {self.proc.returncode})"
+                           + (f": {lines[-1]}" if lines else ""))
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            self._answers.put(line)
+        self._answers.put("")  # end of its output: it ended
+
+    def _read(self, timeout: float | None, doing: str) -> dict[str, Any]:
+        try:
+            line = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(doing) from None
+        if not line:
+            self.proc.wait(timeout=10)
+            raise self._died(doing)
+        return json.loads(line)
+
+    def run(self, argv: list[str], stderr_path: str | os.PathLike, timeout: float | None) -> tuple[int, float]:
+        """Forks one worker with ``argv`` (the worker's own arguments); waits at most ``timeout``
+        seconds (then kills it and raises subprocess.TimeoutExpired). Returns (return code, CPU
+        seconds of the worker and of the fork)."""
+        with self._lock:  # one request at a time: the answers carry no request id
+            return self._run(argv, stderr_path, timeout)
+
+    def _run(self, argv: list[str], stderr_path: str | os.PathLike, timeout: float | None) -> tuple[int, float]:
+        try:
+            self.proc.stdin.write(json.dumps({"argv": list(argv), "stderr": str(stderr_path)}) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.proc.wait(timeout=10)
+            raise self._died("before a request") from None
+        pid = self._read(60.0, "forking a worker")["pid"]
+        try:
+            done = self._read(timeout, "while a worker ran")
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            self._read(60.0, "killing a worker")  # its answer: the zygote has reaped it
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+        return int(done["returncode"]), float(done["cpu_s"])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+_LOCK = threading.Lock()
+_ZYGOTES: dict[str, Zygote] = {}
+
+
+def zygote(python: str | None = None) -> Zygote:
+    """This interpreter's zygote for ``python`` (started now if none is running)."""
+    key = python or sys.executable
+    with _LOCK:
+        z = _ZYGOTES.get(key)
+        if z is None or not z.alive():
+            _ZYGOTES[key] = z = Zygote(key)
+        return z
+
+
+@atexit.register
+def _close_all() -> None:
+    for z in list(_ZYGOTES.values()):
+        z.close()
+    _ZYGOTES.clear()
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
