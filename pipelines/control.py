@@ -13,8 +13,10 @@ rewrites the folder, so the history travels with the project.
     python -m pipelines.control --report                    # the drift of the committed history only
 
 The drift of a (scenario, network) is its latency in a session over its latency in the first
-session, minus one; the report gives per scenario the median and largest |drift| over the
-networks, beside the between-process spread of the sessions themselves.
+session whose rows record the speed probe's judgement (``max_probe_slowdown``; else the first
+session), minus one; the report gives per scenario the
+median and largest |drift| over the networks, beside the between-process spread of the
+sessions themselves.
 """
 from __future__ import annotations
 
@@ -29,7 +31,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 COLUMNS = ("session", "host", "scenario_id", "model_id", "name", "latency_ms", "between_cv", "processes",
-           "max_loadavg", "max_foreign_busy_frac", "cpu_freq_khz", "runtime_version")
+           "max_loadavg", "max_foreign_busy_frac", "cpu_freq_khz", "runtime_version", "max_probe_slowdown")
+# columns a history written before them lacks (read as empty): max_probe_slowdown came with the
+# speed probe; a session without it was never judged for the VM's slow episodes
+LATER_COLUMNS = ("max_probe_slowdown",)
 HISTORY = "control.csv"
 
 
@@ -107,7 +112,8 @@ def _rows(folder: Path, session: str, names: dict[str, str]) -> list[dict]:
             "processes": rec["protocol"]["processes"], "max_loadavg": load.get("max_loadavg", ""),
             "max_foreign_busy_frac": load.get("max_foreign_busy_frac", ""),
             "cpu_freq_khz": "" if freq in (None, "unknown") else f"{freq['min']}-{freq['max']}",
-            "runtime_version": rt.get("runtime_version", "")})
+            "runtime_version": rt.get("runtime_version", ""),
+            "max_probe_slowdown": load.get("max_probe_slowdown", "")})
     return out
 
 
@@ -128,27 +134,40 @@ def read_history(path: Path) -> list[dict]:
         return []
     with path.open() as f:
         rows = list(csv.DictReader(f))
-    if rows and set(COLUMNS) - set(rows[0]):
-        raise ControlError(f"{path}: missing columns {sorted(set(COLUMNS) - set(rows[0]))}")
-    return rows
+    missing = set(COLUMNS) - set(LATER_COLUMNS) - set(rows[0]) if rows else set()
+    if missing:
+        raise ControlError(f"{path}: missing columns {sorted(missing)}")
+    return [{**{c: "" for c in LATER_COLUMNS}, **r} for r in rows]
+
+
+def _judged(row: dict) -> bool:
+    return str(row.get("max_probe_slowdown", "")).strip() != ""
 
 
 def drift(rows: list[dict]) -> list[dict]:
-    """Per (scenario, session): how far the control networks moved from their first session."""
-    first: dict[tuple[str, str], float] = {}
+    """Per (scenario, session): how far the control networks moved from their reference: the
+    first session whose rows record the speed probe's judgement (else the first session). A
+    session without it (``judged: False``: rows written before the column, or measured before
+    the probe existed, when processes could run in the VM's slow episodes unseen: host-v1's
+    first session read 2-4x slow) is reported against that reference too."""
+    ordered = sorted(rows, key=lambda r: (not _judged(r), r["session"]))  # judged sessions first
+    ref: dict[tuple[str, str], float] = {}
+    for r in ordered:
+        ref.setdefault((r["scenario_id"], r["model_id"]), float(r["latency_ms"]))
     by: dict[tuple[str, str], list[float]] = {}
     cvs: dict[tuple[str, str], list[float]] = {}
-    for r in sorted(rows, key=lambda r: r["session"]):
-        key = (r["scenario_id"], r["model_id"])
-        lat = float(r["latency_ms"])
-        first.setdefault(key, lat)
-        by.setdefault((r["scenario_id"], r["session"]), []).append(lat / first[key] - 1.0)
-        cvs.setdefault((r["scenario_id"], r["session"]), []).append(float(r["between_cv"]))
+    judged: dict[tuple[str, str], bool] = {}
+    for r in rows:
+        key = (r["scenario_id"], r["session"])
+        by.setdefault(key, []).append(float(r["latency_ms"]) / ref[(r["scenario_id"], r["model_id"])] - 1.0)
+        cvs.setdefault(key, []).append(float(r["between_cv"]))
+        judged[key] = judged.get(key, True) and _judged(r)
     out = []
     for (scenario, session), d in sorted(by.items()):
         out.append({"scenario_id": scenario, "session": session, "networks": len(d),
                     "median_abs_drift": statistics.median(abs(x) for x in d), "max_abs_drift": max(abs(x) for x in d),
-                    "median_between_cv": statistics.median(cvs[(scenario, session)])})
+                    "median_between_cv": statistics.median(cvs[(scenario, session)]),
+                    "judged": judged[(scenario, session)]})
     return out
 
 
@@ -159,8 +178,29 @@ def format_drift(table: list[dict]) -> str:
              f"{'between-process CV':>18}"]
     for r in table:
         lines.append(f"{r['scenario_id']:<34} {r['session']:<17} {r['networks']:>4} {100 * r['median_abs_drift']:>13.2f}% "
-                     f"{100 * r['max_abs_drift']:>10.2f}% {100 * r['median_between_cv']:>17.2f}%")
+                     f"{100 * r['max_abs_drift']:>10.2f}% {100 * r['median_between_cv']:>17.2f}%"
+                     + ("" if r.get("judged", True) else "  (probe not recorded)"))
     return "\n".join(lines)
+
+
+def drift_markdown(table: list[dict]) -> str:
+    """The card's section on the between-session drift (the release writes it from its history)."""
+    lines = ["## Between-session drift (the control set)", "",
+             "The same control networks (`measure.control`) are measured again at the start of every sweep "
+             "session, e2e, at each point of the grid (`python -m pipelines.control`; the rows are `control.csv` "
+             "beside this card). Drift: a network's latency in a session over its latency in the first session whose "
+             "rows record the speed probe's judgement (else the first session), minus one; median and largest "
+             "|drift| over the networks, beside that session's own between-process spread. A session without the "
+             "probe's record may have run in the VM's slow episodes unseen.", ""]
+    if not table:
+        return "\n".join(lines + ["No session yet.", ""])
+    lines += ["| scenario | session | networks | median \\|drift\\| | max \\|drift\\| | between-process CV (median) "
+              "| probe recorded |", "|---|---|---|---|---|---|---|"]
+    for r in table:
+        lines.append(f"| {r['scenario_id']} | {r['session']} | {r['networks']} | {100 * r['median_abs_drift']:.1f}% | "
+                     f"{100 * r['max_abs_drift']:.1f}% | {100 * r['median_between_cv']:.1f}% | "
+                     f"{'yes' if r.get('judged', True) else 'no'} |")
+    return "\n".join(lines + [""])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,11 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_params(args.params)
         history = resolve(cfg.measure.release) / HISTORY
         if not args.report:
+            # each point's rows land as the point finishes (the sink), and only then
             rows = measure_control(cfg, progress=not args.quiet, sink=lambda got: append_history(history, got))
             if not rows:
                 raise ControlError("control: no control network was measured (see the measure.log of each "
                                    f"scenario under {cfg.data_dir}/control/)")
-            append_history(history, rows)
             print(f"control: {len(rows)} (scenario, network) rows appended to {history} (each point as it finished)")
         print(format_drift(drift(read_history(history))))
     except (ControlError, ConfigError) as e:

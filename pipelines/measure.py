@@ -760,7 +760,7 @@ def _meta_digest(meta: dict) -> dict:
     keep = ("tool", "tool_version", "runtime", "runtime_version", "framework", "library", "accelerators", "model_bytes",
             "precision", "precision_detected", "engine", "accelerator", "cpus", "threads", "mode", "cpu_kernel_mode",
             "profiling", "memory_sampling", "hostname", "clock", "clock_resolution_ns", "model_ops", "format",
-            "model_kind", "device", "gpu")
+            "model_kind", "device", "gpu", "process_start")
     return {k: meta[k] for k in keep if k in meta}
 
 

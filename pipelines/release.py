@@ -198,10 +198,15 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
         shutil.copyfile(png, tmp / png.name)
     # the control set's history (pipelines/control.py) is appended in the release itself, session
     # after session: it is not in the assembled tables, so carry it over
-    from .control import HISTORY
+    from .control import HISTORY, drift, drift_markdown, read_history
 
     if (out / HISTORY).is_file():
         shutil.copyfile(out / HISTORY, tmp / HISTORY)
+        # and the card states how far the instrument moved between sessions
+        card = tmp / "DATASET.md"
+        if card.is_file():
+            table = drift_markdown(drift(read_history(tmp / HISTORY)))
+            card.write_text(card.read_text().rstrip("\n") + "\n\n" + table)
     size = sum(p.stat().st_size for p in tmp.iterdir())
     if size > LIMIT_BYTES:
         shutil.rmtree(tmp)

@@ -17,7 +17,7 @@ from pipelines import control
 from pipelines.assemble import run_assemble
 from pipelines.measure import run_measure
 from pipelines.release import write_release
-from support.sweeps import exported_sweep, tiny_sweep_cfg
+from support.sweeps import exported_sweep, tiny_sweep_cfg, tiny_sweep_overrides
 
 SID = "host-tflite-cpu-1large-fp32"
 GRID = ("scenario.frameworks=[tflite]", "scenario.precisions=[fp32]", "scenario.cores=[1large]",
@@ -71,9 +71,11 @@ def test_two_sessions_append_history_the_release_keeps_and_the_drift_is_reported
     assert table[1]["max_abs_drift"] == pytest.approx(max(moved))
     assert "median |drift|" in control.format_drift(table)
 
-    # rewriting the release (the next session's landing) keeps the history
+    # rewriting the release (the next session's landing) keeps the history, and its card states the drift
     write_release(data / "dataset", release)
     assert control.read_history(history) == rows
+    card = (release / "DATASET.md").read_text()
+    assert "## Between-session drift (the control set)" in card and f"| {SID} | 20261126T000000Z | 2 |" in card
 
 
 def test_a_control_name_that_was_not_generated_is_one_line_naming_the_key(exported, tmp_path):
@@ -110,3 +112,44 @@ def test_a_session_stopped_part_way_keeps_the_points_it_finished(exported, tmp_p
     rows = control.read_history(history)
     assert [(r["scenario_id"], r["name"]) for r in rows] == [(SID, names[0])]
     assert calls == [("tflite", "fp32", "1large"), ("tflite", "fp32", "2large")]
+
+
+def test_the_command_appends_each_row_once(exported, tmp_path):
+    """``python -m pipelines.control`` lands each point's rows as the point finishes, and only then."""
+    from pipelines.config import compose, write_params
+
+    data = tmp_path / "data"
+    shutil.copytree(exported, data)
+    release = tmp_path / "datasets" / "tiny-v1"
+    name = _names(data)[0]
+    params = write_params(compose(tiny_sweep_overrides(data, release, f"measure.control=[{name}]", grid=GRID)),
+                          tmp_path / "params.yaml")
+    assert control.main(["--params", str(params), "--quiet"]) == 0
+    rows = control.read_history(release / control.HISTORY)
+    assert [(r["scenario_id"], r["name"]) for r in rows] == [(SID, name)]
+
+
+def _row(session: str, latency: float, slowdown: str) -> dict:
+    return {"session": session, "scenario_id": SID, "model_id": "m", "latency_ms": str(latency), "between_cv": "0.01",
+            "max_probe_slowdown": slowdown}
+
+
+def test_the_drift_is_measured_from_the_first_session_the_probe_judged(tmp_path):
+    """A session without the speed probe's record (its processes may have run in slow episodes)
+    is reported against the first judged session, marked, and is no reference."""
+    rows = [_row("20261125T000000Z", 2.0, ""), _row("20261126T000000Z", 1.0, "0.05"),
+            _row("20261127T000000Z", 1.1, "0.1")]
+    table = {r["session"]: r for r in control.drift(rows)}
+    assert table["20261125T000000Z"]["median_abs_drift"] == pytest.approx(1.0)
+    assert not table["20261125T000000Z"]["judged"] and table["20261126T000000Z"]["judged"]
+    assert table["20261126T000000Z"]["max_abs_drift"] == 0.0
+    assert table["20261127T000000Z"]["max_abs_drift"] == pytest.approx(0.1)
+    assert control.format_drift(control.drift(rows)).splitlines()[1].endswith("(probe not recorded)")
+    # a history written before the column reads with it empty, and keeps it on the next append
+    old = tmp_path / control.HISTORY
+    columns = [c for c in control.COLUMNS if c not in control.LATER_COLUMNS]
+    old.write_text(",".join(columns) + "\n" + ",".join(["20261125T000000Z", "vm", SID, "m", "x", "2.0", "0.01", "3"]
+                                                         + [""] * (len(columns) - 8)) + "\n")
+    assert control.read_history(old)[0]["max_probe_slowdown"] == ""
+    control.append_history(old, [{**_row("20261126T000000Z", 1.0, "0.05"), "name": "x"}])
+    assert [r["max_probe_slowdown"] for r in control.read_history(old)] == ["", "0.05"]

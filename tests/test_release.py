@@ -233,13 +233,18 @@ def test_a_committed_release_loads_checked_with_provenance_per_row(folder):
     assert set(e["model_id"]) <= set(ds.models["model_id"])
 
 
-def test_the_epyc_release_holds_the_synthetic_space_at_three_cpu_points():
+def test_the_epyc_release_holds_the_synthetic_space_at_every_cpu_point():
     """Issue 18's check on datasets/host-v1 (AMD EPYC): >= 1,000 synthetic networks with e2e
-    rows at TFLite fp32 1-large (with op rows), int8 1-large and fp32 2-large."""
+    rows at TFLite fp32 1-large (with op rows), int8 1-large, fp32 2-large and PyTorch fp32
+    1-large; the 100 NAS-Bench-201 cells on the software GPU; every row judged by the speed probe."""
     ds = load_dataset(ROOT / "datasets" / "host-v1")
     synthetic = set(ds.models.loc[ds.models["source"] == "synthetic", "model_id"])
-    for sid in ("host-tflite-cpu-1large-fp32", "host-tflite-cpu-1large-int8", "host-tflite-cpu-2large-fp32"):
+    for sid in ("host-tflite-cpu-1large-fp32", "host-tflite-cpu-1large-int8", "host-tflite-cpu-2large-fp32",
+                "host-pytorch-cpu-1large-fp32"):
         measured = set(ds.e2e.loc[ds.e2e["scenario_id"] == sid, "model_id"]) & synthetic
         assert len(measured) >= 1000, f"{sid}: {len(measured)} synthetic networks"
+    cells = set(ds.models.loc[ds.models["source"] == "nasbench201", "model_id"])
+    assert len(set(ds.e2e.loc[ds.e2e["scenario_id"] == "host-tflite-gpu-fp32", "model_id"]) & cells) >= 100
+    assert ds.e2e["probe_slowdown"].notna().all()
     with_ops = set(ds.ops.loc[ds.ops["scenario_id"] == "host-tflite-cpu-1large-fp32", "model_id"]) & synthetic
     assert len(with_ops) >= 1000

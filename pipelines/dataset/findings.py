@@ -65,7 +65,8 @@ def multicore(ds: Dataset) -> Finding:
     res = _ratios(own, multicore_pairs)
     if not res:
         return Finding("multicore", usc, "no pair of one-core and multicore scenarios measured", None)
-    count = dict(zip(own.scenarios["cores"], own.scenarios["core_count"].astype(int)))
+    cpu = own.scenarios.dropna(subset=["core_count"])  # a GPU scenario has no core set
+    count = dict(zip(cpu["cores"], cpu["core_count"].astype(int)))
     parts, sub = [], []
     for label, r in res:
         n = count[label.rsplit(" ", 1)[1]]

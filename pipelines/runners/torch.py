@@ -448,7 +448,8 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
             "interop_threads": torch.get_num_interop_threads(), "mode": args.mode, "profiling": profiling,
             "warmup": args.warmup, "runs": args.runs, "hostname": socket.gethostname(), "pid": os.getpid(),
             "clock": "CLOCK_MONOTONIC", "clock_resolution_ns": int(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9),
-            "start_unix_ns": wall_start, "process_start": process_start, "affinity_read": "after the first run", **first_aff}
+            "start_unix_ns": wall_start, "process_start": process_start, "affinity_read": "after the first run",
+            **first_aff}
     if alignment:
         meta["clock_alignment"] = alignment
     durs = [r["duration_ns"] for r in timed_runs]

@@ -212,6 +212,8 @@ def zygote(python: str | None = None) -> Zygote:
     with _LOCK:
         z = _ZYGOTES.get(key)
         if z is None or not z.alive():
+            if z is not None:
+                z.close()  # its log file
             _ZYGOTES[key] = z = Zygote(key)
         return z
 

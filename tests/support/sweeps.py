@@ -7,17 +7,23 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-def tiny_sweep_cfg(data: Path, release: Path, *more: str, granularities: str = "[e2e]", grid: tuple[str, ...] = ()):
-    """The validated config of the tiny sweep writing to ``data`` with its release at ``release``;
+def tiny_sweep_overrides(data: Path, release: Path, *more: str, granularities: str = "[e2e]",
+                         grid: tuple[str, ...] = ()) -> list[str]:
+    """The overrides of the tiny sweep writing to ``data`` with its release at ``release``;
     ``grid``: scenario-grid overrides, ``more``: any further ones (they come last)."""
+    return ["generator=[nasbench201]", "generator.nasbench201.n=3", f"data_dir={data}",
+            "export.formats=[tflite_fp32]", "export.workers=2", "measure.processes=2",
+            "measure.warmup=1", "measure.stopping.policy=fixed", "measure.stopping.runs=4",
+            f"measure.granularities={granularities}", "measure.load.check=false",
+            # the release's protocol reuses released pairs; the tour's does not
+            *grid, f"measure.release={release}", "measure.reuse_release=true", *more]
+
+
+def tiny_sweep_cfg(data: Path, release: Path, *more: str, granularities: str = "[e2e]", grid: tuple[str, ...] = ()):
+    """The validated config of the tiny sweep (:func:`tiny_sweep_overrides`)."""
     from pipelines.config import compose, validate
 
-    return validate(compose(["generator=[nasbench201]", "generator.nasbench201.n=3", f"data_dir={data}",
-                             "export.formats=[tflite_fp32]", "export.workers=2", "measure.processes=2",
-                             "measure.warmup=1", "measure.stopping.policy=fixed", "measure.stopping.runs=4",
-                             f"measure.granularities={granularities}", "measure.load.check=false",
-                             # the release's protocol reuses released pairs; the tour's does not
-                             *grid, f"measure.release={release}", "measure.reuse_release=true", *more]))
+    return validate(compose(tiny_sweep_overrides(data, release, *more, granularities=granularities, grid=grid)))
 
 
 def exported_sweep(tmp_path_factory: Any, name: str, cfg: Callable[..., Any]) -> Path:
