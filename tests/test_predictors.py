@@ -267,8 +267,7 @@ def test_a_type_the_e2e_split_zeroed_predicts_zero_not_its_categorys_pool():
     gives TFLite's cheap element-wise ops (ADD, MUL, ...) 0 ms, so the trees get no model for them;
     those types used to fall back to the category's pooled model, fitted on two large SLICE ops of
     the real CNNs, and every ADD of a NAS-Bench-201 cell cost milliseconds (MAPE ~2000%). Pinned to
-    the release the bug was seen on, datasets/host-v1 (AMD EPYC): on host-xeon-v1, which the board
-    reads now, the split leaves no pooled model, so the situation would not arise there."""
+    the release the bug was seen on, datasets/host-v1 (AMD EPYC)."""
     from leaderboard.run import mask
     from leaderboard.tracks import TRACKS, compute_split, resolve
 
@@ -284,11 +283,15 @@ def test_a_type_the_e2e_split_zeroed_predicts_zero_not_its_categorys_pool():
     test = [by_name[n] for n in fold.test if n in by_name]
     view = mask(data.dataset, sid, test, all_ops=True)
     X, Xt = Networks(view, tuple(train), sid), Networks(view, tuple(test), sid)
-    p = make_predictor("usc_rf").fit(X, X.y())
+    # min_ops 50: since host-v1's fp32 rows were measured again (session 38) the default (5)
+    # leaves no rare type to pool; at 50 the rare element-wise types (minimum) share an
+    # "elementwise:*" model while the split zeroes ADD and MUL, the bug's situation
+    p = make_predictor("usc_rf", min_ops=50).fit(X, X.y())
     assert p.mode_ == "e2e"
     zeroed = {t for t, k in p.type_key_.items() if k not in p.models_}
     pooled = {k for k in p.models_ if k.endswith(":*")}
-    assert zeroed and pooled  # the situation of the bug: both exist
+    # the situation of the bug: a zeroed type whose category has a pooled model
+    assert {f"{category_of(t)}:*" for t in zeroed} & pooled
     parts = p.predict_parts(Xt)
     hit = parts["op_type"].isin(zeroed)
     assert hit.any() and (parts.loc[hit, "predicted_ms"] == 0).all() and (parts.loc[hit, "group"] == "").all()
