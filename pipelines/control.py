@@ -32,8 +32,9 @@ from typing import Any, Callable
 
 COLUMNS = ("session", "host", "scenario_id", "model_id", "name", "latency_ms", "between_cv", "processes",
            "max_loadavg", "max_foreign_busy_frac", "cpu_freq_khz", "runtime_version", "max_probe_slowdown")
-# columns a history written before them lacks (read as empty): max_probe_slowdown came with the
-# speed probe; a session without it was never judged for the VM's slow episodes
+# columns a history written before them lacks (read as empty): a row without max_probe_slowdown
+# carries no record of the speed probe's judgement (measured before the probe existed, or written
+# before the column was kept)
 LATER_COLUMNS = ("max_probe_slowdown",)
 HISTORY = "control.csv"
 
