@@ -94,7 +94,6 @@ from typing import Any, Iterable, Sequence
 from .process import cpus_arg, exit_failure, native_run
 from .records import NativeRun, NativeRunError, read_records
 
-ROOT = Path(__file__).resolve().parents[2]
 TOOL = "latbench-torch"
 VERSION = "0.1.0"
 MODES = ("e2e", "op")
@@ -550,22 +549,31 @@ def _profiler_ops(prof, offset_ns: int, all_runs: list[dict[str, Any]]):
 
 
 # ---------------------------------------------------------------- the parent API
-def build_argv(model: str | os.PathLike, *, records: str | os.PathLike, trace: str | os.PathLike | None = None,
-               cpus: str | Iterable[int] | None = None, threads: int = 1, mode: str = "e2e", warmup: int = 5,
-               runs: int = 50, engine: str | None = None, input_shapes: Sequence[Sequence[int]] | None = None,
-               python: str | None = None) -> list[str]:
-    argv = [python or sys.executable, "-m", "pipelines.runners.torch", "--model", str(model), "--records", str(records),
-            "--threads", str(threads), "--mode", mode, "--warmup", str(warmup), "--runs", str(runs)]
+PROGRAM = ("-m", "pipelines.runners.torch")  # after the interpreter: the worker run as a program
+
+
+def worker_args(model: str | os.PathLike, *, records: str | os.PathLike, trace: str | os.PathLike | None = None,
+                cpus: str | Iterable[int] | None = None, threads: int = 1, mode: str = "e2e", warmup: int = 5,
+                runs: int = 50, engine: str | None = None,
+                input_shapes: Sequence[Sequence[int]] | None = None) -> list[str]:
+    """The worker's own arguments (what its ``main`` parses), for the zygote or the program."""
+    args = ["--model", str(model), "--records", str(records), "--threads", str(threads), "--mode", mode,
+            "--warmup", str(warmup), "--runs", str(runs)]
     if trace is not None:
-        argv += ["--trace", str(trace)]
+        args += ["--trace", str(trace)]
     cpu_list = cpus_arg(cpus)
     if cpu_list is not None:
-        argv += ["--cpus", cpu_list]
+        args += ["--cpus", cpu_list]
     if engine is not None:
-        argv += ["--engine", engine]
+        args += ["--engine", engine]
     for shape in input_shapes or ():
-        argv += ["--input-shape", ",".join(str(int(v)) for v in shape)]
-    return argv
+        args += ["--input-shape", ",".join(str(int(v)) for v in shape)]
+    return args
+
+
+def build_argv(model: str | os.PathLike, *, python: str | None = None, **kw: Any) -> list[str]:
+    """The command running the worker as a fresh interpreter (``kw``: :func:`worker_args`'s)."""
+    return [python or sys.executable, *PROGRAM, *worker_args(model, **kw)]
 
 
 def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None, threads: int = 1,
@@ -587,11 +595,12 @@ def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None,
     model = str(model)
     with tempfile.TemporaryDirectory(prefix="latbench-torch-") as tmp:
         rec = Path(records_path) if records_path is not None else Path(tmp) / "records.jsonl"
-        argv = build_argv(model, records=rec, trace=trace_path, cpus=cpus, threads=threads, mode=mode,
-                          warmup=warmup, runs=runs, engine=engine, input_shapes=input_shapes)
+        args = worker_args(model, records=rec, trace=trace_path, cpus=cpus, threads=threads, mode=mode,
+                           warmup=warmup, runs=runs, engine=engine, input_shapes=input_shapes)
+        argv = [sys.executable, *PROGRAM, *args]  # the same process as a program: the record's provenance
         stderr = Path(tmp) / "stderr.txt"
         try:
-            returncode, cpu_s = zygote().run(argv[3:], stderr, timeout)  # argv[3:]: after python -m module
+            returncode, cpu_s = zygote().run(args, stderr, timeout)
         except subprocess.TimeoutExpired:
             raise TorchRunError(f"{model}: the torch worker timed out after {timeout} s", kind="timeout",
                                 model=model) from None
