@@ -283,7 +283,7 @@ def test_a_type_the_e2e_split_zeroed_predicts_zero_not_its_categorys_pool():
     test = [by_name[n] for n in fold.test if n in by_name]
     view = mask(data.dataset, sid, test, all_ops=True)
     X, Xt = Networks(view, tuple(train), sid), Networks(view, tuple(test), sid)
-    p = make_predictor("usc_rf", min_ops=50).fit(X, X.y())
+    p = make_predictor("usc_rf").fit(X, X.y())
     assert p.mode_ == "e2e"
     zeroed = {t for t, k in p.type_key_.items() if k not in p.models_}
     assert "mul" in zeroed  # what the split does to TFLite's cheap element-wise ops
