@@ -23,7 +23,7 @@ import json
 import os
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
@@ -208,8 +208,9 @@ def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Pa
     workers = ex.workers or os.cpu_count() or 1
     bar = tqdm(total=len(tasks), desc="export", unit="model", disable=not progress)
     crashed = _run_pool(tasks, out_dir, options, version, workers, bar, counts)
-    # A worker that died (killed by the OS, a native crash) takes its pool down: rerun the
-    # unfinished models one per pool, so only the model that crashes again is marked.
+    # A worker that died (killed by the OS, a native crash) takes its pool down: the models in
+    # flight then run again one per pool, alone (the memory is all theirs), so only a model that
+    # crashes on its own is marked.
     for task in crashed:
         if _run_pool([task], out_dir, options, version, 1, bar, counts):
             for name in task[1]:
@@ -224,30 +225,48 @@ def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Pa
     return counts
 
 
-def _run_pool(tasks, out_dir, options, version, workers, bar, counts) -> list:
-    """Run tasks in a spawned process pool; return the tasks lost to a broken pool."""
-    if not tasks:
-        return []
-    lost = []
+def _run_pool(tasks, out_dir, options, version, workers, bar, counts, work=None) -> list:
+    """Run tasks in a spawned process pool, at most ``workers`` at a time; return the tasks lost
+    to a worker that died.
+
+    A dying worker (the OOM killer, a native fault) breaks the whole pool, and the pool then
+    fails every task it was given. Only the tasks in flight can have caused it, so tasks are
+    handed out one at a time as workers free up: the ones in flight when the pool broke are the
+    lost ones, and the rest go on, in parallel, in a fresh pool. (Two VGG conversions at once
+    need 28 GB; before this, one such crash left every remaining network to a pool of its own.)
+    ``work`` is the function a worker runs (``export_model``; tests give one that crashes)."""
+    work = work or export_model
+    queue, lost = list(reversed(tasks)), []
     log = str(Path(out_dir) / "export.log")
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=get_context("spawn"),
-                             initializer=_quiet_worker, initargs=(log,)) as pool:
-        futures = {pool.submit(export_model, path, todo, str(out_dir), options, version): (path, todo) for path, todo in tasks}
-        for fut in as_completed(futures):
-            try:
-                results = fut.result()
-            except BrokenProcessPool:
-                lost.append(futures[fut])
-                continue
-            except DiskFull:
-                for f in futures:
-                    f.cancel()  # the models not started: they would fail the same way
-                raise
-            for r in results:
-                counts[r["status"]] += 1
-                if r["status"] == "failed":
-                    tqdm.write(f"export: {Path(futures[fut][0]).stem} {r['format']}: {r['error']}")
-            bar.update(1)
+
+    def finish(fut, task) -> bool:
+        """Count a finished task; False when the pool broke under it."""
+        try:
+            results = fut.result()
+        except BrokenProcessPool:
+            lost.append(task)
+            return False
+        for r in results:
+            counts[r["status"]] += 1
+            if r["status"] == "failed":
+                tqdm.write(f"export: {Path(task[0]).stem} {r['format']}: {r['error']}")
+        bar.update(1)
+        return True
+
+    while queue:
+        with ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=get_context("spawn"),
+                                 initializer=_quiet_worker, initargs=(log,)) as pool:
+            inflight: dict = {}
+            broken = False
+            while (queue or inflight) and not broken:
+                while queue and len(inflight) < workers:
+                    path, todo = task = queue.pop()
+                    inflight[pool.submit(work, path, todo, str(out_dir), options, version)] = task
+                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                broken = not all([finish(fut, inflight.pop(fut)) for fut in done])
+            if broken:  # the pool fails what was still in flight; a task that finished first counts
+                for fut in wait(inflight).done:
+                    finish(fut, inflight[fut])
     return lost
 
 

@@ -137,3 +137,24 @@ def test_a_full_disk_stops_the_export_and_blames_no_model(tmp_path, monkeypatch)
     assert export_model(str(model), ["tflite_fp32"], str(out), {}, version)[0]["status"] == "failed"
     assert "ZeroDivisionError" in json.loads((folder / "tflite_fp32.error.json").read_text())["error"]
     assert _pending(folder, ["tflite_fp32"], version, retry_failed=False) == []
+
+
+def test_a_worker_killed_mid_export_costs_only_the_models_in_flight(tmp_path):
+    """One worker killed (the OOM killer on a VGG conversion) breaks the process pool; only the
+    models in flight then are handed back to run alone, the rest go on in parallel in a fresh
+    pool, each counted once. Before, every model after the crash was handed back, to run one
+    pool at a time."""
+    from tqdm import tqdm
+
+    from pipelines.export import _run_pool
+    from support.export_work import crash_on_victim
+
+    names = ["a", "b", "victim", "c", "d", "e", "f", "g"]
+    tasks = [(str(tmp_path / f"{n}.json"), ["tflite_fp32"]) for n in names]
+    counts = {"ok": 0, "failed": 0}
+    with tqdm(disable=True) as bar:
+        lost = _run_pool(tasks, tmp_path, {"seconds": 0.2}, "v", 2, bar, counts, work=crash_on_victim)
+    lost_names = [t[0].rsplit("/", 1)[1][:-5] for t in lost]
+    assert "victim" in lost_names and len(lost) <= 2  # the victim, and at most the task beside it
+    assert counts["ok"] + len(lost) == len(names)  # each model counted once or handed back
+    assert {"e", "f", "g"} <= set((tmp_path / "ran.txt").read_text().split())  # they ran in the pool
