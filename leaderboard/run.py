@@ -474,10 +474,11 @@ ENTRIES = {"public": "leaderboard/entries/public", "host": "leaderboard/entries/
 def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | Path]) -> dict[str, Any]:
     """Adds to ``<results>/status.json``, per available track, every registered predictor that
     has no result there and why (``not_entered``): the reason its training run recorded
-    (``run.json``: failed or skipped), else the predictor's own ``board_tracks`` (track patterns
-    it is entered on, and why not on the others) when the track is outside them, else that it has
-    not been trained on the track. The board shows these, so a predictor missing from a track is
-    never silent."""
+    (``run.json``: failed or skipped), else the evaluator's reason when it rejected the entry's
+    predictions for the track (``<results>/rejected.json``: e.g. a predicted 0 ms), else the
+    predictor's own ``board_tracks`` (track patterns it is entered on, and why not on the others)
+    when the track is outside them, else that it has not been trained on the track. The board
+    shows these, so a predictor missing from a track is never silent."""
     from fnmatch import fnmatch
 
     from .baselines import PREDICTORS
@@ -491,6 +492,13 @@ def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | P
             for kind in ("failed", "skipped"):
                 for track, why in (run.get(kind) or {}).items():
                     recorded[(run_file.parent.name, track)] = f"{kind}: {why}"
+    rejected_file = results / "rejected.json"
+    rejected = json.loads(rejected_file.read_text()) if rejected_file.is_file() else {}
+    for name, problems in rejected.items():
+        for problem in problems:  # "track <name>: <problem>"; a whole-entry refusal names no track
+            track, sep, why = problem.partition(": ")
+            if sep and track.startswith("track "):
+                recorded.setdefault((name, track[len("track "):]), f"rejected by the evaluator: {why}")
     for track, st in status.items():
         if not isinstance(st, dict) or not st.get("available"):
             continue

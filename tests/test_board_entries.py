@@ -6,9 +6,11 @@ entries on the committed release."""
 from __future__ import annotations
 
 import json
+import shutil
 
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from leaderboard.baselines import PREDICTORS
@@ -30,18 +32,28 @@ def test_a_baseline_split_over_two_folders_is_one_entry_and_absent_predictors_sa
     lasso = tmp_path / "host-entries" / "usc_lasso"
     lasso.mkdir()
     (lasso / "run.json").write_text(json.dumps({"failed": {B: "ValueError: no op rows"}, "skipped": {}}))
+    # a predictor whose predictions for a track the evaluator rejects (a predicted 0 ms)
+    rf = tmp_path / "host-entries" / "usc_rf"
+    shutil.copytree(tmp_path / "host-entries" / "flops", rf)
+    preds = pd.read_parquet(rf / "predictions.parquet")
+    preds.loc[3, "predicted_ms"] = 0.0
+    preds.to_parquet(rf / "predictions.parquet", index=False)
     results = tmp_path / "results"
     roots = ["--public", public["public"], "--host", public["host"]]
     assert main([*roots, "evaluate", "--entries", str(tmp_path / "public-entries"), "--entries",
                  str(tmp_path / "host-entries"), "--results", str(results)]) == 0
     assert (results / A / "flops.json").is_file() and (results / B / "flops.json").is_file()
-    assert json.loads((results / "rejected.json").read_text()) == {}  # usc_lasso has no predictions: not rejected
+    rejected = json.loads((results / "rejected.json").read_text())  # usc_lasso has no predictions: not rejected
+    assert list(rejected) == ["usc_rf"] and rejected["usc_rf"][0].startswith(f"track {B}: predictions.parquet: predicted_ms: 1 value(s) zero")
     status = json.loads((results / "status.json").read_text())
     for track in (A, B):
         absent = status[track]["not_entered"]
         assert "flops" not in absent
         assert set(absent) == set(PREDICTORS.names()) - {"flops"}
     assert status[B]["not_entered"]["usc_lasso"] == "failed: ValueError: no op rows"
+    # not "not trained on this track yet": the board says the evaluator's reason
+    assert status[B]["not_entered"]["usc_rf"].startswith("rejected by the evaluator: predictions.parquet: predicted_ms: 1 value(s) zero")
+    assert status[A]["not_entered"]["usc_rf"].startswith("not trained on this track yet")
     assert status[A]["not_entered"]["gnn"].startswith("not trained on this track yet: `leaderboard-train predictor=gnn")
     # a predictor that names the tracks it is entered on says why it is not on the others
     assert status[A]["not_entered"]["gnn_ensemble"].startswith("not entered on this track: five GNNs cost")
