@@ -72,10 +72,6 @@ def test_without_the_suite_s_rows_there_is_nothing_to_tell():
     assert {f.topic: f.holds for f in findings(empty)}["op types"] is None
 
 
-if __name__ == "__main__":
-    pytest.main([__file__])
-
-
 def test_a_gpu_scenario_beside_the_cpu_ones_changes_no_finding():
     """A release with the software GPU's scenario (no core set: core_count empty) reads as without it."""
     ds = _dataset(int8_factor=1.8, two_core_factor=1.6)
@@ -86,3 +82,7 @@ def test_a_gpu_scenario_beside_the_cpu_ones_changes_no_finding():
     with_gpu = Dataset({**ds.tables(), "scenarios": pd.concat([ds.scenarios, gpu], ignore_index=True),
                         "e2e": pd.concat([ds.e2e, e2e], ignore_index=True)}, check=False)
     assert [(f.topic, f.here, f.holds) for f in findings(with_gpu)] == [(f.topic, f.here, f.holds) for f in findings(ds)]
+
+
+if __name__ == "__main__":
+    pytest.main([__file__])
