@@ -10,7 +10,7 @@
     leaderboard render                               # results/ -> README.md + site/index.html
 
 Data roots: ``--public`` (default data/public) and ``--host`` (default the committed release
-datasets/host-xeon-v1; e.g. ``--host data/dataset`` scores your own assembled dataset), or the
+datasets/host-v1; e.g. ``--host data/dataset`` scores your own assembled dataset), or the
 environment variables LATBENCH_PUBLIC_DATA / LATBENCH_HOST_DATA (``leaderboard.tracks.data_roots``,
 defaults in ``leaderboard.tracks.DATA_ROOTS``). Errors are one line,
 ``leaderboard: error: ...``, exit status 2 (invalid submission: 1).
@@ -299,7 +299,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="leaderboard", description="The latbench leaderboard: tracks, submissions, the board.")
     p.add_argument("--public", help="public data folder (default data/public; env LATBENCH_PUBLIC_DATA)")
-    p.add_argument("--host", help="host dataset folder (default the committed release datasets/host-xeon-v1; "
+    p.add_argument("--host", help="host dataset folder (default the committed release datasets/host-v1; "
                                   "env LATBENCH_HOST_DATA; e.g. data/dataset, the main job's own)")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("tracks", help="list tracks and whether their data is here")

@@ -12,7 +12,7 @@ selectable). Config: ``leaderboard/conf/train.yaml``; predictor hyperparameters 
 
 Data roots: ``public=`` / ``host=`` (default: ``LATBENCH_PUBLIC_DATA`` / ``LATBENCH_HOST_DATA``,
 else :data:`leaderboard.tracks.DATA_ROOTS`: the host tracks read the committed release
-``datasets/host-xeon-v1``; ``host=data/dataset`` trains on the main job's own dataset).
+``datasets/host-v1``; ``host=data/dataset`` trains on the main job's own dataset).
 """
 from __future__ import annotations
 

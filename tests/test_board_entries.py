@@ -17,6 +17,7 @@ from leaderboard.baselines import PREDICTORS
 from leaderboard.cli import main
 from support.fixtures import register_test_predictors
 from leaderboard.run import ENTRIES, evaluate_entry, note_absent_predictors, train_entry, write_status
+from leaderboard.tracks import DATA_ROOTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,12 +143,12 @@ def test_a_run_stopped_in_its_second_track_keeps_the_first_whole_track(public, t
 
 def test_the_board_stages_score_the_committed_host_entries():
     stages = yaml.safe_load((ROOT / "leaderboard" / "dvc.yaml").read_text())["stages"]
-    assert "datasets/host-xeon-v1" in stages["splits"]["deps"] and "data/dataset" not in stages["splits"]["deps"]
+    assert DATA_ROOTS["host"] in stages["splits"]["deps"] and "data/dataset" not in stages["splits"]["deps"]
     ev = stages["evaluate"]
     assert ev["cmd"].split("--entries")[1:] == [" leaderboard/entries/public ", " leaderboard/entries/host ",
                                                 " leaderboard/submissions"]
     assert {"leaderboard/entries/public", "leaderboard/entries/host", "leaderboard/submissions",
-            "datasets/host-xeon-v1"} <= set(ev["deps"])
+            DATA_ROOTS["host"]} <= set(ev["deps"])
     named = [str(d) for st in stages.values() for d in (*st.get("deps", []), *st.get("outs", []))]
     assert not [d for d in named if "data/dataset" in d or "data/leaderboard" in d]  # nothing per machine
     assert ENTRIES == {"public": "leaderboard/entries/public", "host": "leaderboard/entries/host"}
@@ -158,7 +159,7 @@ def test_a_host_track_on_the_release_scores_an_entry_and_lists_the_missing_predi
     """A predictor trained on a host track of the release is scored; every other registered
     predictor is listed with the command that trains it into the committed host entries."""
     monkeypatch.delenv("LATBENCH_HOST_DATA", raising=False)
-    roots = {"public": public["public"], "host": "datasets/host-xeon-v1"}
+    roots = {"public": public["public"], "host": DATA_ROOTS["host"]}
     splits, entries, results = tmp_path / "splits", tmp_path / "host-entries", tmp_path / "results"
     entry = train_entry("flops", {}, ["host-random"], roots, entries, splits_dir=splits)
     assert (splits / "host" / "host-random.v1.json").is_file()

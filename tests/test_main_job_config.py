@@ -70,6 +70,6 @@ def test_the_main_job_trains_no_predictor_and_scores_the_host_tracks_on_the_rele
     trains = [name for name, st in stages.items()
               if any(t in st["cmd"] for t in ("leaderboard.train", "leaderboard-train", "leaderboard.cli train"))]
     assert trains == [] and "leaderboard/train-host" not in stages
-    assert DATA_ROOTS["host"] == "datasets/host-xeon-v1" and (ROOT / DATA_ROOTS["host"] / "e2e.parquet").is_file()
+    assert DATA_ROOTS["host"] == "datasets/host-v1" and (ROOT / DATA_ROOTS["host"] / "e2e.parquet").is_file()
     for name in ("leaderboard/splits", "leaderboard/evaluate"):  # a new release re-freezes and re-scores
         assert DATA_ROOTS["host"] in stages[name]["deps"] and "data/dataset" not in stages[name]["deps"]

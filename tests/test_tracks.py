@@ -148,7 +148,7 @@ def test_host_tracks_read_the_committed_release(monkeypatch, tmp_path):
 
     monkeypatch.delenv("LATBENCH_HOST_DATA", raising=False)
     monkeypatch.delenv("LATBENCH_PUBLIC_DATA", raising=False)
-    assert DATA_ROOTS["host"] == "datasets/host-xeon-v1"
+    assert DATA_ROOTS["host"] == "datasets/host-v1"
     assert data_roots() == DATA_ROOTS == _roots(build_parser().parse_args(["tracks"]))
     assert _roots(build_parser().parse_args(["--host", "data/dataset", "tracks"]))["host"] == "data/dataset"
     monkeypatch.setenv("LATBENCH_HOST_DATA", "mine")
