@@ -133,7 +133,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from .noise import write_noise_floor
 
         write_noise_floor(_roots(args), results)  # the board's reference row: measurement against measurement
-        rejected: dict[str, list[str]] = {}
+        rejected: dict[str, list[dict[str, str | None]]] = {}  # entry -> [{"track": name or None, "problem": ...}]
         scored: dict[str, tuple[Path, bool]] = {}  # entry name -> (its folder, submitted): the first keeps the name
         for folder in args.entries:
             if not Path(folder).is_dir():
@@ -143,7 +143,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 refused = _entry_refusal(entry, submitted, scored)
                 if refused:
                     key = entry.name if entry.name not in rejected else f"{entry.name} ({entry.parent})"
-                    rejected[key] = [refused]
+                    rejected[key] = [{"track": None, "problem": refused}]
                     print(f"{entry.name[:24]:24s} REJECTED: {refused}")
                     continue
                 scored.setdefault(entry.name, (entry, submitted))
@@ -153,7 +153,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 try:
                     docs = evaluate_entry(entry, _roots(args), results)
                 except SubmissionError as e:  # invalid tracks are reported and left off; the rest counts
-                    rejected[entry.name] = e.problems
+                    rejected[entry.name] = e.records()
                     print(f"{entry.name:24s} REJECTED: {e.problems[0]}" + (f" (+{len(e.problems) - 1} more)" if len(e.problems) > 1 else ""))
                     partial = getattr(e, "partial", None)
                     if partial is None or not partial.tracks:

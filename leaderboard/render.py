@@ -39,6 +39,16 @@ def _result_ok(doc: Any) -> bool:
             and isinstance(doc["result"].get("aggregate"), dict) and isinstance(doc.get("plot"), dict))
 
 
+def _problem_text(problems: Any) -> str:
+    """The first of an entry's rejection records (results/rejected.json: ``{"track", "problem"}``)
+    as one line; anything else in that file is shown as it is, never trusted to be well formed."""
+    first = problems[0] if isinstance(problems, list) and problems else problems
+    if isinstance(first, dict):
+        track = first.get("track")
+        return f"track {track}: {first.get('problem', '')}" if track else str(first.get("problem", ""))
+    return str(first)
+
+
 def load_results(results_dir: str | Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     from generators.safeload import LoadError, load_json
 
@@ -184,8 +194,7 @@ def render_markdown(status: dict[str, Any], by_track: dict[str, list[dict[str, A
     rejected = status.get("__rejected__", {})
     if rejected:
         lines += ["## Rejected entries", "", "Entries whose predictions did not validate (first problem shown):", ""]
-        lines += [f"- {md_text(name, 80)}: {md_text(probs[0] if isinstance(probs, list) and probs else probs)}"
-                  for name, probs in sorted(rejected.items())] + [""]
+        lines += [f"- {md_text(name, 80)}: {md_text(_problem_text(probs))}" for name, probs in sorted(rejected.items())] + [""]
     if missing:
         lines += ["## Tracks waiting for data", "", "| track | title | why it is skipped |", "|---|---|---|"]
         for name in missing:

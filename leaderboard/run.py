@@ -425,7 +425,7 @@ def _valid_tracks(pred: Path, meta: Path, roots: Mapping[str, Any] | None, split
     if df is None:  # the file itself is unreadable: the whole entry's problems stand
         raise whole from None
     tracks = sorted(set(df["track"].dropna().astype(str)))
-    good, problems = Checked(meta={}), []
+    good, problems, on = Checked(meta={}), [], []
     with tempfile.TemporaryDirectory() as tmp:
         for t in tracks:
             part = Path(tmp) / f"{slug(t)}{pred.suffix}"
@@ -434,13 +434,14 @@ def _valid_tracks(pred: Path, meta: Path, roots: Mapping[str, Any] | None, split
             try:
                 c = validate(part, meta, roots, splits_dir)
             except SubmissionError as e:
-                problems += [f"track {t}: {p.replace(str(part), pred.name)}" for p in e.problems]
+                problems += [p.replace(str(part), pred.name) for p in e.problems]
+                on += [t] * len(e.problems)
                 continue
             good.meta = c.meta
             good.tracks.update(c.tracks)
     if not problems:
         raise whole
-    err = SubmissionError(problems)
+    err = SubmissionError(problems, tracks=on)
     err.partial = good
     raise err
 
@@ -495,10 +496,9 @@ def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | P
     rejected_file = results / "rejected.json"
     rejected = json.loads(rejected_file.read_text()) if rejected_file.is_file() else {}
     for name, problems in rejected.items():
-        for problem in problems:  # "track <name>: <problem>"; a whole-entry refusal names no track
-            track, sep, why = problem.partition(": ")
-            if sep and track.startswith("track "):
-                recorded.setdefault((name, track[len("track "):]), f"rejected by the evaluator: {why}")
+        for p in problems:  # a whole-entry refusal names no track: the board lists it apart
+            if p.get("track") is not None:
+                recorded.setdefault((name, p["track"]), f"rejected by the evaluator: {p['problem']}")
     for track, st in status.items():
         if not isinstance(st, dict) or not st.get("available"):
             continue

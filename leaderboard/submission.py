@@ -69,9 +69,21 @@ def one_line(text: Any, limit: int = MAX_PROBLEM_CHARS) -> str:
 
 
 class SubmissionError(ValueError):
-    def __init__(self, problems: list[str]):
-        self.problems = [one_line(p) for p in problems]
+    """Problems with a submission. ``tracks`` names, per problem, the track it was found on
+    (None: the whole file), so a board can say which of an entry's tracks were refused and why
+    without parsing the message; ``problems`` prefixes those with ``track <name>: ``."""
+
+    def __init__(self, problems: list[str], tracks: list[str | None] | None = None):
+        self.tracks = list(tracks) if tracks is not None else [None] * len(problems)
+        if len(self.tracks) != len(problems):
+            raise ValueError("SubmissionError: one track (or None) per problem")
+        self.bare = [one_line(p) for p in problems]
+        self.problems = [f"track {t}: {p}" if t is not None else p for t, p in zip(self.tracks, self.bare)]
         super().__init__(f"{len(problems)} problem(s):\n" + "\n".join(self.problems))
+
+    def records(self) -> list[dict[str, str | None]]:
+        """The problems as ``{"track": name or None, "problem": text}`` (results/rejected.json)."""
+        return [{"track": t, "problem": p} for t, p in zip(self.tracks, self.bare)]
 
 
 def _row_label(path: Path, i: int) -> str:

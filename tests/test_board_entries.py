@@ -44,7 +44,8 @@ def test_a_baseline_split_over_two_folders_is_one_entry_and_absent_predictors_sa
                  str(tmp_path / "host-entries"), "--results", str(results)]) == 0
     assert (results / A / "flops.json").is_file() and (results / B / "flops.json").is_file()
     rejected = json.loads((results / "rejected.json").read_text())  # usc_lasso has no predictions: not rejected
-    assert list(rejected) == ["usc_rf"] and rejected["usc_rf"][0].startswith(f"track {B}: predictions.parquet: predicted_ms: 1 value(s) zero")
+    assert list(rejected) == ["usc_rf"] and rejected["usc_rf"][0]["track"] == B
+    assert rejected["usc_rf"][0]["problem"].startswith("predictions.parquet: predicted_ms: 1 value(s) zero")
     status = json.loads((results / "status.json").read_text())
     for track in (A, B):
         absent = status[track]["not_entered"]

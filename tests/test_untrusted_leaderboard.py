@@ -119,9 +119,9 @@ def test_filed_entries_follow_the_policy_when_scored(board, public, tmp_path, ca
     assert cli(public, "evaluate", "--entries", base / "entries", "--entries", subs, "--submitted", subs,
                "--results", results) == 0
     rejected = json.loads((results / "rejected.json").read_text())
-    assert "already taken by" in rejected["flops"][0]  # the baseline's folder came first and keeps the name
-    assert "reserved for the suite's baselines" in rejected["usc_lasso"][0]  # a predictor's name, even unused
-    assert "kind: baseline is reserved" in rejected["fake"][0]
+    assert "already taken by" in rejected["flops"][0]["problem"]  # the baseline's folder came first and keeps the name
+    assert "reserved for the suite's baselines" in rejected["usc_lasso"][0]["problem"]  # a predictor's name, even unused
+    assert "kind: baseline is reserved" in rejected["fake"][0]["problem"] and rejected["fake"][0]["track"] is None
     flops = json.loads((results / TRACK / "flops.json").read_text())
     assert flops["meta"]["kind"] == "baseline"  # the baseline's own result, not the submitted one
     assert (results / TRACK / "honest.json").is_file() and not (results / TRACK / "fake.json").exists()
@@ -216,7 +216,7 @@ def test_board_shows_hostile_text_inertly(board, tmp_path):
     doc = json.loads((res / TRACK / "flops.json").read_text())
     doc["meta"]["description"] = "<!--<script> </script><b>x</b> & more"
     (res / TRACK / "flops.json").write_text(json.dumps(doc))
-    (res / "rejected.json").write_text(json.dumps({"evil": ["pred.csv: [click](http://evil.example) <img src=x> `code` |a|\nline 2"]}))
+    (res / "rejected.json").write_text(json.dumps({"evil": [{"track": None, "problem": "pred.csv: [click](http://evil.example) <img src=x> `code` |a|\nline 2"}]}))
     (res / TRACK / "garbage.json").write_text("[1, 2]")  # not a result file: left off, not a crash
     readme, index = render(res, tmp_path / "README.md", tmp_path / "site")
     page = index.read_text()
