@@ -571,9 +571,14 @@ def worker_args(model: str | os.PathLike, *, records: str | os.PathLike, trace: 
     return args
 
 
+def program_argv(args: Sequence[str], python: str | None = None) -> list[str]:
+    """The command running the worker with ``args`` (:func:`worker_args`) as a fresh interpreter."""
+    return [python or sys.executable, *PROGRAM, *args]
+
+
 def build_argv(model: str | os.PathLike, *, python: str | None = None, **kw: Any) -> list[str]:
     """The command running the worker as a fresh interpreter (``kw``: :func:`worker_args`'s)."""
-    return [python or sys.executable, *PROGRAM, *worker_args(model, **kw)]
+    return program_argv(worker_args(model, **kw), python)
 
 
 def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None, threads: int = 1,
@@ -597,7 +602,7 @@ def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None,
         rec = Path(records_path) if records_path is not None else Path(tmp) / "records.jsonl"
         args = worker_args(model, records=rec, trace=trace_path, cpus=cpus, threads=threads, mode=mode,
                            warmup=warmup, runs=runs, engine=engine, input_shapes=input_shapes)
-        argv = [sys.executable, *PROGRAM, *args]  # the same process as a program: the record's provenance
+        argv = program_argv(args)  # the same process as a program: the record's provenance
         stderr = Path(tmp) / "stderr.txt"
         try:
             returncode, cpu_s = zygote().run(args, stderr, timeout)
