@@ -42,10 +42,11 @@ def _result_ok(doc: Any) -> bool:
 def _problem_text(problems: Any) -> str:
     """The first of an entry's rejection records (results/rejected.json: ``{"track", "problem"}``)
     as one line; anything else in that file is shown as it is, never trusted to be well formed."""
+    from .submission import problem_line
+
     first = problems[0] if isinstance(problems, list) and problems else problems
     if isinstance(first, dict):
-        track = first.get("track")
-        return f"track {track}: {first.get('problem', '')}" if track else str(first.get("problem", ""))
+        return problem_line(first.get("track") or None, str(first.get("problem", "")))
     return str(first)
 
 

@@ -68,6 +68,12 @@ def one_line(text: Any, limit: int = MAX_PROBLEM_CHARS) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
+def problem_line(track: str | None, problem: str) -> str:
+    """One problem as shown to a person: ``track <name>: <problem>``, or the problem alone when it
+    concerns the whole file; bounded like every problem line (:func:`one_line`)."""
+    return one_line(f"track {track}: {problem}" if track is not None else problem)
+
+
 class SubmissionError(ValueError):
     """Problems with a submission. ``tracks`` names, per problem, the track it was found on
     (None: the whole file), so a board can say which of an entry's tracks were refused and why
@@ -78,7 +84,7 @@ class SubmissionError(ValueError):
         if len(self.tracks) != len(problems):
             raise ValueError("SubmissionError: one track (or None) per problem")
         self.bare = [one_line(p) for p in problems]
-        self.problems = [f"track {t}: {p}" if t is not None else p for t, p in zip(self.tracks, self.bare)]
+        self.problems = [problem_line(t, p) for t, p in zip(self.tracks, self.bare)]
         super().__init__(f"{len(problems)} problem(s):\n" + "\n".join(self.problems))
 
     def records(self) -> list[dict[str, str | None]]:
