@@ -1,10 +1,11 @@
 """The board's per-scenario views of a track, as plain tables that the README and the site both
 draw (:mod:`leaderboard.render`): computed once here, from the result files, the published rows
-(:mod:`leaderboard.published`) and the noise floor (:mod:`leaderboard.noise`).
+(:mod:`leaderboard.published`), the noise floor and the perfect predictor's score
+(:mod:`leaderboard.noise`).
 
 A view is a dict: ``id``, ``title``, ``caption``, ``metric`` (how cells are formatted),
 ``columns`` (headers) and ``rows`` (each ``label``, ``kind`` -- ``baseline``, ``submission``,
-``published`` or ``floor`` --, ``note``, ``cells`` and ``spread``: one value or None per
+``published`` or ``floor`` (the noise references: the noise floor and the perfect predictor) --, ``note``, ``cells`` and ``spread``: one value or None per
 column). A matrix view (phone x core set by framework x precision) has ``layers`` instead of
 ``rows``: one matrix per entry (``label``, ``kind``, ``cells`` as rows of values) over
 ``row_labels``, the first layer the best entry; the site lets the reader pick the layer.
@@ -84,6 +85,28 @@ def _floor_per(floor: dict[str, Any] | None, sid: str, metric: str) -> float | N
     return _num(floor.get("per_scenario", {}).get(sid, {}).get(metric))
 
 
+def _perfect(floor: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The perfect predictor's scores (noise_floor.json's ``perfect``), where known."""
+    p = (floor or {}).get("perfect")
+    return p if isinstance(p, dict) and p.get("known") else None
+
+
+def _perfect_per(floor: dict[str, Any] | None, sid: str, metric: str) -> float | None:
+    p = _perfect(floor)
+    return _num(p.get("per_scenario", {}).get(sid, {}).get(metric)) if p else None
+
+
+def _perfect_row(ctx: Context, columns: list[str], value: Callable[[str], float | None],
+                 total: float | None = None) -> list[dict[str, Any]]:
+    """The perfect predictor's row (none where the source does not say how its headline was formed)."""
+    p = _perfect(ctx.floor)
+    if not p:
+        return []
+    cells = [value(c) for c in columns] + ([total] if total is not None else [])
+    return [{"label": "perfect predictor", "kind": "floor", "note": p.get("how", ""), "cells": cells,
+             "spread": [None] * len(cells)}]
+
+
 def _mean(vals: list[float | None]) -> float | None:
     v = [x for x in vals if x is not None]
     return float(np.mean(v)) if v else None
@@ -150,6 +173,9 @@ def _per_scenario_table(ctx: Context, metric: str, with_published: bool) -> dict
     rows.append(_floor_row(ctx, sids, metric, lambda s: _floor_per(ctx.floor, s, metric)))
     rows[-1]["cells"] = floor_cells + [_num((ctx.floor or {}).get("aggregate", {}).get(metric)) if ctx.floor else None]
     rows[-1]["spread"] = [None] * (len(sids) + 1)
+    if _perfect(ctx.floor):
+        rows += _perfect_row(ctx, sids, lambda s: _perfect_per(ctx.floor, s, metric),
+                             _num(_perfect(ctx.floor)["aggregate"].get(metric)))
     label = METRICS.get(metric).label
     seeds = any(d["result"].get("seeds") for d in ctx.entries)
     return {"id": f"per-scenario-{metric}", "title": f"{label} per device", "metric": metric,
@@ -204,6 +230,9 @@ def _build_matrix(ctx: Context) -> list[dict[str, Any]]:
               for d in ctx.entries]
     if ctx.floor and ctx.floor.get("known"):
         layers.append({"label": "noise floor", "kind": "floor", "cells": matrix(lambda s: _floor_per(ctx.floor, s, metric))})
+    if _perfect(ctx.floor):
+        layers.append({"label": "perfect predictor", "kind": "floor",
+                       "cells": matrix(lambda s: _perfect_per(ctx.floor, s, metric))})
     label = METRICS.get(metric).label
     return [{"id": "matrix", "title": f"{label} per phone × core set × precision", "metric": metric,
              "columns": cols, "row_labels": rows, "layers": layers,
@@ -303,6 +332,11 @@ def reference_rows(ctx: Context) -> list[dict[str, Any]]:
     else:
         why = (fl or {}).get("why") or "not computed: the track's data was not on the machine that rendered the board"
         rows.append({"label": "noise floor", "kind": "floor", "aggregate": {m: None for m in metrics}, "note": why})
+    perfect = _perfect(fl)
+    if perfect:
+        rows.append({"label": "perfect predictor", "kind": "floor",
+                     "aggregate": {m: _num(perfect["aggregate"].get(m)) for m in metrics},
+                     "note": f"{perfect.get('how', '')} ({fl.get('replicates')} seeded replicates, test networks of the split)"})
     sids = set(ctx.scenario_ids)
     few = []
     for p in published_for(ctx.name):

@@ -57,7 +57,73 @@ def test_public_tracks_floor():
     assert helpf["known"] is False and "unknown" in helpf["why"] and "per_scenario" not in helpf
     usc = track_floor(*ok["usc-gpu-oplevel"])
     assert usc["known"] and usc["estimator"] == ["repeat-std"]
+    assert usc["perfect"]["known"] is False  # the CSVs do not say how many runs a mean averages
     assert set(usc["per_scenario"]) == set(ok["usc-gpu-oplevel"][0].scenario_ids)
     agg = usc["aggregate"]
     assert 0 < agg["mape"] < 20 and 0.5 < agg["acc10"] <= 1 and 0.9 < agg["spearman"] <= 1
     assert track_floor(*ok["usc-gpu-oplevel"]) == usc  # reproducible
+
+
+def test_perfect_predictor_against_the_median_of_its_draws():
+    """The true latency scored against a headline that is the median of k noisy draws: no error
+    without spread, less error the more draws the headline pools, and the error of one draw
+    (|x - mu| / x with x ~ mu (1 + 2% N)) at k = 1."""
+    from leaderboard.noise import simulate_perfect
+
+    lat = np.full(4000, 10.0)
+    assert simulate_perfect(lat, 0 * lat, np.full(4000, 3), METRICS, np.random.default_rng(0))["acc10"] == 1.0
+    one, five = (simulate_perfect(lat, 0.02 * lat, np.full(4000, k), ("mape",), np.random.default_rng(1), replicates=3)
+                 for k in (1, 5))
+    assert one["mape"] == pytest.approx(100 * 0.02 * np.sqrt(2 / np.pi), rel=0.05)
+    assert five["mape"] < 0.65 * one["mape"]  # the median of 5 scatters ~0.54x as much as one draw
+    mixed = simulate_perfect(lat, 0.02 * lat, np.array([1, 5] * 2000), ("mape",), np.random.default_rng(1), replicates=3)
+    assert five["mape"] < mixed["mape"] < one["mape"]  # each network pools its own number of draws
+    with pytest.raises(ValueError, match="draws"):
+        simulate_perfect(lat[:2], lat[:2], np.array([0, 3]), ("mape",), np.random.default_rng(0))
+
+
+def test_perfect_predictor_is_known_only_where_the_headline_is_explained():
+    host = pd.DataFrame({"latency_ms": [5.0], "processes": [3], "between_cv": [0.01]})
+    usc = pd.DataFrame({"latency_ms": [5.0], "mean_ms": [5.0], "std_ms": [0.1]})
+    assert list(estimator_for(host).label_draws(host)) == [3]
+    assert estimator_for(usc).label_draws is None  # the USC CSVs do not say how many runs a mean averages
+
+
+def _ctx(floor):
+    from leaderboard.views import Context
+
+    sids = ["s-a", "s-b"]
+    doc = {"entry": "gnn", "meta": {"kind": "baseline"},
+           "result": {"per_scenario": {s: {"acc10": 0.8, "mape": 5.0} for s in sids}, "aggregate": {"acc10": 0.8, "mape": 5.0}}}
+    return Context("t", {"primary": "mape", "metrics": ["mape", "acc10"]}, [doc], floor, {s: {} for s in sids})
+
+
+def test_board_shows_the_perfect_predictor_beside_the_floor():
+    from leaderboard.views import reference_rows, views_for
+
+    per = {"s-a": {"mape": 1.0, "acc10": 0.99}, "s-b": {"mape": 3.0, "acc10": 0.87}}
+    floor = {"known": True, "how": "draws", "replicates": 20, "per_scenario": per, "aggregate": {"mape": 2.0, "acc10": 0.93},
+             "perfect": {"known": True, "how": "the true latency", "per_scenario": per, "aggregate": {"mape": 2.0, "acc10": 0.93}}}
+    refs = {r["label"]: r for r in reference_rows(_ctx(floor))}
+    assert refs["perfect predictor"]["aggregate"] == {"mape": 2.0, "acc10": 0.93}
+    assert refs["perfect predictor"]["kind"] == "floor" and "true latency" in refs["perfect predictor"]["note"]
+    table = {r["label"]: r for r in views_for(_ctx(floor))[0]["rows"]}
+    assert table["perfect predictor"]["cells"] == [1.0, 3.0, 2.0]  # per scenario, then the mean
+    unknown = dict(floor, perfect={"known": False, "why": "unknown"})
+    assert "perfect predictor" not in {r["label"] for r in reference_rows(_ctx(unknown))}
+    assert "perfect predictor" not in {r["label"] for r in views_for(_ctx(unknown))[0]["rows"]}
+
+
+def test_host_track_perfect_predictor_bounds_the_floor():
+    """On the released host data the perfect predictor (true latency against the median of the
+    row's processes) scores better than one process against another, on every scenario."""
+    from leaderboard.run import available
+
+    ok, why = available(["host-random"], None, write_splits=False)
+    if "host-random" not in ok:
+        pytest.skip(f"host-random has no data here: {why}")
+    f = track_floor(*ok["host-random"])
+    assert f["perfect"]["known"] and set(f["perfect"]["per_scenario"]) == set(f["per_scenario"])
+    for sid, floor in f["per_scenario"].items():
+        best = f["perfect"]["per_scenario"][sid]
+        assert best["mape"] < floor["mape"] and best["acc10"] >= floor["acc10"], sid

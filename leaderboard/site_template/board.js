@@ -16,7 +16,7 @@ function kindCell(td, kind){
   td.textContent=kind;
   if(kind==='submission'){td.insertAdjacentHTML('beforeend',' <span class="badge">submitted</span>');}
   if(kind==='published'){td.textContent=''; td.insertAdjacentHTML('beforeend','<span class="pub-badge">published</span>');}
-  if(kind==='floor'){td.textContent='noise floor';}
+  if(kind==='floor'){td.textContent='noise';}
 }
 // a cell worse than the flops entry (leaderboard/below_flops.py): marked, the reason as its tooltip
 function belowFlops(td, why){
@@ -118,7 +118,7 @@ function build(){
     const plots=document.createElement('div'); plots.className='plots'; sec.appendChild(plots);
     scatter(plots,t.entries); cdf(plots,t.entries);
     if(t.seeds){sec.insertAdjacentHTML('beforeend',`<p class="desc">${esc(t.seeds)}</p>`);}
-    sec.insertAdjacentHTML('beforeend','<h3>Reference rows</h3><p class="caption">Not entries: the noise floor (one measurement of a network against another; no predictor can honestly do better) and published results, marked as published, with their source and how their protocol differs.</p>');
+    sec.insertAdjacentHTML('beforeend','<h3>Reference rows</h3><p class="caption">Not entries: the noise floor (one measurement of a network against another), the perfect predictor (the true latency scored against the recorded figure, which carries its own noise: no entry can do better) and published results, marked as published, with their source and how their protocol differs.</p>');
     sec.appendChild(referenceTable(t));
     const views=document.createElement('div'); views.className='views'; t.views.forEach(v=>views.appendChild(viewTable(v))); sec.appendChild(views);
     sec.insertAdjacentHTML('beforeend',absent);
