@@ -18,14 +18,25 @@ Two stages, each a table:
    Operators XNNPACK does not take (MIRROR_PAD, RESIZE_NEAREST_NEIGHBOR) stay with
    LiteRT's builtin kernels and are named by their TFLite operator.
 
-:func:`deduce_kernels` returns the predicted operator names in execution order;
-:func:`compare` scores a prediction against executed names.
+3. LiteRT's partitioning (:func:`partitions`): the delegate takes every operator it supports,
+   and the runtime splits the graph into subsets of one kind (delegated or builtin) the way
+   TFLite's ``PartitionGraphIntoIndependentNodeSubsets`` does: the first operator whose inputs
+   are ready opens a subset and fixes its kind; every further ready operator of that kind joins
+   it; when none is left the next subset opens. Each delegated subset runs as one XNNPACK
+   runtime whose operators keep the subset's order, so the executed order is the subsets'
+   order, not the model's: a branch that does not wait for a builtin MIRROR_PAD runs before it.
+
+:func:`deduce_kernel_ops` returns the predicted operators in execution order, each with the
+TFLite operator and IR node it runs (what nn-Meter's kernel predictors need to describe a
+measured kernel); :func:`deduce_kernels` their names; :func:`compare` scores a prediction
+against executed names.
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from generators.export import tflite as _tfl
 from generators.ir import Graph, Node, split_ref
@@ -40,6 +51,7 @@ class TfliteOp:
     node: str
     fused_activation: bool = False
     after_pad: bool = False  # an explicit PAD of the same node precedes it
+    deps: tuple[int, ...] = ()  # indices (in the op list) of the operators whose outputs it reads
 
 
 #: IR activations the converter fuses into the producing operator (when the plan says so).
@@ -61,8 +73,10 @@ def tflite_ops(graph: Graph) -> list[TfliteOp]:
         if ops:
             if node.op == "hsigmoid" and ops == ["MUL"] and src in last:
                 out[last[src]].fused_activation = True  # +3 folded into the bias, ReLU6 fused
+            reads = tuple(sorted({last[r] for r in (split_ref(i)[0] for i in node.inputs) if r in last}))
             for k, op in enumerate(ops):
-                out.append(TfliteOp(op, node.name, after_pad=k > 0 and ops[k - 1] in ("PAD", "MIRROR_PAD")))
+                out.append(TfliteOp(op, node.name, after_pad=k > 0 and ops[k - 1] in ("PAD", "MIRROR_PAD"),
+                                    deps=reads if k == 0 else (len(out) - 1,)))
             if node.op == "hsigmoid" and ops[0] == "ADD":
                 out[-len(ops)].fused_activation = True  # ADD(+3) with ReLU6 fused
             last[node.name] = len(out) - 1
@@ -104,6 +118,16 @@ def _builtin(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
     return [op.op]
 
 
+def _concat(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
+    # the delegate concatenates up to MAX_CONCAT_INPUTS tensors; more stay with the builtin kernel
+    return ["Copy (NC, X32)"] if len(node.inputs) <= MAX_CONCAT_INPUTS else _builtin(op, node, graph)
+
+
+#: The most inputs a CONCATENATION the XNNPACK delegate takes has (host-v1: every 2-5 input
+#: concatenation delegated, every 6- and 9-input one left to the builtin kernel).
+MAX_CONCAT_INPUTS = 5
+
+
 def _pool(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
     a = node.attrs
     if list(a["kernel"]) == [1, 1]:
@@ -127,7 +151,7 @@ XNN_KERNELS: dict[str, Callable[[TfliteOp, Node, Graph], list[str]]] = {
     "LOGISTIC": _same("Sigmoid (NC)"), "HARD_SWISH": _same("HardSwish (NC)"), "TANH": _same("TanH (NC)"),
     "LEAKY_RELU": _same("Leaky ReLU (NC, F32)"), "PRELU": _same("PReLU (NC)"), "SOFTMAX": _same("SoftMax (NC)"),
     "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
-    "MEAN": _same("Mean (ND) Reduce2"), "CONCATENATION": _same("Copy (NC, X32)"),
+    "MEAN": _same("Mean (ND) Reduce2"), "CONCATENATION": _concat,
     "RESHAPE": _same("Static Reshape (NC)"), "TRANSPOSE": _same("Transpose (ND, X32) Transpose"),
     "SLICE": _same("Slice (ND, X32)"), "SPLIT": _same("Copy (NC, X32)"), "SPLIT_V": _builtin,
     "PAD": _same("Constant Pad (ND, X32)"), "PADV2": _same("Constant Pad (ND, X32)"),
@@ -142,20 +166,136 @@ def converted_graph(graph: Graph) -> Graph:
     return _tfl.merge_common_subexpressions(graph)
 
 
-def deduce_kernels(graph: Graph) -> list[str]:
-    """The XNNPACK operator names (as the runtime's kernel records name them) LiteRT runs for
-    ``graph`` with fp32 weights on CPU, in execution order."""
-    graph = converted_graph(graph)
-    ops = tflite_ops(graph)
-    out: list[str] = []
+@dataclass(frozen=True)
+class KernelOp:
+    """One operator LiteRT runs: its profiler name, the TFLite operator (index into
+    :func:`tflite_ops`, and its builtin name) and the IR node it runs, and whether the XNNPACK
+    delegate runs it (else LiteRT's builtin kernel)."""
+
+    name: str
+    op_index: int
+    tflite_op: str
+    node: str
+    delegated: bool
+    subset: int = 0  # the node subset (:func:`partitions`) it runs in
+
+    @property
+    def group(self) -> tuple[str, int]:
+        """What the runtime's records group it by: its XNNPACK runtime (a delegated subset) or,
+        for a builtin kernel, its own TFLite operator."""
+        return ("xnnpack", self.subset) if self.delegated else ("builtin", self.op_index)
+
+
+def _names(ops: Sequence[TfliteOp], graph: Graph) -> list[list[str]]:
+    """The operator names each TFLite operator runs as (a PAD absorbed by its convolution: none)."""
+    out = []
     for i, op in enumerate(ops):
         if op.op == "PAD" and i + 1 < len(ops) and ops[i + 1].op in _ABSORBS_PAD and ops[i + 1].node == op.node:
+            out.append([])
             continue
         fn = XNN_KERNELS.get(op.op)
         if fn is None:
             raise KeyError(f"node {op.node!r}: no XNNPACK rule for TFLite operator {op.op}")
-        out.extend(fn(op, graph.nodes[op.node], graph))
+        out.append(fn(op, graph.nodes[op.node], graph))
     return out
+
+
+def partitions(ops: Sequence[TfliteOp], delegated: Sequence[bool]) -> list[tuple[bool, list[int]]]:
+    """LiteRT's node subsets: ``(delegated, op indices)`` in execution order (see the module
+    docstring, stage 3)."""
+    subset_of = [-1] * len(ops)
+    subsets: list[tuple[bool, list[int]]] = []
+    while True:
+        kind: bool | None = None
+        members: list[int] = []
+        changed = True
+        while changed:  # sweep until no ready operator of the subset's kind is left
+            changed = False
+            for i, op in enumerate(ops):
+                if subset_of[i] >= 0 or any(subset_of[d] < 0 for d in op.deps):
+                    continue
+                if kind is None:
+                    kind = bool(delegated[i])  # the first ready operator fixes the subset's kind
+                if bool(delegated[i]) == kind:
+                    subset_of[i] = len(subsets)
+                    members.append(i)
+                    changed = True
+        if not members:
+            break
+        subsets.append((bool(kind), members))
+    if any(s < 0 for s in subset_of):  # a dependency cycle: the op list is not a DAG
+        raise ValueError(f"operators never ready: {[ops[i].node for i, s in enumerate(subset_of) if s < 0][:5]}")
+    return subsets
+
+
+def deduce_kernel_ops(graph: Graph) -> list[KernelOp]:
+    """The operators LiteRT runs for ``graph`` with fp32 weights on CPU, in execution order,
+    each with its TFLite operator and IR node."""
+    graph = converted_graph(graph)
+    ops = tflite_ops(graph)
+    names = _names(ops, graph)
+    # an operator the delegate does not take runs as its own builtin name
+    delegated = [not (len(n) == 1 and n[0] == op.op) for op, n in zip(ops, names)]
+    return [KernelOp(name, i, ops[i].op, ops[i].node, d, subset)
+            for subset, (d, members) in enumerate(partitions(ops, delegated)) for i in members for name in names[i]]
+
+
+def deduce_kernels(graph: Graph) -> list[str]:
+    """The XNNPACK operator names (as the runtime's kernel records name them) LiteRT runs for
+    ``graph`` with fp32 weights on CPU, in execution order."""
+    return [k.name for k in deduce_kernel_ops(graph)]
+
+
+def _runs(keys: Sequence[Any]) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each run of equal consecutive keys."""
+    out: list[tuple[int, int]] = []
+    for i, k in enumerate(keys):
+        if out and keys[out[-1][0]] == k:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
+def align(predicted: Sequence[KernelOp], names: Sequence[str], groups: Sequence[Any]) -> list[int] | None:
+    """Which predicted operator each executed one is: ``names[i]`` ran in the runtime's group
+    ``groups[i]`` (an XNNPACK partition, or a builtin kernel's TFLite node: any hashable, equal
+    for the operators of one group; None, a record of another runtime, matches nothing), in
+    execution order. The groups must match the predicted
+    subsets one to one, in order, each with the same operator names; within a group an
+    executed operator is the first unused predicted one of its name (parallel branches may run
+    in another order than the IR lists them). None when anything differs: a network whose
+    operators were not all deduced teaches nothing reliable."""
+    if len(names) != len(groups) or len(names) != len(predicted) or any(g is None for g in groups):
+        return None
+    pred = _runs([k.group for k in predicted])
+    done = _runs(list(groups))
+    if len(pred) != len(done):
+        return None
+    out: list[int] = []
+    for (p0, p1), (e0, e1) in zip(pred, done):
+        if Counter(k.name for k in predicted[p0:p1]) != Counter(names[e0:e1]):
+            return None
+        free: dict[str, list[int]] = {}
+        for j in range(p0, p1):
+            free.setdefault(predicted[j].name, []).append(j)
+        out += [free[names[i]].pop(0) for i in range(e0, e1)]
+    return out
+
+
+def runtime_group(config: Any) -> tuple[str, int] | None:
+    """The runtime's group of one kernel record (``kernels.config``, JSON text or a mapping):
+    ``("xnnpack", partition)`` or ``("builtin", TFLite node)`` (what :func:`align` takes); None
+    for a record of another runtime (a GPU's, or one without a configuration)."""
+    if isinstance(config, str):
+        config = json.loads(config)
+    if not isinstance(config, Mapping):
+        return None
+    if config.get("source") == "xnnpack":
+        return ("xnnpack", int(config["partition"]))
+    if config.get("source") == "builtin":
+        return ("builtin", int(config["node"]))
+    return None
 
 
 def executed_kernels(run: Any) -> list[str]:
@@ -186,4 +326,5 @@ def compare(predicted: Sequence[str], executed: Sequence[str]) -> Match:
     return Match(len(predicted), len(executed), sum((p & e).values()), list(predicted) == list(executed))
 
 
-__all__ = ["Match", "TfliteOp", "XNN_KERNELS", "compare", "deduce_kernels", "executed_kernels", "tflite_ops"]
+__all__ = ["KernelOp", "MAX_CONCAT_INPUTS", "Match", "TfliteOp", "XNN_KERNELS", "align", "compare", "deduce_kernel_ops",
+           "deduce_kernels", "executed_kernels", "partitions", "runtime_group", "tflite_ops"]

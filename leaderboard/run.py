@@ -253,6 +253,8 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
             why = f"{type(e).__name__}: {e}"
             if only is None:
                 failures[name] = why
+                if not any(p.suffix == ".parquet" for p in resume.iterdir()):
+                    shutil.rmtree(resume)  # no finished scenario to resume from
             else:  # the track keeps its committed predictions: not a failed track, a failed retrain
                 retrained[name] = {"scenarios": patterns, "count": len(only), "failed": why}
             log(f"{entry}: {name}: failed: {why}")
@@ -285,8 +287,9 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
             "training_data": "each track's training split only", "seeds": list(seeds or [seed if isinstance(seed, int) else 0]),
             "kind": "baseline", "predictor": predictor, "params": json.loads(json.dumps(params, default=str)),
             "description": doc[0] if doc else predictor}
-    replace = {n: (None if subset is None else set(subset[n])) for n in ok
-               if n not in failures and "failed" not in retrained.get(n, {})}
+    # a track refitted whole replaces its predictions, and so does one that failed whole: the
+    # code can no longer make the old ones, and the board says why instead (run.json's failed)
+    replace = {n: (None if subset is None else set(subset[n])) for n in ok if "failed" not in retrained.get(n, {})}
     run = {"failed": failures, "skipped": skipped, "seconds": seconds, "split": splits}
     if retrained:
         run["retrained"] = retrained

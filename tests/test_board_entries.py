@@ -175,3 +175,29 @@ def test_a_host_track_on_the_release_scores_an_entry_and_lists_the_missing_predi
                              "out=leaderboard/entries/host`")
     assert status["help-nb201-n10"]["not_entered"]["gnn"].endswith("out=leaderboard/entries/public`")
     assert absent["gnn_ensemble"].startswith("not trained on this track yet")  # host-* is its scope
+
+
+def test_a_track_that_fails_whole_drops_its_old_predictions(public, tmp_path, monkeypatch):
+    """A whole-track retrain that fails leaves no predictions of that track behind (the code can
+    no longer make them; stale ones would be scored as if it could): run.json says why, and the
+    other tracks keep theirs."""
+    from leaderboard import run as run_mod
+
+    HELP = "help-nb201-n10"
+    train_entry("flops", {}, [A, HELP], public, tmp_path)
+    before = pd.read_parquet(tmp_path / "flops" / "predictions.parquet")
+    assert {A, HELP} <= set(before["track"])
+    real = run_mod.predict_track
+
+    def failing_on_a(data, split, make, **kw):
+        if data.track.name == A:
+            raise ValueError("op times sum to 2.4x e2e")
+        return real(data, split, make, **kw)
+
+    monkeypatch.setattr(run_mod, "predict_track", failing_on_a)
+    train_entry("flops", {}, [A], public, tmp_path)
+    after = pd.read_parquet(tmp_path / "flops" / "predictions.parquet")
+    assert A not in set(after["track"]) and (after["track"] == HELP).sum() == (before["track"] == HELP).sum()
+    run = json.loads((tmp_path / "flops" / "run.json").read_text())
+    assert run["failed"] == {A: "ValueError: op times sum to 2.4x e2e"}
+    assert not (tmp_path / "flops" / ".partial").exists()  # nothing finished: nothing left to resume

@@ -180,7 +180,58 @@ def test_xnnpack_operators_match_kernel_mode(tmp_path: Path):
         predicted = xnnpack.deduce_kernels(g)
         m = xnnpack.compare(predicted, executed)
         assert m.share == 1.0, (g.name, sorted(predicted), sorted(executed))
+        # each executed operator is matched to its deduced one: same partitions, same names
+        first = [k for k in run.kernels if k["run"] == run.kernels[0]["run"]]
+        at = xnnpack.align(xnnpack.deduce_kernel_ops(g), executed, [xnnpack.runtime_group(k) for k in first])
+        assert at is not None and sorted(at) == list(range(len(executed))), g.name
     # the rules do name what they claim: conv+bn+relu is one IGEMM, the 1x1 conv a GEMM
     names = xnnpack.deduce_kernels(_tiny_networks()[0])
     assert names[:3] == ["Convolution (NHWC, F32) IGEMM", "Convolution (NHWC, F32) DWConv", "Fully Connected (NC, F32) GEMM"]
     assert names[3:5] == ["Add (ND)", "Clamp (NC)"]  # the add's fused ReLU is a separate clamp
+
+
+def _op(name: str, deps: tuple[int, ...] = ()) -> "xnnpack.TfliteOp":
+    return xnnpack.TfliteOp(name, f"n-{name.lower()}", deps=deps)
+
+
+def test_xnnpack_partitions_follow_litert():
+    """A branch that does not wait for a builtin MIRROR_PAD joins the first delegated subset; the
+    pooling after the pad opens a second one (TFLite's node subsets, not the model's order)."""
+    ops = [_op("CONV_2D"), _op("MIRROR_PAD", (0,)), _op("MAX_POOL_2D", (1,)), _op("ADD", (0,)), _op("CONCATENATION", (2, 3))]
+    parts = xnnpack.partitions(ops, [True, False, True, True, True])
+    assert parts == [(True, [0, 3]), (False, [1]), (True, [2, 4])]
+    with pytest.raises(ValueError, match="never ready"):
+        xnnpack.partitions([_op("ADD", (1,)), _op("MUL", (0,))], [True, True])
+
+
+def test_xnnpack_align_matches_records_to_operators():
+    K = xnnpack.KernelOp
+    pred = [K("Conv", 0, "CONV_2D", "a", True, 0), K("Sigmoid", 1, "LOGISTIC", "b", True, 0),
+            K("HardSwish", 2, "HARD_SWISH", "c", True, 0), K("MIRROR_PAD", 3, "MIRROR_PAD", "d", False, 1),
+            K("MaxPool", 4, "MAX_POOL_2D", "d", True, 2)]
+    groups = [("xnnpack", 0)] * 3 + [("builtin", 3), ("xnnpack", 1)]
+    # parallel branches ran in another order than the IR lists them: matched by name
+    assert xnnpack.align(pred, ["Conv", "HardSwish", "Sigmoid", "MIRROR_PAD", "MaxPool"], groups) == [0, 2, 1, 3, 4]
+    assert xnnpack.align(pred, ["Conv", "HardSwish", "Clamp", "MIRROR_PAD", "MaxPool"], groups) is None  # a name differs
+    assert xnnpack.align(pred, ["Conv", "HardSwish", "Sigmoid", "MaxPool", "MIRROR_PAD"],
+                         groups[:3] + [("xnnpack", 1), ("builtin", 3)]) is None  # another partition order
+    assert xnnpack.align(pred, ["Conv"], [("xnnpack", 0)]) is None
+    assert xnnpack.runtime_group('{"source": "builtin", "node": 7}') == ("builtin", 7)
+    assert xnnpack.runtime_group({"source": "xnnpack", "partition": 2}) == ("xnnpack", 2)
+    assert xnnpack.runtime_group({"source": "gpu"}) is None and xnnpack.runtime_group(float("nan")) is None
+    assert xnnpack.align(pred[:1], ["Conv"], [None]) is None  # a GPU's record is no XNNPACK operator
+
+
+def test_xnnpack_builtin_kernels_and_subsets():
+    """A padded max pool lowers to a builtin MIRROR_PAD before a delegated pooling; a 6-input
+    concatenation stays builtin (the delegate takes up to MAX_CONCAT_INPUTS)."""
+    g = Graph("builtins")
+    x = g.input([1, 8, 16, 16])
+    m = g.add("maxpool", g.add("conv2d", x, out_channels=8, kernel=3, padding=1), kernel=3, stride=2, padding=1)
+    cat = g.add("concat", [g.add("relu", m) for _ in range(xnnpack.MAX_CONCAT_INPUTS + 1)])
+    g.set_outputs(g.add("fc", g.add("flatten", g.add("global_avgpool", cat)), out_features=4))
+    ops = xnnpack.deduce_kernel_ops(g)
+    builtin = [k for k in ops if not k.delegated]
+    assert {k.name for k in builtin} >= {"MIRROR_PAD", "CONCATENATION"}
+    assert all(k.name == k.tflite_op for k in builtin)
+    assert [k.subset for k in ops] == sorted(k.subset for k in ops)  # execution order: subset by subset

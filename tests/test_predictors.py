@@ -5,6 +5,7 @@ import of the public USC data, and persistence across library versions."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -302,3 +303,24 @@ def test_a_type_the_e2e_split_zeroed_predicts_zero_not_its_categorys_pool():
     parts = p.predict_parts(Xt)
     hit = parts["op_type"].isin(zeroed)
     assert hit.any() and (parts.loc[hit, "predicted_ms"] == 0).all() and (parts.loc[hit, "group"] == "").all()
+
+
+def test_op_times_of_another_configuration_are_refused():
+    """The host's op records run LiteRT's builtin kernels (XNNPACK off) while its e2e run uses
+    XNNPACK: their sum is ~2.4x e2e, so T_overhead + sum of ops cannot model e2e. The op-times
+    mode refuses them with the figure instead of predicting through a large negative overhead
+    (which gave negative latencies)."""
+    from leaderboard.run import mask
+    from pipelines.dataset.load import load_dataset
+
+    host = load_dataset(Path(__file__).resolve().parents[1] / "datasets" / "host-v1")
+    sid = "host-tflite-cpu-1large-fp32"
+    ids = sorted(host.models.loc[host.models["source"] == "synthetic", "model_id"])[:60]
+    view = mask(host, sid, ids[50:], all_ops=False)
+    X = Networks(view, tuple(ids[:50]), sid)
+    for name in ("lookup", "usc_lasso"):
+        with pytest.raises(ValueError, match=r"op times sum to 2\.\d\dx their e2e"):
+            make_predictor(name).fit(X, X.y())
+    # trained on e2e alone (the scenario's op times hidden), the same predictor fits
+    e2e = Networks(mask(host, sid, ids[50:], all_ops=True), tuple(ids[:50]), sid)
+    assert make_predictor("usc_lasso").fit(e2e, e2e.y()).mode_ == "e2e"
