@@ -1,6 +1,6 @@
 """The XNNPACK operators LiteRT runs on CPU for a network, deduced from the IR alone.
 
-Two stages, each a table:
+Three stages:
 
 1. The TFLite converter's rewrites, as the project's exporter documents and checks them
    (``generators.export.tflite``: batch norm folded into the preceding convolution, ReLU/ReLU6

@@ -9,9 +9,10 @@ Training on a track (:func:`predict_track`): for every scenario and every fold o
 split, the predictor is built from its name and parameters, fitted on the fold's training
 networks measured in that scenario and asked for the fold's test networks. It sees the track's
 dataset with the test networks' measurements hidden in every scenario (:func:`mask`): their e2e
-rows removed and their op/kernel times blanked (on ``uses: e2e`` tracks every op/kernel time of
-the scenario is blanked too), so nothing of the answer leaks through ``Networks.dataset``, even to
-a predictor that learns from the training networks' other scenarios.
+rows removed and their op/kernel times blanked (and the training networks' op and/or kernel
+times in the scenario, as the track's ``uses`` says: ``tracks.BLANKED``), so nothing of the answer
+leaks through ``Networks.dataset``, even to a predictor that learns from the training networks'
+other scenarios.
 
 Scoring (:func:`evaluate_entry`): validate the entry, then the track's :class:`Evaluator`;
 one ``<results>/<track>/<entry>.json`` per track with the metrics and the data of the plots.
@@ -35,7 +36,7 @@ import yaml
 
 from .evaluator import SCENARIO_COLUMNS, Evaluator, scenario_groups
 from .protocols import InsufficientData, training_view
-from .tracks import TRACKS, Split, Track, TrackData, TrackError, Unavailable, ensure_split, resolve
+from .tracks import BLANKED, TRACKS, Split, Track, TrackData, TrackError, Unavailable, ensure_split, resolve
 
 PLOT_POINTS = 1500  # predicted-vs-measured points kept per entry and track (deterministic thinning)
 CDF_POINTS = 101
@@ -56,26 +57,28 @@ def board_view(data: TrackData, scenario_id: str, train_ids: Sequence[str], test
     The board and the predictor zoo both fit through it, so a zoo model is the board's."""
     view = training_view(data.track, data.dataset, scenario_id, list(train_ids))
     if view is None:
-        view = mask(data.dataset, scenario_id, test_ids, all_ops=data.track.uses == "e2e")
+        view = mask(data.dataset, scenario_id, test_ids, all_ops=BLANKED[data.track.uses])
     return view
 
 
-def mask(dataset: Any, scenario_id: str, test_ids: Iterable[str], all_ops: bool) -> Any:
+def mask(dataset: Any, scenario_id: str, test_ids: Iterable[str], all_ops: bool | Iterable[str]) -> Any:
     """A view of ``dataset`` without the test networks' measurements: their e2e rows are removed
     and their op/kernel times blanked in *every* scenario (a network held out in one scenario is
     not measured anywhere as far as the predictor can tell: its time on the same phone with other
-    cores would give most of the answer away). ``all_ops`` also blanks every op/kernel time of
-    ``scenario_id`` (tracks that train on e2e only). Op configurations stay visible."""
+    cores would give most of the answer away). ``all_ops`` also blanks every time of
+    ``scenario_id`` in the tables it names ("ops", "kernels"; True: both, for tracks that train on
+    e2e only). Op configurations stay visible."""
     from pipelines.dataset.load import Dataset
 
     test = set(test_ids)
     t = dataset.tables()
     e = t["e2e"]
     t["e2e"] = e[~e["model_id"].isin(test)].reset_index(drop=True)
+    blank = {"ops", "kernels"} if all_ops is True else set() if all_ops is False else set(all_ops)
     for name in ("ops", "kernels"):
         df = t[name]
         hit = df["model_id"].isin(test)
-        if all_ops:
+        if name in blank:
             hit |= df["scenario_id"] == scenario_id
         if hit.any():
             df = df.copy()

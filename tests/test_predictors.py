@@ -305,22 +305,27 @@ def test_a_type_the_e2e_split_zeroed_predicts_zero_not_its_categorys_pool():
     assert hit.any() and (parts.loc[hit, "predicted_ms"] == 0).all() and (parts.loc[hit, "group"] == "").all()
 
 
-def test_op_times_of_another_configuration_are_refused():
+def test_op_times_of_another_configuration_are_not_used():
     """The host's op records run LiteRT's builtin kernels (XNNPACK off) while its e2e run uses
-    XNNPACK: their sum is ~2.4x e2e, so T_overhead + sum of ops cannot model e2e. The op-times
-    mode refuses them with the figure instead of predicting through a large negative overhead
-    (which gave negative latencies)."""
+    XNNPACK: their sum is ~2.4x e2e, so T_overhead + sum of ops cannot model e2e (the op-times
+    fit gave negative latencies). ``auto`` treats them as absent and fits e2e, saying why;
+    ``target="ops"`` refuses them with the figure."""
     from leaderboard.run import mask
     from pipelines.dataset.load import load_dataset
 
     host = load_dataset(Path(__file__).resolve().parents[1] / "datasets" / "host-v1")
     sid = "host-tflite-cpu-1large-fp32"
     ids = sorted(host.models.loc[host.models["source"] == "synthetic", "model_id"])[:60]
-    view = mask(host, sid, ids[50:], all_ops=False)
-    X = Networks(view, tuple(ids[:50]), sid)
+    X = Networks(mask(host, sid, ids[50:], all_ops=False), tuple(ids[:50]), sid)
     for name in ("lookup", "usc_lasso"):
-        with pytest.raises(ValueError, match=r"op times sum to 2\.\d\dx their e2e"):
-            make_predictor(name).fit(X, X.y())
-    # trained on e2e alone (the scenario's op times hidden), the same predictor fits
-    e2e = Networks(mask(host, sid, ids[50:], all_ops=True), tuple(ids[:50]), sid)
-    assert make_predictor("usc_lasso").fit(e2e, e2e.y()).mode_ == "e2e"
+        with pytest.raises(ValueError, match=r"target='ops': .* op times sum to 2\.\d\dx their e2e"):
+            make_predictor(name, target="ops").fit(X, X.y())
+        p = make_predictor(name).fit(X, X.y())
+        assert p.mode_ == "e2e" and "2." in p.mode_why_ and "XNNPACK off" in p.mode_why_
+        assert (p.predict(X) > 0).all()
+    # typed_nnls never predicts with the table alone there; inside its fit (hybrid) the table's
+    # sums get weights of their own, so the scale does not matter
+    assert make_predictor("typed_nnls").fit(X, X.y()).mode_ in ("e2e", "hybrid")
+    assert (make_predictor("typed_nnls", target="hybrid").fit(X, X.y()).predict(X) > 0).all()
+    with pytest.raises(ValueError, match="op times sum to"):
+        make_predictor("typed_nnls", target="ops").fit(X, X.y())

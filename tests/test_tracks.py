@@ -34,6 +34,7 @@ BASE = {"name": "t", "version": 1, "title": "x", "data": "public", "scenarios": 
     ({"primary": "kendall", "metrics": ["mape"]}, "t.yaml: primary: 'kendall' is not one of"),
     ({"colour": "red"}, "t.yaml: colour: unknown key"),
     ({"version": 0}, "t.yaml: version: expected an int >= 1"),
+    ({"uses": "kernel"}, "t.yaml: uses: expected one of e2e, ops, kernels, got 'kernel'"),
 ])
 def test_bad_track_files_name_file_and_key(change, message):
     with pytest.raises(TrackError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -12,6 +12,7 @@ import pytest
 from leaderboard.baselines import Networks, make_predictor
 from leaderboard.baselines.typed_nnls import network_sums, typed_op, unfused
 from leaderboard.run import mask
+from leaderboard.tracks import BLANKED
 from pipelines.dataset import Dataset
 from support.fixtures import usc_pixel4
 
@@ -39,6 +40,13 @@ def test_mask_hides_test_networks_in_every_scenario(ds):
     assert train_gpu["latency_ms"].notna().any()  # training networks' op records stay usable
     strict = mask(ds, GPU, test, all_ops=True).tables()["ops"]
     assert strict.loc[strict["scenario_id"] == GPU, "latency_ms"].isna().all()
+    # a `uses: kernels` track blanks the scenario's op times and keeps its kernel records
+    kern = mask(ds, GPU, test, all_ops=BLANKED["kernels"]).tables()
+    assert kern["ops"].loc[kern["ops"]["scenario_id"] == GPU, "latency_ms"].isna().all()
+    k = kern["kernels"]
+    train_k = k[(k["scenario_id"] == GPU) & ~k["model_id"].isin(test)]
+    assert len(train_k) and train_k["latency_ms"].notna().any()
+    assert k.loc[(k["scenario_id"] == GPU) & k["model_id"].isin(test), "latency_ms"].isna().all()
 
 
 def test_convolutions_are_typed_by_kernel_and_stride(ds):

@@ -614,9 +614,9 @@ class NnMeterXnnpack(NnMeterPredictor):
     host's kernel records where the track shows them, on time per unit of work
     (``target="efficiency"``); every other parameter as ``nnmeter`` (see the module docstring)."""
 
-    board_tracks = (("host-random-kernels",), "it learns from the host's XNNPACK kernel records, which the "
-                    "release keeps at TFLite fp32 on one large core and the other host tracks hide (nnmeter "
-                    "stands there, trained from e2e)")
+    board_tracks = (("host-*-kernels",), "it learns from the host's XNNPACK kernel records, which the release "
+                    "keeps at TFLite fp32 on one large core and only the host-*-kernels tracks show (nnmeter "
+                    "stands on the others, trained from e2e)")
 
     def __init__(self, rules: str = "xnnpack", training: str = "auto", kernel_samples: str | None = None,
                  n_estimators: int = 100, max_depth: int | None = None, min_samples_split: int = 2,

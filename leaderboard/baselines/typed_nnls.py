@@ -35,7 +35,10 @@ NNLS: the e2e fit then corrects the table per op type and prices what the op fil
 of the networks being predicted are never read (the leaderboard blanks them).
 
 **Choosing the fit (``target="auto"``).** Candidates: the e2e fit at each ridge of
-``cv_alphas`` (or ``alpha``), plus ops and hybrid where training op times exist. Each is scored
+``cv_alphas`` (or ``alpha``), plus hybrid where training op times exist, and the table alone
+where they can be the e2e run's (:class:`.usc_opwise.OpTimes`: not summing to over 1.25x e2e,
+as the host's builtin-kernel op records do; hybrid gives their sums weights of their own, so it
+keeps them). Each is scored
 by ``inner_folds``-fold cross-validation on the training networks only (MAPE; the lookup table
 of each inner fold is fitted on that fold's training part), and the best is refitted on all of
 them (``cv_mape_`` keeps the scores). On usc-real-kfold's 7 GPU scenarios (before the ``root``
@@ -236,7 +239,8 @@ class TypedNnls(Predictor):
             return bool(self.stem)
         return X.dataset.scenario(X.scenario_id).accelerator == self.stem
 
-    def _candidates(self, has_times: bool, stem: bool = False) -> list[tuple[str, float, tuple[bool, float]]]:
+    def _candidates(self, has_times: bool, stem: bool = False,
+                    table_alone: bool = True) -> list[tuple[str, float, tuple[bool, float]]]:
         """(mode, alpha, typing) the inner CV chooses from: ``target`` fixes the mode unless it is
         ``auto`` (e2e always; ops and hybrid when the training networks have op times); the typing
         is (stem, narrow), with ``cv_stem`` / ``cv_narrow`` every fit but the table alone also
@@ -247,7 +251,8 @@ class TypedNnls(Predictor):
             raise ValueError("typed_nnls: target='ops' but no training network has op times")
         if self.target == "hybrid" and not has_times:
             raise ValueError("typed_nnls: target='hybrid' but no training network has op times")
-        modes = [self.target] if self.target != "auto" else (["e2e", "ops", "hybrid"] if has_times else ["e2e"])
+        modes = [self.target] if self.target != "auto" else (
+            ["e2e"] + (["ops"] if table_alone else []) + ["hybrid"] if has_times else ["e2e"])
         alphas = list(self.cv_alphas) if self.cv_alphas is not None else [float(self.alpha)]
         stems = [stem] + ([False] if self.cv_stem and stem else [])
         nars = [float(self.narrow)] + ([0.0] if self.cv_narrow and self.narrow > 0 else [])
@@ -260,8 +265,15 @@ class TypedNnls(Predictor):
         y = self._check_y(X, y)
         self._check_params()
         frame = op_frame(X)
-        has_times = bool((frame.measured[frame.net] & np.isfinite(frame.latency) & ~frame.fused).any())
-        cands = self._candidates(has_times, self._stem_here(X))
+        from .usc_opwise import OpTimes
+
+        times = OpTimes.of(frame, y)
+        if self.target == "ops" and times.has_times.any() and not times.usable:
+            raise ValueError(f"typed_nnls: target='ops': {times.why(X.scenario_id)}")
+        # op times that cannot be the e2e run's (the host's: XNNPACK off, 2.4x e2e) cannot be the
+        # prediction (the table alone); inside the fit (hybrid) their sums get their own weights
+        has_times = bool(times.has_times.any())
+        cands = self._candidates(has_times, self._stem_here(X), table_alone=times.usable)
         typed = {t: (network_sums(X, *t, free_ew=self.free_ew, narrow_extra=self.narrow_extra), _typed_rows(frame, *t)[0]) for t in {c[2] for c in cands}}
         self.cv_mape_, self.cv_pred_ = {}, {}
         if len(cands) > 1 and self.inner_folds >= 2 and len(X) >= 2 * self.inner_folds:
@@ -288,7 +300,7 @@ class TypedNnls(Predictor):
             if any(c[0] != "e2e" for c in cands):
                 from .lookup import OpLookupTable
 
-                table = OpLookupTable(target="ops", random_state=self.random_state).fit(X[tr], y[tr])
+                table = OpLookupTable(target="ops", random_state=self.random_state).fit(X[tr], y[tr], table_only=True)
                 lut = {t: _lut_sums(frame, keys, table) for t, (_, keys) in typed.items()}
                 table_pred = table.predict(X[va])
             for m, a, n in cands:
@@ -308,7 +320,8 @@ class TypedNnls(Predictor):
         if mode in ("ops", "hybrid"):
             from .lookup import OpLookupTable
 
-            self.ops_model_ = OpLookupTable(target="ops", random_state=self.random_state).fit(X, y)
+            self.ops_model_ = OpLookupTable(target="ops", random_state=self.random_state).fit(
+                X, y, table_only=mode == "hybrid")
         if mode == "ops":
             return
         if mode == "hybrid":

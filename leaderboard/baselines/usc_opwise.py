@@ -13,8 +13,9 @@ search), ``usc_rf`` (random forest), ``usc_gbdt`` (LightGBM) here; ``usc_mlp`` i
   ``T_overhead = mean(e2e - sum of measured op times)`` over the training networks whose ops
   were all measured (the paper's definition, Fig. 9). Op times that sum to more than
   :data:`MAX_OPS_OVER_E2E` times the e2e latency were measured in another configuration than
-  the e2e run (the host's op records run LiteRT's builtin kernels, XNNPACK off: ~2.4x e2e), and
-  the fit refuses them with the figure, rather than predict through a large negative T_overhead.
+  the e2e run (the host's op records run LiteRT's builtin kernels, XNNPACK off: ~2.4x e2e): a
+  large negative T_overhead would follow (it gave negative latencies), so ``auto`` treats them
+  as absent and fits e2e (``mode_why_`` says why) and ``target="ops"`` refuses them.
 - ``"e2e"`` when they have only end-to-end times (the public USC CPU data; the paper measured CPU
   op times with the TFLite benchmark tool, but the published files hold only e2e for CPUs): the
   op models are fitted *through the sum*. A linear op model sums over a network into a linear
@@ -34,6 +35,7 @@ element-wise ops the USC TFLite GPU files do not record). An op marked ``fused``
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
@@ -49,6 +51,40 @@ from .trees import ForestOpModel, LightGbmOpModel
 #: op files sum to 0.55-1.00x; the host's op records (builtin kernels, XNNPACK off, while the
 #: e2e run uses XNNPACK) to ~2.4x.
 MAX_OPS_OVER_E2E = 1.25
+
+@dataclass(frozen=True)
+class OpTimes:
+    """The training networks' measured op times in a scenario, and whether they can model e2e:
+    ``has_times`` per op row (timed, not fused), ``full`` per network (every unfused op timed),
+    ``sums`` per network, ``ratio`` the median of sum / e2e over the full networks."""
+
+    has_times: np.ndarray
+    full: np.ndarray
+    sums: np.ndarray
+    ratio: float
+    n_full: int
+
+    @classmethod
+    def of(cls, frame: OpFrame, y: np.ndarray) -> "OpTimes":
+        has = frame.measured[frame.net] & np.isfinite(frame.latency) & ~frame.fused
+        full = frame.measured.copy()
+        for n in np.unique(frame.net[frame.measured[frame.net] & ~frame.fused & ~np.isfinite(frame.latency)]):
+            full[n] = False  # an op without a time that is not fused: the sum would be short
+        rows = np.flatnonzero(has)
+        sums = np.bincount(frame.net[rows], weights=frame.latency[rows], minlength=len(y))
+        ratio = float(np.median(sums[full] / y[full])) if full.any() else 1.0
+        return cls(has, full, sums, ratio, int(full.sum()))
+
+    @property
+    def usable(self) -> bool:
+        """Timed ops whose sum can be the e2e latency plus an overhead (see MAX_OPS_OVER_E2E)."""
+        return bool(self.has_times.any()) and self.ratio <= MAX_OPS_OVER_E2E
+
+    def why(self, scenario_id: str) -> str:
+        return (f"{scenario_id}: the training networks' op times sum to {self.ratio:.2f}x their e2e latency (median "
+                f"over {self.n_full} networks): they were not measured the way the e2e run executes (e.g. the host's "
+                "op records: builtin kernels with XNNPACK off), so e2e = T_overhead + sum of ops cannot hold")
+
 
 OP_MODELS: dict[str, type] = {"linear": LinearOpModel, "forest": ForestOpModel, "lightgbm": LightGbmOpModel}
 TARGETS = ("auto", "ops", "e2e")
@@ -107,33 +143,30 @@ class OpWisePredictor(Predictor):
         return CONFIGS.features(frame.config[rows], self.key_category_[key])
 
     # ------------------------------------------------------------ fit
-    def fit(self, X: Networks, y: Any) -> "OpWisePredictor":
+    def fit(self, X: Networks, y: Any, table_only: bool = False) -> "OpWisePredictor":
+        """``table_only``: the caller uses the per-op models alone, not the network sum (typed_nnls's
+        hybrid weighs the sums itself), so op times that cannot add up to e2e are fine."""
         X = self._check_X(X)
         y = self._check_y(X, y)
         self._check_params()
         frame = op_frame(X)
-        has_times = frame.measured[frame.net] & np.isfinite(frame.latency) & ~frame.fused
+        times = OpTimes.of(frame, y)
         mode = self.target
+        self.mode_why_ = ""
         if mode == "auto":
-            mode = "ops" if has_times.any() else "e2e"
-        if mode == "ops" and not has_times.any():
+            mode = "ops" if times.usable else "e2e"
+            if times.has_times.any() and not times.usable:
+                self.mode_why_ = times.why(X.scenario_id)  # kept for the record; the e2e fit is the one that holds
+        if mode == "ops" and not times.has_times.any():
             raise ValueError(f"{self.name}: target='ops' but no training network has op times in {X.scenario_id}")
+        if mode == "ops" and times.has_times.any() and not times.usable and not table_only:
+            raise ValueError(f"{self.name}: target='ops': {times.why(X.scenario_id)}")
         self.mode_ = mode
         if mode == "ops":
-            rows = np.flatnonzero(has_times)
+            rows = np.flatnonzero(times.has_times)
             groups = self._group(frame, rows)
             targets = frame.latency
-            full = frame.measured.copy()
-            for n in np.unique(frame.net[frame.measured[frame.net] & ~frame.fused & ~np.isfinite(frame.latency)]):
-                full[n] = False  # an op without a time that is not fused: the sum would be short
-            sums = np.bincount(frame.net[rows], weights=frame.latency[rows], minlength=len(X))
-            ratio = float(np.median(sums[full] / y[full])) if full.any() else 1.0
-            if ratio > MAX_OPS_OVER_E2E:
-                raise ValueError(
-                    f"{self.name}: {X.scenario_id}: the training networks' op times sum to {ratio:.2f}x their e2e "
-                    f"latency (median over {int(full.sum())} networks): they were not measured the way the e2e run "
-                    "executes (e.g. the host's op records: builtin kernels with XNNPACK off), so e2e = T_overhead + "
-                    "sum of ops cannot hold")
+            full, sums = times.full, times.sums
             self.overhead_ms_ = float(np.mean(y[full] - sums[full])) if full.any() else 0.0
         else:
             rows = np.flatnonzero(~frame.fused)
