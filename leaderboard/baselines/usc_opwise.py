@@ -46,11 +46,12 @@ from .features import CONFIGS, OpFrame, category_of, op_frame
 from .linear import ALPHAS, LinearOpModel, split_e2e
 from .trees import ForestOpModel, LightGbmOpModel
 
-#: The op-times mode refuses training networks whose measured op times sum to more than this
-#: multiple of their e2e latency (median): T_overhead would be negative, and large. The USC GPU
-#: op files sum to 0.55-1.00x; the host's op records (builtin kernels, XNNPACK off, while the
-#: e2e run uses XNNPACK) to ~2.4x.
+#: Op times summing to more than this multiple of the e2e latency (median over the training
+#: networks) cannot be the e2e run's: T_overhead would be negative, and large. ``auto`` then fits
+#: e2e, ``target="ops"`` refuses. The USC GPU op files sum to 0.55-1.00x; the host's op records
+#: (builtin kernels, XNNPACK off, while the e2e run uses XNNPACK) to ~2.4x.
 MAX_OPS_OVER_E2E = 1.25
+
 
 @dataclass(frozen=True)
 class OpTimes:
