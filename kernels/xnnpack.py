@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from itertools import accumulate, groupby
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -248,24 +249,19 @@ def deduce_kernels(graph: Graph) -> list[str]:
 
 def _runs(keys: Sequence[Any]) -> list[tuple[int, int]]:
     """``(start, stop)`` of each run of equal consecutive keys."""
-    out: list[tuple[int, int]] = []
-    for i, k in enumerate(keys):
-        if out and keys[out[-1][0]] == k:
-            out[-1] = (out[-1][0], i + 1)
-        else:
-            out.append((i, i + 1))
-    return out
+    stops = list(accumulate(len(list(g)) for _, g in groupby(keys)))
+    return list(zip([0] + stops[:-1], stops))
 
 
 def align(predicted: Sequence[KernelOp], names: Sequence[str], groups: Sequence[Any]) -> list[int] | None:
     """Which predicted operator each executed one is: ``names[i]`` ran in the runtime's group
     ``groups[i]`` (an XNNPACK partition, or a builtin kernel's TFLite node: any hashable, equal
     for the operators of one group; None, a record of another runtime, matches nothing), in
-    execution order. The groups must match the predicted
-    subsets one to one, in order, each with the same operator names; within a group an
-    executed operator is the first unused predicted one of its name (parallel branches may run
-    in another order than the IR lists them). None when anything differs: a network whose
-    operators were not all deduced teaches nothing reliable."""
+    execution order. The groups must match the predicted subsets one to one, in order, each with
+    the same operator names; within a group an executed operator is the first unused predicted
+    one of its name (parallel branches may run in another order than the IR lists them). None
+    when anything differs: a network whose operators were not all deduced teaches nothing
+    reliable."""
     if len(names) != len(groups) or len(names) != len(predicted) or any(g is None for g in groups):
         return None
     pred = _runs([k.group for k in predicted])

@@ -113,6 +113,11 @@ def simulate(latency_ms: np.ndarray, sigma_ms: np.ndarray, metrics: tuple[str, .
     for _ in range(replicates):
         a, b = rng.lognormal(loc, scale), rng.lognormal(loc, scale)
         runs.append(compute(a, b, metrics))
+    return _mean_over(runs, metrics)
+
+
+def _mean_over(runs: list[dict[str, float]], metrics: tuple[str, ...]) -> dict[str, float]:
+    """Each metric's mean over the replicates (NaN where every replicate gave NaN)."""
     return {m: float(np.nanmean([r[m] for r in runs])) if any(not np.isnan(r[m]) for r in runs) else float("nan")
             for m in metrics}
 
@@ -139,8 +144,7 @@ def simulate_perfect(latency_ms: np.ndarray, sigma_ms: np.ndarray, draws: np.nda
         x = rng.lognormal(loc[:, None], scale[:, None], size=(len(mu), width))
         x[unused] = np.nan
         runs.append(compute(np.nanmedian(x, axis=1), mu, metrics))
-    return {m: float(np.nanmean([r[m] for r in runs])) if any(not np.isnan(r[m]) for r in runs) else float("nan")
-            for m in metrics}
+    return _mean_over(runs, metrics)
 
 
 def track_floor(data: Any, split: Any) -> dict[str, Any]:

@@ -5,8 +5,8 @@ draw (:mod:`leaderboard.render`): computed once here, from the result files, the
 
 A view is a dict: ``id``, ``title``, ``caption``, ``metric`` (how cells are formatted),
 ``columns`` (headers) and ``rows`` (each ``label``, ``kind`` -- ``baseline``, ``submission``,
-``published`` or ``floor`` (the noise references: the noise floor and the perfect predictor) --, ``note``, ``cells`` and ``spread``: one value or None per
-column). A matrix view (phone x core set by framework x precision) has ``layers`` instead of
+``published`` or ``floor``, the noise references: the noise floor and the perfect predictor
+--, ``note``, ``cells`` and ``spread``: one value or None per column). A matrix view (phone x core set by framework x precision) has ``layers`` instead of
 ``rows``: one matrix per entry (``label``, ``kind``, ``cells`` as rows of values) over
 ``row_labels``, the first layer the best entry; the site lets the reader pick the layer.
 
@@ -96,13 +96,13 @@ def _perfect_per(floor: dict[str, Any] | None, sid: str, metric: str) -> float |
     return _num(p.get("per_scenario", {}).get(sid, {}).get(metric)) if p else None
 
 
-def _perfect_row(ctx: Context, columns: list[str], value: Callable[[str], float | None],
-                 total: float | None = None) -> list[dict[str, Any]]:
-    """The perfect predictor's row (none where the source does not say how its headline was formed)."""
+def _perfect_row(ctx: Context, sids: list[str], metric: str) -> list[dict[str, Any]]:
+    """The perfect predictor's row of a per-scenario table (a cell per scenario, then the track's
+    mean); none where the source does not say how its headline was formed."""
     p = _perfect(ctx.floor)
     if not p:
         return []
-    cells = [value(c) for c in columns] + ([total] if total is not None else [])
+    cells = [_perfect_per(ctx.floor, s, metric) for s in sids] + [_num(p["aggregate"].get(metric))]
     return [{"label": "perfect predictor", "kind": "floor", "note": p.get("how", ""), "cells": cells,
              "spread": [None] * len(cells)}]
 
@@ -173,9 +173,7 @@ def _per_scenario_table(ctx: Context, metric: str, with_published: bool) -> dict
     rows.append(_floor_row(ctx, sids, metric, lambda s: _floor_per(ctx.floor, s, metric)))
     rows[-1]["cells"] = floor_cells + [_num((ctx.floor or {}).get("aggregate", {}).get(metric)) if ctx.floor else None]
     rows[-1]["spread"] = [None] * (len(sids) + 1)
-    if _perfect(ctx.floor):
-        rows += _perfect_row(ctx, sids, lambda s: _perfect_per(ctx.floor, s, metric),
-                             _num(_perfect(ctx.floor)["aggregate"].get(metric)))
+    rows += _perfect_row(ctx, sids, metric)
     label = METRICS.get(metric).label
     seeds = any(d["result"].get("seeds") for d in ctx.entries)
     return {"id": f"per-scenario-{metric}", "title": f"{label} per device", "metric": metric,

@@ -54,6 +54,7 @@ import numpy as np
 
 from .base import Networks, Predictor, register_predictor
 from .features import CONFIGS, COLUMNS, op_frame
+from .usc_opwise import OpTimes
 
 TARGETS = ("auto", "ops", "e2e", "hybrid")
 _STATS = ("n", "flops", "mem", "root")
@@ -265,8 +266,6 @@ class TypedNnls(Predictor):
         y = self._check_y(X, y)
         self._check_params()
         frame = op_frame(X)
-        from .usc_opwise import OpTimes
-
         times = OpTimes.of(frame, y)
         if self.target == "ops" and times.has_times.any() and not times.usable:
             raise ValueError(f"typed_nnls: target='ops': {times.why(X.scenario_id)}")

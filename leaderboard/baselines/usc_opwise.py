@@ -160,7 +160,7 @@ class OpWisePredictor(Predictor):
                 self.mode_why_ = times.why(X.scenario_id)  # kept for the record; the e2e fit is the one that holds
         if mode == "ops" and not times.has_times.any():
             raise ValueError(f"{self.name}: target='ops' but no training network has op times in {X.scenario_id}")
-        if mode == "ops" and times.has_times.any() and not times.usable and not table_only:
+        if mode == "ops" and not times.usable and not table_only:
             raise ValueError(f"{self.name}: target='ops': {times.why(X.scenario_id)}")
         self.mode_ = mode
         if mode == "ops":
