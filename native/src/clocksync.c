@@ -12,12 +12,15 @@ void cs_init(clocksync *cs, int k, double sigma_floor_ns, double min_span_ns) {
     cs->sigma_floor_ns = sigma_floor_ns > 0 ? sigma_floor_ns : 1.0;
     cs->min_span_ns = min_span_ns;
     cs->history_ns = CS_HISTORY_NS_DEFAULT;
+    cs->bin_ns = CS_BIN_NS_DEFAULT;
     cs->a = 1.0;
     cs->a_se = INFINITY;
     cs->sigma = INFINITY; /* nothing known yet: accept the first pairs */
 }
 
 void cs_set_history(clocksync *cs, double history_ns) { cs->history_ns = history_ns > 0 ? history_ns : 0.0; }
+
+void cs_set_envelope(clocksync *cs, double bin_ns) { cs->bin_ns = bin_ns > 0 ? bin_ns : 0.0; }
 
 /* ------------------------------------------------------------------ slope history */
 /* One accepted pair into the forgetting least-squares sums (West's weighted incremental
@@ -50,6 +53,31 @@ static void history_add(clocksync *cs, double t, double tau, double res) {
     h->cyy += dy * (y - h->my);
     h->t_last = t;
     h->n++;
+}
+
+/* An accepted pair for the slope history: with bins, only the least-delayed pair of each
+ * bin enters it, when the bin closes (the lower envelope, see the header). Delays are
+ * compared as tau - a t under the current slope, which a refit inside the bin does not
+ * reorder by more than the drift over one bin. */
+static void history_offer(clocksync *cs, double t, double tau, double res) {
+    cs_history *h = &cs->h;
+    if (cs->bin_ns <= 0) {
+        history_add(cs, t, tau, res);
+        return;
+    }
+    if (h->bin_open && t - h->bin_start >= cs->bin_ns) {
+        history_add(cs, h->bin_t, h->bin_tau, h->bin_res);
+        h->bin_open = false;
+    }
+    double d = tau - cs->a * t;
+    if (!h->bin_open || d < h->bin_d) {
+        if (!h->bin_open) h->bin_start = t;
+        h->bin_open = true;
+        h->bin_t = t;
+        h->bin_tau = tau;
+        h->bin_res = res;
+        h->bin_d = d;
+    }
 }
 
 /* The history's slope and its standard error (Kish's effective weight; see the header).
@@ -85,7 +113,7 @@ double cs_bootstrap(clocksync *cs, const int64_t *t, const int64_t *tau, int n) 
     cs->fitted = true;
     /* the injected pairs are pairs like any other: they start the slope history */
     if (cs->history_ns > 0)
-        for (int i = 0; i < n; i++) history_add(cs, (double)t[i], (double)tau[i], (double)(tau[i] - t[i]) - m);
+        for (int i = 0; i < n; i++) history_offer(cs, (double)t[i], (double)tau[i], (double)(tau[i] - t[i]) - m);
     cs->t_refit = (double)t[n - 1];
     return cs->sigma;
 }
@@ -228,7 +256,7 @@ bool cs_observe(clocksync *cs, int64_t t, int64_t tau) {
         return false;
     }
     cs->accepted++;
-    if (cs->history_ns > 0) history_add(cs, (double)t, (double)tau, res);
+    if (cs->history_ns > 0) history_offer(cs, (double)t, (double)tau, res);
     if (cs->w == CS_WINDOW_MAX) { /* the window is a queue: drop its oldest pair */
         memmove(cs->wt, cs->wt + 1, sizeof(double) * (CS_WINDOW_MAX - 1));
         memmove(cs->wtau, cs->wtau + 1, sizeof(double) * (CS_WINDOW_MAX - 1));

@@ -346,9 +346,11 @@ void gpu_meta_json(const gpu_state *g, sbuf *m) {
         sb_json_str(m, g->layer_dir);
         sb_printf(m, ",\"layer_active\":%s,\"timestamp_period_ns\":%.6g,\"timestamp_valid_bits\":%d,"
                      "\"sync\":{\"method\":\"nnPerf Algorithm 1\",\"k\":%d,\"sigma_floor_ns\":%.0f,"
-                     "\"min_span_ns\":%.0f,\"injected\":%d,\"sigma0_ns\":%.1f,\"a\":%.12g,\"b_ns\":%.1f}",
+                     "\"min_span_ns\":%.0f,\"history_ns\":%.0f,\"envelope_ns\":%.0f,\"injected\":%d,"
+                     "\"sigma0_ns\":%.1f,\"a\":%.12g,\"b_ns\":%.1f}",
                   g->api->active() ? "true" : "false", g->api->timestamp_period_ns(), g->api->timestamp_valid_bits(),
-                  SYNC_K, SYNC_SIGMA_FLOOR_NS, SYNC_MIN_SPAN_NS, g->bootstrap_pairs, g->sigma0, g->cs.a, g->cs.b);
+                  SYNC_K, SYNC_SIGMA_FLOOR_NS, SYNC_MIN_SPAN_NS, g->cs.history_ns, g->cs.bin_ns, g->bootstrap_pairs,
+                  g->sigma0, g->cs.a, g->cs.b);
     }
     sb_puts(m, "}");
 }

@@ -211,14 +211,16 @@ class _History(ctypes.Structure):
     _fields_ = [("w", ctypes.c_double), ("w2", ctypes.c_double), ("mx", ctypes.c_double), ("my", ctypes.c_double),
                 ("cxx", ctypes.c_double), ("cxy", ctypes.c_double), ("cyy", ctypes.c_double),
                 ("t_first", ctypes.c_double), ("t_last", ctypes.c_double), ("n", ctypes.c_int64),
-                ("c0", ctypes.c_double), ("c1", ctypes.c_double), ("r_prev", ctypes.c_double)]
+                ("c0", ctypes.c_double), ("c1", ctypes.c_double), ("r_prev", ctypes.c_double),
+                ("bin_start", ctypes.c_double), ("bin_t", ctypes.c_double), ("bin_tau", ctypes.c_double),
+                ("bin_res", ctypes.c_double), ("bin_d", ctypes.c_double), ("bin_open", ctypes.c_bool)]
 
 
 class _CS(ctypes.Structure):
     """Mirror of ``clocksync`` (native/src/clocksync.h); its size is checked at load."""
 
     _fields_ = [("k", ctypes.c_int), ("sigma_floor_ns", ctypes.c_double), ("min_span_ns", ctypes.c_double),
-                ("history_ns", ctypes.c_double),
+                ("history_ns", ctypes.c_double), ("bin_ns", ctypes.c_double),
                 ("a", ctypes.c_double), ("b", ctypes.c_double), ("sigma", ctypes.c_double), ("a_se", ctypes.c_double),
                 ("fitted", ctypes.c_bool), ("n", ctypes.c_int), ("w", ctypes.c_int),
                 ("wt", ctypes.c_double * 4096), ("wtau", ctypes.c_double * 4096),
@@ -242,6 +244,7 @@ def _clocksync_lib(path: str | os.PathLike = CLOCKSYNC_LIB):
         if lib.cs_state_size() != ctypes.sizeof(_CS):
             raise RuntimeError(f"{path}: clocksync layout changed ({lib.cs_state_size()} != {ctypes.sizeof(_CS)} bytes)")
         lib.cs_init.argtypes = [ctypes.POINTER(_CS), ctypes.c_int, ctypes.c_double, ctypes.c_double]
+        lib.cs_set_envelope.argtypes = [ctypes.POINTER(_CS), ctypes.c_double]
         lib.cs_bootstrap.argtypes = [ctypes.POINTER(_CS), ctypes.POINTER(ctypes.c_int64),
                                      ctypes.POINTER(ctypes.c_int64), ctypes.c_int]
         lib.cs_bootstrap.restype = ctypes.c_double
@@ -274,15 +277,19 @@ class ClockSync:
     ``history_ns`` is the forgetting time constant of the slope history (clocksync.h: the
     offset is refitted on each window of k pairs, the slope on the history of accepted
     pairs); None keeps the C default (10 s), 0 fits the slope on each window alone, the
-    literal reading of Algorithm 1 that the benchmark keeps as its baseline."""
+    literal reading of Algorithm 1 that the benchmark keeps as its baseline.
+    ``envelope_ns`` is the width of the bins whose least-delayed pair enters that history
+    (the lower envelope); None keeps the C default (50 ms), 0 lets every accepted pair in."""
 
     def __init__(self, k: int = 8, sigma_floor_ns: float = 1000.0, min_span_ns: float = 50e6,
-                 history_ns: float | None = None):
+                 history_ns: float | None = None, envelope_ns: float | None = None):
         self._lib = _clocksync_lib()
         self._cs = _CS()
         self._lib.cs_init(ctypes.byref(self._cs), k, sigma_floor_ns, min_span_ns)
         if history_ns is not None:
             self._lib.cs_set_history(ctypes.byref(self._cs), float(history_ns))
+        if envelope_ns is not None:
+            self._lib.cs_set_envelope(ctypes.byref(self._cs), float(envelope_ns))
 
     def bootstrap(self, t: Sequence[int], tau: Sequence[int]) -> float:
         n = len(t)
