@@ -258,3 +258,43 @@ def test_xnnpack_kernels_learn_from_the_host_kernel_records(host_fp32, tmp_path)
     assert e2e.mode_ == "e2e"
     with pytest.raises(ValueError, match="target"):
         make_predictor("nnmeter_xnnpack", target="speed").fit(Networks(view, train, sid), y)
+
+
+def test_xnnpack_kernels_transfer_to_two_cores(host_fp32, tmp_path):
+    """A scenario without kernel records of its own (TFLite fp32 on two large cores) whose
+    sibling at one large core shows the training networks' records: nnmeter_xnnpack learns the
+    kernels there and fits a scale per kernel type (and an intercept) to the training networks'
+    two-core latencies (transfer mode). The held-out networks' records are hidden in every
+    scenario and teach nothing; the scales say two cores run convolutions faster; it beats the
+    e2e mode on the same networks; saved and loaded alike. nnmeter keeps transfer off."""
+    from leaderboard.run import mask
+
+    ds, one, train, test = host_fp32
+    sid = "host-tflite-cpu-2large-fp32"
+    view = mask(ds, sid, test, all_ops=True)  # as host-random (uses: e2e) shows it
+    y = Networks(ds, train, sid).y()
+    p = make_predictor("nnmeter_xnnpack", n_estimators=30).fit(Networks(view, train, sid), y)
+    assert p.mode_ == "transfer" and p.source_scenario_ == one
+    assert p.kernel_networks_["aligned"] + p.kernel_networks_["not_aligned"] == len(train)  # none of the test's
+    assert 0.3 < p.calibration_["conv"] < 0.9 and "*" in p.calibration_ and p.intercept_ms_ >= 0
+    truth = Networks(ds, test, sid).y()
+    pred = p.predict(Networks(view, test, sid))
+    parts = p.predict_parts(Networks(view, test, sid))
+    np.testing.assert_allclose(parts.groupby("model_id")["predicted_ms"].sum().reindex(list(test)) + p.intercept_ms_,
+                               pred)
+    mape = 100 * np.mean(np.abs(pred / truth - 1))
+    e2e = make_predictor("nnmeter_xnnpack", n_estimators=30, transfer=False).fit(Networks(view, train, sid), y)
+    assert e2e.mode_ == "e2e"
+    mape_e2e = 100 * np.mean(np.abs(e2e.predict(Networks(view, test, sid)) / truth - 1))
+    print(f"2 large cores, 130 training networks, 30 held out: transfer MAPE {mape:.2f}%, e2e mode {mape_e2e:.2f}%")
+    assert mape < 10 and mape < mape_e2e
+    save_predictor(p, tmp_path / "nx2")
+    loaded = load_predictor(tmp_path / "nx2")
+    assert loaded.source_scenario_ == one and loaded.calibration_ == p.calibration_
+    np.testing.assert_array_equal(loaded.predict(Networks(view, test, sid)), pred)
+    saved = json.loads((tmp_path / "nx2" / "predictor.json").read_text())
+    saved["state"]["transfer"]["scales"]["conv"] = -0.5  # a file from elsewhere: refused, naming the key
+    (tmp_path / "nx2" / "predictor.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="transfer.scales"):
+        load_predictor(tmp_path / "nx2")
+    assert make_predictor("nnmeter", n_estimators=10, e2e_rounds=1).fit(Networks(view, train, sid), y).mode_ == "e2e"

@@ -49,8 +49,23 @@ Training data (``training``)
   without its per-tree cloning and validation), and the kernels' costs, type groups and
   features are computed once per fit (:class:`_Design`), not once per round: one USC scenario's
   five fits went from ~55 s to ~12 s of CPU, with the same predictions.
+- transfer (with ``transfer=True``, chosen by ``"auto"``): a scenario without kernel rows of
+  its own whose sibling (same framework, accelerator, precision and batch; other cores or
+  threads: :func:`sibling_scenarios`) shows the training networks' kernel rows. The forests
+  learn the sibling's kernels, as in kernels mode; then a non-negative scale per kernel type
+  and an intercept, fitted by least squares on relative error, map each training network's
+  per-type sums of the forests' times to its latency in the scenario (types in fewer than
+  ``min_kernels`` training networks share one scale, ``"*"``, which also serves types no
+  training network had). Two cores speed a convolution more than a pad or a concatenation:
+  one scale per type says by how much, learnt from e2e latencies the scenario has anyway.
+  nn-Meter has no such mode (its predictors are per device); LitePred (MobiSys'24) adapts
+  kernel predictors to a new device from a few of its measurements, which this resembles at
+  the coarsest grain. On an inner split of host-random's training networks (800 fit / 100
+  validation, seeded; the track's test networks hidden and not scored), TFLite fp32 on two
+  large cores: MAPE 5.0%, within 10% 84%, where gnn_ensemble got 8.4% and 69%.
 - ``"auto"``: samples when ``kernel_samples`` is set, else kernels when every training network
-  has kernel rows in the scenario and they carry op configurations, else e2e. The host's
+  has kernel rows in the scenario and they carry op configurations, else transfer (see
+  above) when ``transfer`` is on and a sibling shows them, else e2e. The host's
   XNNPACK kernel rows carry none (XNNPACK's profiler names its operators, not the TFLite nodes
   they came from), so with nn-Meter's fusion rules auto trains from e2e on the host's
   scenarios; with ``rules="xnnpack"`` (below) the records are matched to their operators and
@@ -305,6 +320,18 @@ def _cached_xnnpack(graph: Any) -> tuple[list[Any], pd.DataFrame]:
     return hit
 
 
+def sibling_scenarios(dataset: Any, scenario_id: str) -> list[str]:
+    """The dataset's other scenarios with the same framework, accelerator, precision and batch as
+    ``scenario_id`` (other cores or threads: the same kernels, run differently), sorted."""
+    sc = dataset.scenarios.set_index("scenario_id")
+    if scenario_id not in sc.index:
+        return []
+    keys = [c for c in ("framework", "accelerator", "precision", "batch") if c in sc.columns]
+    me = sc.loc[scenario_id, keys]
+    same = (sc[keys].astype(str) == me.astype(str)).all(axis=1)
+    return sorted(str(s) for s in sc.index[same] if s != scenario_id)
+
+
 # ---------------------------------------------------------------- the fallback
 class LinearFallback:
     """``ms = a * MACs + b * memory elements`` with a, b >= 0 (least squares on relative error,
@@ -360,7 +387,8 @@ class NnMeterPredictor(Predictor):
     Parameters: ``rules`` (fusion rules, or ``xnnpack``), ``training`` (auto | samples | kernels | e2e),
     ``kernel_samples`` (path of measured kernel samples), random-forest ``n_estimators``,
     ``max_depth``, ``min_samples_split``, ``max_features``; ``min_kernels`` (fewest training
-    kernels for a type to get its own forest), ``e2e_rounds``, ``e2e_tol`` and ``e2e_round_trees``
+    kernels for a type to get its own forest, and training networks for a type to get its own
+    scale in transfer mode), ``transfer`` (learn from a sibling scenario's kernel rows), ``e2e_rounds``, ``e2e_tol`` and ``e2e_round_trees``
     (re-splitting rounds of the e2e mode, its stopping tolerance and the trees of the forests
     fitted within the rounds), ``target`` (latency | efficiency), ``random_state``."""
 
@@ -369,7 +397,7 @@ class NnMeterPredictor(Predictor):
     def __init__(self, rules: str = "auto", training: str = "auto", kernel_samples: str | None = None,
                  n_estimators: int = 100, max_depth: int | None = None, min_samples_split: int = 2,
                  max_features: float = 1.0, min_kernels: int = 5, e2e_rounds: int = 20, e2e_tol: float = 0.01,
-                 e2e_round_trees: int = 10, target: str = "latency", random_state: int = 0):
+                 e2e_round_trees: int = 10, target: str = "latency", transfer: bool = False, random_state: int = 0):
         self.rules = rules
         self.training = training
         self.kernel_samples = kernel_samples
@@ -382,6 +410,7 @@ class NnMeterPredictor(Predictor):
         self.e2e_tol = e2e_tol
         self.e2e_round_trees = e2e_round_trees
         self.target = target
+        self.transfer = transfer
         self.random_state = random_state
 
     # ------------------------------------------------------------ kernels of networks
@@ -396,20 +425,21 @@ class NnMeterPredictor(Predictor):
             return pd.DataFrame(columns=["model_id", "kernel_index", *DESC_COLUMNS, "kernel", "nodes"])
         return pd.concat(frames, ignore_index=True)
 
-    def _xnnpack_kernel_rows(self, X: Networks) -> pd.DataFrame:
-        """Training kernels from the host's XNNPACK kernel records: each network's records matched
-        to its deduced operators (see the module docstring); hidden or unmatched networks add none."""
+    def _xnnpack_kernel_rows(self, X: Networks, scenario_id: str) -> pd.DataFrame:
+        """Training kernels from the host's XNNPACK kernel records in ``scenario_id``: each network's
+        records matched to its deduced operators (see the module docstring); hidden or unmatched
+        networks add none."""
         from kernels.xnnpack import align, runtime_group
 
         ds = X.dataset
-        kern = ds.kernels_for(X.scenario_id)
+        kern = ds.kernels_for(scenario_id)
         kern = kern[kern["model_id"].isin(set(X.model_ids))].sort_values(["model_id", "kernel_index"])
         rows, counts = [], {"aligned": 0, "not_aligned": 0}
         for mid, k in kern.groupby("model_id", sort=True):
             lat = k["latency_ms"].to_numpy(dtype="float64", na_value=np.nan)
             if np.isnan(lat).all():
                 continue  # hidden: a test network, or a track that trains on e2e only
-            ops, desc = _cached_xnnpack(ds.graph(mid, X.scenario_id))
+            ops, desc = _cached_xnnpack(ds.graph(mid, scenario_id))
             at = align(ops, k["kernel_name"].tolist(), [runtime_group(c) for c in k["config"]])
             if at is None:
                 counts["not_aligned"] += 1
@@ -424,14 +454,16 @@ class NnMeterPredictor(Predictor):
             return pd.DataFrame(columns=[*DESC_COLUMNS, "latency_ms"])
         return pd.concat(rows, ignore_index=True)
 
-    def _dataset_kernel_rows(self, X: Networks) -> pd.DataFrame:
-        """Training kernels from the dataset's kernel rows of X's networks (see the docstring)."""
+    def _dataset_kernel_rows(self, X: Networks, scenario_id: str | None = None) -> pd.DataFrame:
+        """Training kernels from the dataset's kernel rows of X's networks in ``scenario_id`` (X's
+        own by default; see the docstring)."""
+        scenario_id = scenario_id or X.scenario_id
         if isinstance(self.rules_, XnnpackDetector):
-            return self._xnnpack_kernel_rows(X)
+            return self._xnnpack_kernel_rows(X, scenario_id)
         ds = X.dataset
-        kern = ds.kernels_for(X.scenario_id)
+        kern = ds.kernels_for(scenario_id)
         kern = kern[kern["model_id"].isin(set(X.model_ids))]
-        ops = ds.ops_for(X.scenario_id)
+        ops = ds.ops_for(scenario_id)
         ops = ops[ops["model_id"].isin(set(X.model_ids))]
         first = ops.dropna(subset=["kernel_index"]).sort_values("op_index")
         first = first.groupby(["model_id", "kernel_index"]).head(1)
@@ -444,7 +476,7 @@ class NnMeterPredictor(Predictor):
             op = first.loc[key]
             node = op.get("node")
             if node is not None and not pd.isna(node):
-                g = graphs.setdefault(r.model_id, ds.graph(r.model_id, X.scenario_id))
+                g = graphs.setdefault(r.model_id, ds.graph(r.model_id, scenario_id))
                 if node not in g.nodes:
                     raise KeyError(f"ops.node {node!r} of model {r.model_id}: no such node in its IR")
                 from kernels.nnmeter_rules import Kernel, nnmeter_type
@@ -456,24 +488,47 @@ class NnMeterPredictor(Predictor):
         return pd.DataFrame(rows, columns=[*DESC_COLUMNS, "latency_ms"])
 
     def _mode(self, X: Networks) -> tuple[str, pd.DataFrame | None]:
-        """The training mode and, in kernels mode, the training kernels (see the docstring)."""
+        """The training mode and, in kernels and transfer mode, the training kernels (see the
+        docstring); transfer mode also sets ``source_scenario_``."""
         if self.training not in ("auto", "samples", "kernels", "e2e"):
             raise ValueError(f"training: unknown mode {self.training!r} (known: auto, samples, kernels, e2e)")
         if self.training == "e2e":
             return "e2e", None
         if self.training == "samples" or (self.training == "auto" and self.kernel_samples):
             return "samples", None
-        if self.training == "auto" and not set(X.model_ids) <= set(X.dataset.kernels_for(X.scenario_id)["model_id"]):
-            return "e2e", None
-        rows = self._dataset_kernel_rows(X)
-        rows = rows[rows["latency_ms"].notna()] if len(rows) else rows
+        if self.training == "auto" and not self._covers(X, X.scenario_id):
+            return self._transfer_or_e2e(X)
+        rows = self._visible_kernel_rows(X, X.scenario_id)
         if rows.empty:
             if self.training == "kernels":
                 raise ValueError(f"{X.scenario_id}: no kernel rows with op configurations for the training networks")
-            # e.g. the host's XNNPACK kernels: the profiler names no IR node for them, so there is
-            # no configuration to learn from; auto then learns from the networks' e2e latency
-            return "e2e", None
+            # e.g. the host's XNNPACK kernels under fusion rules: the profiler names no IR node for
+            # them, so there is no configuration to learn from; auto then learns from e2e
+            return self._transfer_or_e2e(X)
         return "kernels", rows
+
+    @staticmethod
+    def _covers(X: Networks, scenario_id: str) -> bool:
+        """Whether ``scenario_id`` has kernel rows for every training network of X."""
+        return set(X.model_ids) <= set(X.dataset.kernels_for(scenario_id)["model_id"])
+
+    def _visible_kernel_rows(self, X: Networks, scenario_id: str) -> pd.DataFrame:
+        rows = self._dataset_kernel_rows(X, scenario_id)
+        return rows[rows["latency_ms"].notna()] if len(rows) else rows
+
+    def _transfer_or_e2e(self, X: Networks) -> tuple[str, pd.DataFrame | None]:
+        """With ``transfer``: the first sibling scenario (same framework, accelerator and
+        precision; other cores or threads) whose kernel records the training networks show,
+        else e2e."""
+        if self.transfer:
+            for sid in sibling_scenarios(X.dataset, X.scenario_id):
+                if not self._covers(X, sid):
+                    continue
+                rows = self._visible_kernel_rows(X, sid)
+                if not rows.empty:
+                    self.source_scenario_ = sid
+                    return "transfer", rows
+        return "e2e", None
 
     # ------------------------------------------------------------ fitting
     def _fit_forests(self, desc: "pd.DataFrame | _Design", y: np.ndarray, n_trees: int | None = None) -> None:
@@ -516,6 +571,7 @@ class NnMeterPredictor(Predictor):
         X = self._check_X(X)
         y = self._check_y(X, y)
         self.rules_ = load_rules_for(self.rules)
+        self.source_scenario_, self.calibration_, self.intercept_ms_ = None, None, 0.0  # transfer mode's
         self.mode_, rows = self._mode(X)
         if self.mode_ == "samples":
             if not self.kernel_samples:
@@ -524,6 +580,9 @@ class NnMeterPredictor(Predictor):
             self._fit_forests(s[list(DESC_COLUMNS)], s["latency_ms"].to_numpy(float))
         elif self.mode_ == "kernels":
             self._fit_forests(rows[list(DESC_COLUMNS)], rows["latency_ms"].to_numpy(float))
+        elif self.mode_ == "transfer":
+            self._fit_forests(rows[list(DESC_COLUMNS)], rows["latency_ms"].to_numpy(float))
+            self._fit_calibration(X, y)
         else:
             self._fit_e2e(X, y)
         return self
@@ -559,36 +618,75 @@ class NnMeterPredictor(Predictor):
         self._fit_forests(design, split(share))  # the forests kept, on the split the rounds reached
         self.e2e_history_.append(error(self._predict_desc(design)))
 
+    def _fit_calibration(self, X: Networks, y: np.ndarray) -> None:
+        """Transfer mode: the source scenario's kernel forests predict the training networks'
+        kernels; a non-negative scale per kernel type and an intercept (ms) map their sums to
+        this scenario's e2e latency, by least squares on relative error. Types in fewer than
+        ``min_kernels`` training networks share one scale (``"*"``)."""
+        from scipy.optimize import nnls
+
+        S = self._type_sums(X)
+        present = (S > 0).sum(axis=0)
+        own = [t for t in S.columns if present[t] >= self.min_kernels]
+        rest = [t for t in S.columns if t not in own]
+        A = pd.concat([S[own], S[rest].sum(axis=1).rename("*")], axis=1)
+        A = A.loc[:, (A > 0).any(axis=0)]
+        M = np.c_[A.to_numpy(float), np.ones(len(A))]
+        w = 1.0 / np.asarray(y, float)
+        scale = np.maximum(M.max(axis=0), 1e-12)
+        coef, _ = nnls(M / scale * w[:, None], np.ones(len(y)))
+        coef = coef / scale
+        cal = {str(t): float(c) for t, c in zip(A.columns, coef[:-1])}
+        # a type no training network had: the median scale of the types fitted on their own
+        cal.setdefault("*", float(np.median([cal[t] for t in own])) if own else 1.0)
+        self.calibration_, self.intercept_ms_ = cal, float(coef[-1])
+
+    def _type_sums(self, X: Networks) -> pd.DataFrame:
+        """Per network (rows in X's order) the summed time the forests predict for its kernels, per type."""
+        parts = self.predict_parts(X, calibrated=False)
+        S = parts.pivot_table(index="model_id", columns="kernel_type", values="predicted_ms", aggfunc="sum",
+                              fill_value=0.0)
+        return S.reindex(list(X.model_ids)).fillna(0.0)
+
     # ------------------------------------------------------------ predicting
     def _check_fitted(self) -> None:
         if not hasattr(self, "forests_"):
             raise RuntimeError(f"{type(self).__name__} is not fitted: call fit (or load) first")
 
-    def predict_parts(self, X: Networks) -> pd.DataFrame:
+    def predict_parts(self, X: Networks, calibrated: bool = True) -> pd.DataFrame:
         """One row per detected kernel: ``model_id``, ``kernel_index``, ``kernel`` (``conv+bn+relu``),
-        ``kernel_type``, ``nodes``, the description columns and ``predicted_ms``."""
+        ``kernel_type``, ``nodes``, the description columns and ``predicted_ms``. In transfer
+        mode the times are the source scenario's forests' scaled to this scenario (``calibrated``)
+        and a network's latency is their sum plus ``intercept_ms_``."""
         X = self._check_X(X)
         self._check_fitted()
         kern = self._network_kernels(X)
         kern["predicted_ms"] = self._predict_desc(kern[list(DESC_COLUMNS)]) if len(kern) else []
+        cal = getattr(self, "calibration_", None)
+        if calibrated and cal is not None and len(kern):
+            kern["predicted_ms"] *= kern["kernel_type"].astype(str).map(lambda t: cal.get(t, cal["*"])).to_numpy(float)
         return kern
 
     def predict(self, X: Networks) -> np.ndarray:
         parts = self.predict_parts(X)
         sums = parts.groupby("model_id")["predicted_ms"].sum()
-        return sums.reindex(list(X.model_ids)).fillna(0.0).to_numpy(dtype="float64")
+        out = sums.reindex(list(X.model_ids)).fillna(0.0).to_numpy(dtype="float64")
+        return out + getattr(self, "intercept_ms_", 0.0)
 
     # ------------------------------------------------------------ persistence (persist.py)
     def _get_state(self, store) -> dict:
         self._check_fitted()
-        return {"mode": self.mode_, "rules": self.rules_.to_dict(), "target": self.target,
+        transfer = None if self.calibration_ is None else {
+            "source": self.source_scenario_, "scales": dict(sorted(self.calibration_.items())),
+            "intercept_ms": self.intercept_ms_}
+        return {"mode": self.mode_, "rules": self.rules_.to_dict(), "target": self.target, "transfer": transfer,
                 "fallback": list(self.fallback_.coef),
                 "features": {t: list(features_of(t)) for t in self.forests_},
                 "forests": {t: f.state(store, f"forest-{t}") for t, f in sorted(self.forests_.items())}}
 
     def _set_state(self, s: dict, store) -> None:
         from kernels.nnmeter_rules import FusionRules
-        from .persist import StateError, array, mapping, text
+        from .persist import StateError, array, mapping, number, text
 
         features, forests = mapping(s, "features"), mapping(s, "forests")
         for t in forests:
@@ -605,6 +703,17 @@ class NnMeterPredictor(Predictor):
         if self.target not in TARGETS:
             raise StateError(f"target: {str(self.target)[:100]!r} is not one of {', '.join(TARGETS)}")
         self.fallback_ = LinearFallback(tuple(array(s, "fallback", length=2)))
+        self.source_scenario_, self.calibration_, self.intercept_ms_ = None, None, 0.0
+        if s.get("transfer") is not None:  # files saved before transfer mode have none
+            transfer = mapping(s, "transfer")
+            scales = mapping(transfer, "scales", "transfer")
+            if "*" not in scales:
+                raise StateError("transfer.scales.*: missing (the scale of kernel types without their own)")
+            self.calibration_ = {t: number(scales, t, "transfer.scales") for t in scales}
+            if min(self.calibration_.values()) < 0:
+                raise StateError("transfer.scales: a scale is negative")
+            self.source_scenario_ = text(transfer, "source", "transfer")
+            self.intercept_ms_ = number(transfer, "intercept_ms", "transfer")
         self.forests_ = {t: ForestOpModel.from_state(f, store, at=f"forests.{t}") for t, f in forests.items()}
 
 
@@ -614,20 +723,21 @@ class NnMeterXnnpack(NnMeterPredictor):
     host's kernel records where the track shows them, on time per unit of work
     (``target="efficiency"``); every other parameter as ``nnmeter`` (see the module docstring)."""
 
-    board_tracks = (("host-*-kernels",), "it learns from the host's XNNPACK kernel records, which the release "
-                    "keeps at TFLite fp32 on one large core and only the host-*-kernels tracks show (nnmeter "
-                    "stands on the others, trained from e2e)")
+    board_tracks = (("host-*-kernels", "host-random", "host-fewshot-*"), "it learns from the host's XNNPACK kernel "
+                    "records, which the release keeps at TFLite fp32 on one large core: the host-*-kernels tracks show "
+                    "them in their scenario, host-random and the few-shot tracks in the sibling of their two-core "
+                    "scenario (transfer mode); nnmeter stands on the others, trained from e2e")
 
     def __init__(self, rules: str = "xnnpack", training: str = "auto", kernel_samples: str | None = None,
                  n_estimators: int = 100, max_depth: int | None = None, min_samples_split: int = 2,
                  max_features: float = 1.0, min_kernels: int = 5, e2e_rounds: int = 20, e2e_tol: float = 0.01,
-                 e2e_round_trees: int = 10, target: str = "efficiency", random_state: int = 0):
+                 e2e_round_trees: int = 10, target: str = "efficiency", transfer: bool = True, random_state: int = 0):
         super().__init__(rules=rules, training=training, kernel_samples=kernel_samples, n_estimators=n_estimators,
                          max_depth=max_depth, min_samples_split=min_samples_split, max_features=max_features,
                          min_kernels=min_kernels, e2e_rounds=e2e_rounds, e2e_tol=e2e_tol,
-                         e2e_round_trees=e2e_round_trees, target=target, random_state=random_state)
+                         e2e_round_trees=e2e_round_trees, target=target, transfer=transfer, random_state=random_state)
 
 
 __all__ = ["DESC_COLUMNS", "KERNEL_FEATURES", "LinearFallback", "NnMeterPredictor", "NnMeterXnnpack", "PAPER_RULES",
            "TARGETS", "XnnpackDetector", "describe_kernel", "describe_op_row", "features_of", "graph_kernels",
-           "load_rules_for", "read_samples", "with_costs", "xnnpack_kernel_type", "xnnpack_kernels"]
+           "load_rules_for", "read_samples", "sibling_scenarios", "with_costs", "xnnpack_kernel_type", "xnnpack_kernels"]
