@@ -57,7 +57,9 @@ Training data (``training``)
   per-type sums of the forests' times to its latency in the scenario (types in fewer than
   ``min_kernels`` training networks share one scale, ``"*"``, which also serves types no
   training network had). Two cores speed a convolution more than a pad or a concatenation:
-  one scale per type says by how much, learnt from e2e latencies the scenario has anyway.
+  one scale per type says by how much, learnt from e2e latencies the scenario has anyway (a
+  scale can come out 0 where the intercept and the other types carry that type's time: the
+  fit is for the networks' sums, not for each kernel).
   nn-Meter has no such mode (its predictors are per device); LitePred (MobiSys'24) adapts
   kernel predictors to a new device from a few of its measurements, which this resembles at
   the coarsest grain. On an inner split of host-random's training networks (800 fit / 100
@@ -388,8 +390,8 @@ class NnMeterPredictor(Predictor):
     ``kernel_samples`` (path of measured kernel samples), random-forest ``n_estimators``,
     ``max_depth``, ``min_samples_split``, ``max_features``; ``min_kernels`` (fewest training
     kernels for a type to get its own forest, and training networks for a type to get its own
-    scale in transfer mode), ``transfer`` (learn from a sibling scenario's kernel rows), ``e2e_rounds``, ``e2e_tol`` and ``e2e_round_trees``
-    (re-splitting rounds of the e2e mode, its stopping tolerance and the trees of the forests
+    scale in transfer mode), ``transfer`` (learn from a sibling scenario's kernel rows),
+    ``e2e_rounds``, ``e2e_tol`` and ``e2e_round_trees`` (re-splitting rounds of the e2e mode, its stopping tolerance and the trees of the forests
     fitted within the rounds), ``target`` (latency | efficiency), ``random_state``."""
 
     persist_libraries: tuple[str, ...] = ()  # forests are JSON arrays, read by our own code
@@ -662,7 +664,7 @@ class NnMeterPredictor(Predictor):
         self._check_fitted()
         kern = self._network_kernels(X)
         kern["predicted_ms"] = self._predict_desc(kern[list(DESC_COLUMNS)]) if len(kern) else []
-        cal = getattr(self, "calibration_", None)
+        cal = self.calibration_
         if calibrated and cal is not None and len(kern):
             kern["predicted_ms"] *= kern["kernel_type"].astype(str).map(lambda t: cal.get(t, cal["*"])).to_numpy(float)
         return kern
@@ -671,7 +673,7 @@ class NnMeterPredictor(Predictor):
         parts = self.predict_parts(X)
         sums = parts.groupby("model_id")["predicted_ms"].sum()
         out = sums.reindex(list(X.model_ids)).fillna(0.0).to_numpy(dtype="float64")
-        return out + getattr(self, "intercept_ms_", 0.0)
+        return out + self.intercept_ms_
 
     # ------------------------------------------------------------ persistence (persist.py)
     def _get_state(self, store) -> dict:
