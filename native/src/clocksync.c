@@ -56,9 +56,8 @@ static void history_add(clocksync *cs, double t, double tau, double res) {
 }
 
 /* An accepted pair for the slope history: with bins, only the least-delayed pair of each
- * bin enters it, when the bin closes (the lower envelope, see the header). Delays are
- * compared as tau - a t under the current slope, which a refit inside the bin does not
- * reorder by more than the drift over one bin. */
+ * bin enters it, when the bin closes (the lower envelope, see the header). The pair held
+ * and the new one are compared as tau - a t under the current slope, both alike. */
 static void history_offer(clocksync *cs, double t, double tau, double res) {
     cs_history *h = &cs->h;
     if (cs->bin_ns <= 0) {
@@ -69,14 +68,12 @@ static void history_offer(clocksync *cs, double t, double tau, double res) {
         history_add(cs, h->bin_t, h->bin_tau, h->bin_res);
         h->bin_open = false;
     }
-    double d = tau - cs->a * t;
-    if (!h->bin_open || d < h->bin_d) {
+    if (!h->bin_open || tau - cs->a * t < h->bin_tau - cs->a * h->bin_t) {
         if (!h->bin_open) h->bin_start = t;
         h->bin_open = true;
         h->bin_t = t;
         h->bin_tau = tau;
         h->bin_res = res;
-        h->bin_d = d;
     }
 }
 

@@ -117,7 +117,7 @@ typedef struct {
      * forgetting alike: c1 = sum r_i r_(i-1), c0 = sum r_i^2 */
     double c0, c1, r_prev;
     /* the open bin of the lower envelope: when it began, and its least-delayed pair */
-    double bin_start, bin_t, bin_tau, bin_res, bin_d;
+    double bin_start, bin_t, bin_tau, bin_res;
     bool bin_open;
 } cs_history;
 

@@ -213,7 +213,7 @@ class _History(ctypes.Structure):
                 ("t_first", ctypes.c_double), ("t_last", ctypes.c_double), ("n", ctypes.c_int64),
                 ("c0", ctypes.c_double), ("c1", ctypes.c_double), ("r_prev", ctypes.c_double),
                 ("bin_start", ctypes.c_double), ("bin_t", ctypes.c_double), ("bin_tau", ctypes.c_double),
-                ("bin_res", ctypes.c_double), ("bin_d", ctypes.c_double), ("bin_open", ctypes.c_bool)]
+                ("bin_res", ctypes.c_double), ("bin_open", ctypes.c_bool)]
 
 
 class _CS(ctypes.Structure):
