@@ -39,6 +39,16 @@ def make_predictor(name: str, **params: Any) -> "Predictor":
     return PREDICTORS.get(name)(**params)
 
 
+def sibling_scenarios(dataset: Any, scenario_id: str, same: Sequence[str]) -> list[str]:
+    """The dataset's other scenarios that agree with ``scenario_id`` on the scenario columns
+    ``same`` (e.g. device and framework: the same phone and framework, any core set), sorted."""
+    sc = dataset.scenarios.set_index("scenario_id")
+    cols = list(same)
+    me = sc.loc[scenario_id, cols].astype(str)
+    hit = (sc[cols].astype(str) == me).all(axis=1)
+    return sorted(str(s) for s in sc.index[hit] if s != scenario_id)
+
+
 @dataclass(frozen=True)
 class Networks:
     """``X`` of every predictor: ``model_ids`` in scenario ``scenario_id`` of ``dataset``

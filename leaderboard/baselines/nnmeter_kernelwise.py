@@ -50,8 +50,8 @@ Training data (``training``)
   features are computed once per fit (:class:`_Design`), not once per round: one USC scenario's
   five fits went from ~55 s to ~12 s of CPU, with the same predictions.
 - transfer (with ``transfer=True``, chosen by ``"auto"``): a scenario without kernel rows of
-  its own whose sibling (same framework, accelerator, precision and batch; other cores or
-  threads: :func:`sibling_scenarios`) shows the training networks' kernel rows. The forests
+  its own whose sibling (same device, framework, accelerator, precision and batch; other cores
+  or threads: :data:`SIBLING_COLUMNS`) shows the training networks' kernel rows. The forests
   learn the sibling's kernels, as in kernels mode; then a non-negative scale per kernel type
   and an intercept, fitted by least squares on relative error, map each training network's
   per-type sums of the forests' times to its latency in the scenario (types in fewer than
@@ -117,7 +117,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .base import Networks, Predictor, register_predictor
+from .base import Networks, Predictor, register_predictor, sibling_scenarios
 from .trees import ForestOpModel
 
 DESC_COLUMNS = ("kernel_type", "hw", "out_hw", "cin", "cout", "k", "s", "groups", "n_inputs")
@@ -141,6 +141,10 @@ KERNEL_FEATURES: dict[str, tuple[str, ...]] = {
 
 #: Kernel types whose MACs and parameters :func:`with_costs` counts as a convolution's.
 CONV_TYPES = ("conv", "gconv", "dwconv", "conv1x1", "dwconv_igemm")
+
+#: Scenario columns a transfer-mode sibling shares with the scenario (the same kernels, run on
+#: other cores or threads).
+SIBLING_COLUMNS = ("device", "framework", "accelerator", "precision", "batch")
 
 #: ``target`` -> whether the forests learn latency over cost (see the module docstring).
 TARGETS = {"latency": False, "efficiency": True}
@@ -320,18 +324,6 @@ def _cached_xnnpack(graph: Any) -> tuple[list[Any], pd.DataFrame]:
         hit[1].attrs["n_nodes"] = len(graph.nodes)
         _XNNPACK[graph] = hit
     return hit
-
-
-def sibling_scenarios(dataset: Any, scenario_id: str) -> list[str]:
-    """The dataset's other scenarios with the same framework, accelerator, precision and batch as
-    ``scenario_id`` (other cores or threads: the same kernels, run differently), sorted."""
-    sc = dataset.scenarios.set_index("scenario_id")
-    if scenario_id not in sc.index:
-        return []
-    keys = [c for c in ("framework", "accelerator", "precision", "batch") if c in sc.columns]
-    me = sc.loc[scenario_id, keys]
-    same = (sc[keys].astype(str) == me.astype(str)).all(axis=1)
-    return sorted(str(s) for s in sc.index[same] if s != scenario_id)
 
 
 # ---------------------------------------------------------------- the fallback
@@ -519,11 +511,10 @@ class NnMeterPredictor(Predictor):
         return rows[rows["latency_ms"].notna()] if len(rows) else rows
 
     def _transfer_or_e2e(self, X: Networks) -> tuple[str, pd.DataFrame | None]:
-        """With ``transfer``: the first sibling scenario (same framework, accelerator and
-        precision; other cores or threads) whose kernel records the training networks show,
-        else e2e."""
+        """With ``transfer``: the first sibling scenario (:data:`SIBLING_COLUMNS`: other cores or
+        threads) whose kernel records the training networks show, else e2e."""
         if self.transfer:
-            for sid in sibling_scenarios(X.dataset, X.scenario_id):
+            for sid in sibling_scenarios(X.dataset, X.scenario_id, SIBLING_COLUMNS):
                 if not self._covers(X, sid):
                     continue
                 rows = self._visible_kernel_rows(X, sid)
@@ -741,5 +732,6 @@ class NnMeterXnnpack(NnMeterPredictor):
 
 
 __all__ = ["DESC_COLUMNS", "KERNEL_FEATURES", "LinearFallback", "NnMeterPredictor", "NnMeterXnnpack", "PAPER_RULES",
+           "SIBLING_COLUMNS",
            "TARGETS", "XnnpackDetector", "describe_kernel", "describe_op_row", "features_of", "graph_kernels",
-           "load_rules_for", "read_samples", "sibling_scenarios", "with_costs", "xnnpack_kernel_type", "xnnpack_kernels"]
+           "load_rules_for", "read_samples", "with_costs", "xnnpack_kernel_type", "xnnpack_kernels"]

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Networks, Predictor, register_predictor
+from .base import Networks, Predictor, register_predictor, sibling_scenarios
 from .typed_nnls import TypedNnls
 
 POOLS = ("none", "siblings")
@@ -224,16 +224,10 @@ class TypedNnlsFamily(Predictor):
         return _CACHE[vk]
 
     def _pool(self, X: Networks, own: dict[str, float]) -> dict[str, float]:
-        ds = X.dataset
-        sc = ds.scenarios.set_index("scenario_id")
-        me = sc.loc[X.scenario_id]
-        sibs = sc[(sc["device"] == me["device"]) & (sc["framework"] == me["framework"])].index
         num = {m: r for m, r in own.items()}
         den = {m: 1.0 for m in own}
         self.sibling_weights_ = {}
-        for sid in sorted(sibs):
-            if sid == X.scenario_id:
-                continue
+        for sid in sibling_scenarios(X.dataset, X.scenario_id, ("device", "framework")):
             r2 = self._sibling(X, sid)
             common = [m for m in own if m in r2]
             if len(common) < 8:
