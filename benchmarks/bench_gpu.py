@@ -232,8 +232,8 @@ def synthetic_error(seconds: float, out: dict[str, Any]) -> None:
             s = _err_stats(err[(t - t[0]) > 1e9])
             slope = abs(cs.a - 1 - drift)
             rows.append({"drift": drift, "loaded_half": loaded, "slope_from": label, **s, "slope_error": slope})
-            print(f"{drift * 1e6:>10.0f}{'half' if loaded else '-':>8}{label:>14}{s['median_us']:>10.1f}{s['p95_us']:>8.1f}{s['max_us']:>8.1f}"
-                  f"{slope:>13.2e}")
+            print(f"{drift * 1e6:>10.0f}{'half' if loaded else '-':>8}{label:>14}{s['median_us']:>10.1f}"
+                  f"{s['p95_us']:>8.1f}{s['max_us']:>8.1f}{slope:>13.2e}")
     out["synthetic_error"] = rows
 
 

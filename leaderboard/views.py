@@ -6,9 +6,10 @@ draw (:mod:`leaderboard.render`): computed once here, from the result files, the
 A view is a dict: ``id``, ``title``, ``caption``, ``metric`` (how cells are formatted),
 ``columns`` (headers) and ``rows`` (each ``label``, ``kind`` -- ``baseline``, ``submission``,
 ``published`` or ``floor``, the noise references: the noise floor and the perfect predictor
---, ``note``, ``cells`` and ``spread``: one value or None per column). A matrix view (phone x core set by framework x precision) has ``layers`` instead of
-``rows``: one matrix per entry (``label``, ``kind``, ``cells`` as rows of values) over
-``row_labels``, the first layer the best entry; the site lets the reader pick the layer.
+--, ``note``, ``cells`` and ``spread``: one value or None per column). A matrix view (phone x
+core set by framework x precision) has ``layers`` instead of ``rows``: one matrix per entry
+(``label``, ``kind``, ``cells`` as rows of values) over ``row_labels``, the first layer the best
+entry; the site lets the reader pick the layer.
 
 Views register in :data:`VIEWS` with ``applies(ctx)`` and ``build(ctx)``; a track gets every
 view that applies (HELP's few devices: Table 3's layout; the USC phones' 135 scenarios: the

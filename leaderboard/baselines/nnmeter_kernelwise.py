@@ -383,8 +383,9 @@ class NnMeterPredictor(Predictor):
     ``max_depth``, ``min_samples_split``, ``max_features``; ``min_kernels`` (fewest training
     kernels for a type to get its own forest, and training networks for a type to get its own
     scale in transfer mode), ``transfer`` (learn from a sibling scenario's kernel rows),
-    ``e2e_rounds``, ``e2e_tol`` and ``e2e_round_trees`` (re-splitting rounds of the e2e mode, its stopping tolerance and the trees of the forests
-    fitted within the rounds), ``target`` (latency | efficiency), ``random_state``."""
+    ``e2e_rounds``, ``e2e_tol`` and ``e2e_round_trees`` (re-splitting rounds of the e2e mode,
+    its stopping tolerance and the trees of the forests fitted within the rounds), ``target``
+    (latency | efficiency), ``random_state``."""
 
     persist_libraries: tuple[str, ...] = ()  # forests are JSON arrays, read by our own code
 
