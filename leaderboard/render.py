@@ -235,8 +235,9 @@ def _md_reference(ctx: Any, metrics: list[str]) -> list[str]:
     head = ["reference", "kind"] + [METRICS.get(m).label for m in metrics] + ["source, protocol"]
     out = ["Reference rows (not entries): the noise floor (one measurement of a network against another), the "
            "perfect predictor (the true latency scored against the recorded figure, which carries its own noise: "
-           "an estimate of the best an entry can do, pessimistic where one outlying process inflated the spread) and "
-           "published results.", "",
+           "an estimate of the best an entry can do, pessimistic where one outlying process inflated the spread; "
+           "\"(retest)\": the same from the test networks measured again in a later session, which also sees the "
+           "machine's wander over a sweep) and published results.", "",
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [fmt(m, r["aggregate"].get(m)) if m in r["aggregate"] else "" for m in metrics]

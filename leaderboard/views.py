@@ -86,26 +86,34 @@ def _floor_per(floor: dict[str, Any] | None, sid: str, metric: str) -> float | N
     return _num(floor.get("per_scenario", {}).get(sid, {}).get(metric))
 
 
-def _perfect(floor: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The perfect predictor's scores (noise_floor.json's ``perfect``), where known."""
-    p = (floor or {}).get("perfect")
+#: The perfect predictor's estimates in noise_floor.json: key -> the label of its reference row
+PERFECT_KINDS = {"perfect": "perfect predictor", "perfect_retest": "perfect predictor (retest)"}
+
+
+def _perfect(floor: dict[str, Any] | None, key: str = "perfect") -> dict[str, Any] | None:
+    """A perfect predictor's scores (noise_floor.json's ``perfect`` or ``perfect_retest``), where known."""
+    p = (floor or {}).get(key)
     return p if isinstance(p, dict) and p.get("known") else None
 
 
-def _perfect_per(floor: dict[str, Any] | None, sid: str, metric: str) -> float | None:
-    p = _perfect(floor)
-    return _num(p.get("per_scenario", {}).get(sid, {}).get(metric)) if p else None
+def _perfects(floor: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """(row label, scores) of every perfect-predictor estimate the floor has."""
+    return [(label, p) for key, label in PERFECT_KINDS.items() if (p := _perfect(floor, key))]
+
+
+def _perfect_per(p: dict[str, Any], sid: str, metric: str) -> float | None:
+    return _num(p.get("per_scenario", {}).get(sid, {}).get(metric))
 
 
 def _perfect_row(ctx: Context, sids: list[str], metric: str) -> list[dict[str, Any]]:
-    """The perfect predictor's row of a per-scenario table (a cell per scenario, then the track's
+    """The perfect predictors' rows of a per-scenario table (a cell per scenario, then the track's
     mean); none where the source does not say how its headline was formed."""
-    p = _perfect(ctx.floor)
-    if not p:
-        return []
-    cells = [_perfect_per(ctx.floor, s, metric) for s in sids] + [_num(p["aggregate"].get(metric))]
-    return [{"label": "perfect predictor", "kind": "floor", "note": p.get("how", ""), "cells": cells,
-             "spread": [None] * len(cells)}]
+    rows = []
+    for label, p in _perfects(ctx.floor):
+        cells = [_perfect_per(p, s, metric) for s in sids] + [_num(p["aggregate"].get(metric))]
+        rows.append({"label": label, "kind": "floor", "note": p.get("how", ""), "cells": cells,
+                     "spread": [None] * len(cells)})
+    return rows
 
 
 def _mean(vals: list[float | None]) -> float | None:
@@ -229,9 +237,8 @@ def _build_matrix(ctx: Context) -> list[dict[str, Any]]:
               for d in ctx.entries]
     if ctx.floor and ctx.floor.get("known"):
         layers.append({"label": "noise floor", "kind": "floor", "cells": matrix(lambda s: _floor_per(ctx.floor, s, metric))})
-    if _perfect(ctx.floor):
-        layers.append({"label": "perfect predictor", "kind": "floor",
-                       "cells": matrix(lambda s: _perfect_per(ctx.floor, s, metric))})
+    for plabel, p in _perfects(ctx.floor):
+        layers.append({"label": plabel, "kind": "floor", "cells": matrix(lambda s, p=p: _perfect_per(p, s, metric))})
     label = METRICS.get(metric).label
     return [{"id": "matrix", "title": f"{label} per phone × core set × precision", "metric": metric,
              "columns": cols, "row_labels": rows, "layers": layers,
@@ -331,11 +338,15 @@ def reference_rows(ctx: Context) -> list[dict[str, Any]]:
     else:
         why = (fl or {}).get("why") or "not computed: the track's data was not on the machine that rendered the board"
         rows.append({"label": "noise floor", "kind": "floor", "aggregate": {m: None for m in metrics}, "note": why})
-    perfect = _perfect(fl)
-    if perfect:
-        rows.append({"label": "perfect predictor", "kind": "floor",
+    for plabel, perfect in _perfects(fl):
+        how = perfect.get("how", "")
+        rows.append({"label": plabel, "kind": "floor",
                      "aggregate": {m: _num(perfect["aggregate"].get(m)) for m in metrics},
-                     "note": f"{perfect.get('how', '')} ({fl.get('replicates')} seeded replicates, test networks of the split)"})
+                     "note": (f"{how} ({fl.get('replicates')} seeded replicates, test networks of the split)"
+                              if plabel == PERFECT_KINDS["perfect"] else
+                              f"{how} (sessions {', '.join(sorted(set(perfect.get('sessions', {}).values())))}"
+                              + (f"; not retested: {', '.join(perfect['not_retested'])}"
+                                 if perfect.get("not_retested") else "") + ")")})
     sids = set(ctx.scenario_ids)
     few = []
     for p in published_for(ctx.name):

@@ -43,8 +43,9 @@ class ControlError(ValueError):
     """A control set that cannot be measured as configured; one line naming the key or file."""
 
 
-def control_models(cfg: Any, models_dir: Path) -> list[tuple[str, str, str]]:
-    """(source, model_id, name) of every network ``measure.control`` names, in its order."""
+def named_models(models_dir: Path, names: list[str], key: str) -> list[tuple[str, str, str]]:
+    """(source, model_id, name) of the generated networks ``names`` lists, in its order; a name
+    that was not generated raises, naming ``key`` (the setting or file that listed it)."""
     index = models_dir / "index.csv"
     if not index.is_file():
         raise ControlError(f"{index}: no generated networks (run the generate stage first)")
@@ -52,11 +53,16 @@ def control_models(cfg: Any, models_dir: Path) -> list[tuple[str, str, str]]:
     with index.open() as f:
         for row in csv.DictReader(f):
             by_name[row["name"]] = (row["source"], row["model_id"], row["name"])
-    missing = [n for n in cfg.measure.control if n not in by_name]
+    missing = [n for n in names if n not in by_name]
     if missing:
-        raise ControlError(f"measure.control: {missing[0]!r} is not among the generated networks of "
+        raise ControlError(f"{key}: {missing[0]!r} is not among the generated networks of "
                            f"{index} (the generator config must produce it)")
-    return [by_name[n] for n in cfg.measure.control]
+    return [by_name[n] for n in names]
+
+
+def control_models(cfg: Any, models_dir: Path) -> list[tuple[str, str, str]]:
+    """(source, model_id, name) of every network ``measure.control`` names, in its order."""
+    return named_models(models_dir, list(cfg.measure.control), "measure.control")
 
 
 def measure_control(cfg: Any, session: str | None = None, progress: bool = True,
@@ -66,23 +72,33 @@ def measure_control(cfg: Any, session: str | None = None, progress: bool = True,
     measures synthetic networks measures only the synthetic control networks). ``sink`` gets
     each point's rows as soon as the point is done: a session stopped part-way (a slow episode
     kept the Xeon VM's first point busy for 26 minutes) keeps the points it finished."""
+    if not cfg.measure.control:
+        raise ControlError("measure.control: empty; name the networks to measure again every session")
+    chosen = control_models(cfg, Path(cfg.data_dir) / "models")
+    return measure_again(cfg, chosen, "control", session, progress, sink)
+
+
+def measure_again(cfg: Any, chosen: list[tuple[str, str, str]], folder: str, session: str | None = None,
+                  progress: bool = True, sink: Callable[[list[dict]], None] | None = None) -> list[dict]:
+    """Measure the networks ``chosen`` ((source, model_id, name)) again, released or not, e2e
+    with each point's own protocol, at every grid point the device offers, into
+    ``<data_dir>/<folder>/<session>/``; one row per measured (scenario, network), each point's
+    rows handed to ``sink`` as the point finishes (the control set; the retest,
+    pipelines/retest.py)."""
     from .devices import make_device
     from .measure import grid_points, run_measure
 
-    if not cfg.measure.control:
-        raise ControlError("measure.control: empty; name the networks to measure again every session")
     data = Path(cfg.data_dir)
-    chosen = control_models(cfg, data / "models")
     session = session or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     c = copy.deepcopy(cfg)
     m = c.measure
     m.models = [mid for _, mid, _ in chosen]
-    m.reuse_release = False  # the control set is measured again every session, released or not
+    m.reuse_release = False  # measured again, released or not
     m.granularities = ["e2e"]
     for p in m.points.values():
         p.granularities = ["e2e"]
     device = make_device(c.device)
-    out_root = data / "control" / session / device.name
+    out_root = data / folder / session / device.name
     names = {mid: name for _, mid, name in chosen}
     rows = []
     for framework, precision, cores, accelerator in grid_points(c.scenario):

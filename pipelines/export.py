@@ -186,8 +186,10 @@ def _version(path: Path) -> str | None:
         return None  # unreadable sidecar: redo
 
 
-def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Path | None = None, progress: bool = True) -> dict[str, int]:
-    """Export every generated network; return counts of ok / failed / skipped (model, format) pairs."""
+def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Path | None = None, progress: bool = True,
+               only: set[str] | None = None) -> dict[str, int]:
+    """Export every generated network (``only``: just these model ids; the retest's networks);
+    return counts of ok / failed / skipped (model, format) pairs."""
     ex: ExportConfig = cfg.export
     formats = export_formats(cfg)
     models_dir = Path(models_dir or Path(cfg.data_dir) / "models")
@@ -197,7 +199,7 @@ def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Pa
     models = sorted(p for p in models_dir.glob("*/*.json") if not ex.sources or p.parent.name in ex.sources)
     tasks = []
     wanted = 0
-    for p in models:
+    for p in (models if only is None else [p for p in models if p.stem in only]):
         mine = formats_for(formats, p.parent.name)
         wanted += len(mine)
         todo = _pending(out_dir / p.stem, mine, version, ex.retry_failed)

@@ -23,7 +23,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]*?)-v(?P<version>\d+)$")
@@ -196,17 +196,16 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
             shutil.copyfile(src / extra, tmp / extra)
     for png in src.glob("*.png"):
         shutil.copyfile(png, tmp / png.name)
-    # the control set's history (pipelines/control.py) is appended in the release itself, session
-    # after session: it is not in the assembled tables, so carry it over
-    from .control import HISTORY, drift, drift_markdown, read_history
-
-    if (out / HISTORY).is_file():
-        shutil.copyfile(out / HISTORY, tmp / HISTORY)
-        # and the card states how far the instrument moved between sessions
-        card = tmp / "DATASET.md"
-        if card.is_file():
-            table = drift_markdown(drift(read_history(tmp / HISTORY)))
-            card.write_text(card.read_text().rstrip("\n") + "\n\n" + table)
+    # the control set's history (pipelines/control.py) and the retest's rows (pipelines/retest.py)
+    # are appended in the release itself, session after session: they are not in the assembled
+    # tables, so carry them over, and the card states what they show (how far the instrument
+    # moved between sessions; how far a released label moves when measured again)
+    card = tmp / "DATASET.md"
+    for history, section in _histories():
+        if (out / history).is_file():
+            shutil.copyfile(out / history, tmp / history)
+            if card.is_file():
+                card.write_text(card.read_text().rstrip("\n") + "\n\n" + section(tmp / history, ds))
     size = sum(p.stat().st_size for p in tmp.iterdir())
     if size > LIMIT_BYTES:
         shutil.rmtree(tmp)
@@ -232,6 +231,15 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
     tmp.rename(out)
     shutil.rmtree(old, ignore_errors=True)
     return manifest
+
+
+def _histories() -> list[tuple[str, Callable[[Path, Any], str]]]:
+    """(file kept in the release, its section of the card from the file and the dataset)."""
+    from . import control, retest
+
+    return [(control.HISTORY, lambda path, ds: control.drift_markdown(control.drift(control.read_history(path)))),
+            (retest.HISTORY, lambda path, ds: retest.retest_markdown(retest.compare(control.read_history(path),
+                                                                                   ds.e2e)))]
 
 
 def _old_manifest(folder: Path) -> dict:

@@ -114,6 +114,50 @@ def test_board_shows_the_perfect_predictor_beside_the_floor():
     assert "perfect predictor" not in {r["label"] for r in views_for(_ctx(unknown))[0]["rows"]}
 
 
+def test_board_shows_the_retest_perfect_predictor_with_its_sessions():
+    from leaderboard.views import reference_rows, views_for
+
+    per = {"s-a": {"mape": 1.0, "acc10": 0.99}, "s-b": {"mape": 3.0, "acc10": 0.87}}
+    floor = {"known": True, "how": "draws", "replicates": 20, "per_scenario": per, "aggregate": {"mape": 2.0, "acc10": 0.93},
+             "perfect_retest": {"known": True, "how": "a second session", "per_scenario": {"s-a": per["s-a"]},
+                                "aggregate": {}, "sessions": {"s-a": "20261128T-retest"}, "not_retested": ["s-b"]}}
+    refs = {r["label"]: r for r in reference_rows(_ctx(floor))}
+    row = refs["perfect predictor (retest)"]
+    assert row["aggregate"] == {"mape": None, "acc10": None}  # not every scenario was measured again
+    assert "20261128T-retest" in row["note"] and "not retested: s-b" in row["note"]
+    table = {r["label"]: r for r in views_for(_ctx(floor))[0]["rows"]}
+    assert table["perfect predictor (retest)"]["cells"] == [1.0, None, None]
+    assert "perfect predictor" not in refs  # the processes estimate is a row of its own, absent here
+
+
+def test_the_retest_perfect_predictor_removes_half_of_each_networks_move(tmp_path):
+    """retest.csv beside the dataset: a scenario whose every test network was measured again in
+    one session gets the perfect predictor of labels whose own error is the residual over sqrt 2;
+    a scenario missing a test network in every session gets none, and no aggregate is given."""
+    from types import SimpleNamespace
+
+    from pipelines.control import append_history
+    from leaderboard.noise import retest_perfect
+
+    names = ["n0", "n1", "n2", "n3"]
+    e = pd.DataFrame({"model_id": ["m0", "m1", "m2", "m3"], "name": names, "latency_ms": [10.0] * 4})
+    data = SimpleNamespace(dataset=SimpleNamespace(path=tmp_path), track=SimpleNamespace(metrics=["mape", "acc10"]),
+                           scenario_ids=["s-a", "s-b"], measured=lambda sid: e)
+    split = SimpleNamespace(test_names=lambda sid: names)
+    assert retest_perfect(data, split) is None  # no retest.csv
+    moved = {"m0": 12.0, "m1": 12.0, "m2": 12.0 * 1.12, "m3": 12.0 / 1.3}  # a session 20% slower; two moved
+    append_history(tmp_path / "retest.csv", [
+        {"session": "s1", "scenario_id": "s-a", "model_id": m, "latency_ms": v} for m, v in moved.items()]
+        + [{"session": "s1", "scenario_id": "s-b", "model_id": m, "latency_ms": 10.0} for m in ["m0", "m1", "m2"]])
+    r = retest_perfect(data, split)
+    assert set(r["per_scenario"]) == {"s-a"} and r["not_retested"] == ["s-b"] and r["aggregate"] == {}
+    # the median ratio is 1.2 (m0, m1 and one of the movers between): residuals 0, 0, log 1.12, -log 1.3
+    assert r["per_scenario"]["s-a"]["acc10"] == pytest.approx(0.75)
+    res = np.array([0, 0, np.log(1.12), -np.log(1.3)]) - np.median([0, 0, np.log(1.12), -np.log(1.3)])
+    assert r["per_scenario"]["s-a"]["mape"] == pytest.approx(100 * np.mean(np.abs(np.exp(-res / np.sqrt(2)) - 1)))
+    assert r["sessions"] == {"s-a": "s1"}
+
+
 def test_host_track_perfect_predictor_bounds_the_floor():
     """On the released host data the perfect predictor (true latency against the median of the
     row's processes) scores better than one process against another, on every scenario."""

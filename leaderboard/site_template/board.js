@@ -118,7 +118,7 @@ function build(){
     const plots=document.createElement('div'); plots.className='plots'; sec.appendChild(plots);
     scatter(plots,t.entries); cdf(plots,t.entries);
     if(t.seeds){sec.insertAdjacentHTML('beforeend',`<p class="desc">${esc(t.seeds)}</p>`);}
-    sec.insertAdjacentHTML('beforeend','<h3>Reference rows</h3><p class="caption">Not entries: the noise floor (one measurement of a network against another), the perfect predictor (the true latency scored against the recorded figure, which carries its own noise: an estimate of the best an entry can do, pessimistic where one outlying process inflated the spread) and published results, marked as published, with their source and how their protocol differs.</p>');
+    sec.insertAdjacentHTML('beforeend','<h3>Reference rows</h3><p class="caption">Not entries: the noise floor (one measurement of a network against another), the perfect predictor (the true latency scored against the recorded figure, which carries its own noise: an estimate of the best an entry can do, pessimistic where one outlying process inflated the spread; &ldquo;(retest)&rdquo;: the same from the test networks measured again in a later session, which also sees the machine&rsquo;s wander over a sweep) and published results, marked as published, with their source and how their protocol differs.</p>');
     sec.appendChild(referenceTable(t));
     const views=document.createElement('div'); views.className='views'; t.views.forEach(v=>views.appendChild(viewTable(v))); sec.appendChild(views);
     sec.insertAdjacentHTML('beforeend',absent);
