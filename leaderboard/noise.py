@@ -214,7 +214,7 @@ def retest_perfect(data: Any, split: Any) -> dict[str, Any] | None:
     session (the latest such session); None where the dataset has no retest. The aggregate is
     given only when every scenario of the track was retested."""
     from pipelines.control import read_history
-    from pipelines.retest import HISTORY, SQRT2
+    from pipelines.retest import HISTORY, label_error, residuals
 
     root = getattr(data.dataset, "path", None)
     if root is None or not (Path(root) / HISTORY).is_file():
@@ -235,9 +235,8 @@ def retest_perfect(data: Any, split: Any) -> dict[str, Any] | None:
             continue
         again = by_session[full[-1]]
         label = e["latency_ms"].to_numpy("float64")
-        ratio = np.array([again[m] for m in e["model_id"]]) / label
-        res = np.log(ratio) - np.log(np.median(ratio))
-        per[sid] = compute(label, label * np.exp(-res / SQRT2), metrics)
+        _, res = residuals([again[m] / v for m, v in zip(e["model_id"], label)])
+        per[sid] = compute(label, label * np.exp(-np.array([label_error(x) for x in res])), metrics)
         sessions[sid] = full[-1]
     if not per:
         return None

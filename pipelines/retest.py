@@ -72,6 +72,20 @@ def measure_retest(cfg: Any, names: list[str], session: str | None = None, progr
     return measure_again(cfg, chosen, "retest", session, progress, sink)
 
 
+def residuals(ratios: list[float]) -> tuple[float, list[float]]:
+    """(session factor, residuals) of one scenario's retest / released ratios: the median ratio,
+    and each log ratio around it."""
+    factor = statistics.median(ratios)
+    return factor, [math.log(q / factor) for q in ratios]
+
+
+def label_error(residual: float) -> float:
+    """A released label's own log error estimated from its residual: both sessions' errors taken
+    as independent and alike, each is the residual over sqrt 2 (the ceiling; the board's retest
+    perfect predictor removes it from the label)."""
+    return residual / SQRT2
+
+
 def _share(rel_errors: list[float], limit: float) -> float:
     return sum(abs(v) <= limit for v in rel_errors) / len(rel_errors)
 
@@ -92,8 +106,7 @@ def compare(rows: list[dict], released: Any) -> list[dict]:
     out = []
     for (scenario, session), pairs in sorted(by.items()):
         ratios = [q for q, _ in pairs]
-        factor = statistics.median(ratios)
-        res = [math.log(q / factor) for q in ratios]
+        factor, res = residuals(ratios)
         med = statistics.median(res)
         sigma = 1.4826 * statistics.median(abs(x - med) for x in res)
         # relative errors as the board scores them (|prediction / label - 1|); the ceiling's
@@ -105,7 +118,7 @@ def compare(rows: list[dict], released: Any) -> list[dict]:
             "scenario_id": scenario, "session": session, "networks": len(pairs), "factor": factor,
             "sigma": sigma, "within5": _share(raw, 0.05), "within10": _share(raw, 0.10),
             "within5_after": _share(after, 0.05), "within10_after": _share(after, 0.10),
-            "ceiling10": _share([math.exp(-x / SQRT2) - 1 for x in res], 0.10),
+            "ceiling10": _share([math.exp(-label_error(x)) - 1 for x in res], 0.10),
             "median_between_cv": statistics.median(c for _, c in pairs)})
     return out
 
