@@ -238,7 +238,8 @@ def _build_matrix(ctx: Context) -> list[dict[str, Any]]:
     if ctx.floor and ctx.floor.get("known"):
         layers.append({"label": "noise floor", "kind": "floor", "cells": matrix(lambda s: _floor_per(ctx.floor, s, metric))})
     for plabel, p in _perfects(ctx.floor):
-        layers.append({"label": plabel, "kind": "floor", "cells": matrix(lambda s, p=p: _perfect_per(p, s, metric))})
+        layers.append({"label": plabel, "kind": "floor",
+                       "cells": matrix(lambda s, p=p: _perfect_per(p, s, metric))})
     label = METRICS.get(metric).label
     return [{"id": "matrix", "title": f"{label} per phone × core set × precision", "metric": metric,
              "columns": cols, "row_labels": rows, "layers": layers,

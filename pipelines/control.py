@@ -200,24 +200,33 @@ def format_drift(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def card_section(title: str, intro: str, empty: str, header: list[str], rows: list[list[str]]) -> str:
+    """A section of the release's card: its title, what it shows, and a table of ``rows`` under
+    ``header`` (``empty`` when there is none); the drift here, the retest's (pipelines/retest.py)."""
+    lines = [f"## {title}", "", intro, ""]
+    if not rows:
+        return "\n".join(lines + [empty, ""])
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines + [""])
+
+
 def drift_markdown(table: list[dict]) -> str:
     """The card's section on the between-session drift (the release writes it from its history)."""
-    lines = ["## Between-session drift (the control set)", "",
-             "The same control networks (`measure.control`) are measured again at the start of every sweep "
-             "session, e2e, at each point of the grid (`python -m pipelines.control`; the rows are `control.csv` "
-             "beside this card). Drift: a network's latency in a session over its latency in the first session whose "
-             "rows record the speed probe's judgement (else the first session), minus one; median and largest "
-             "|drift| over the networks, beside that session's own between-process spread. A session without the "
-             "probe's record may have run in the VM's slow episodes unseen.", ""]
-    if not table:
-        return "\n".join(lines + ["No session yet.", ""])
-    lines += ["| scenario | session | networks | median \\|drift\\| | max \\|drift\\| | between-process CV (median) "
-              "| probe recorded |", "|---|---|---|---|---|---|---|"]
-    for r in table:
-        lines.append(f"| {r['scenario_id']} | {r['session']} | {r['networks']} | {100 * r['median_abs_drift']:.1f}% | "
-                     f"{100 * r['max_abs_drift']:.1f}% | {100 * r['median_between_cv']:.1f}% | "
-                     f"{'yes' if r.get('judged', True) else 'no'} |")
-    return "\n".join(lines + [""])
+    return card_section(
+        "Between-session drift (the control set)",
+        "The same control networks (`measure.control`) are measured again at the start of every sweep "
+        "session, e2e, at each point of the grid (`python -m pipelines.control`; the rows are `control.csv` "
+        "beside this card). Drift: a network's latency in a session over its latency in the first session whose "
+        "rows record the speed probe's judgement (else the first session), minus one; median and largest "
+        "|drift| over the networks, beside that session's own between-process spread. A session without the "
+        "probe's record may have run in the VM's slow episodes unseen.",
+        "No session yet.",
+        ["scenario", "session", "networks", "median \\|drift\\|", "max \\|drift\\|", "between-process CV (median)",
+         "probe recorded"],
+        [[r["scenario_id"], r["session"], str(r["networks"]), f"{100 * r['median_abs_drift']:.1f}%",
+          f"{100 * r['max_abs_drift']:.1f}%", f"{100 * r['median_between_cv']:.1f}%",
+          "yes" if r.get("judged", True) else "no"] for r in table])
 
 
 def main(argv: list[str] | None = None) -> int:

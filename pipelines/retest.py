@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .control import ControlError, append_history, measure_again, named_models, read_history
+from .control import ControlError, append_history, card_section, measure_again, named_models, read_history
 
 HISTORY = "retest.csv"
 SQRT2 = math.sqrt(2.0)
@@ -138,25 +138,22 @@ def format_compare(table: list[dict]) -> str:
 
 def retest_markdown(table: list[dict]) -> str:
     """The card's section on the test-retest (the release writes it from ``retest.csv``)."""
-    lines = ["## Test-retest (released networks measured again)", "",
-             "Networks of the release measured again in a later session, e2e at every point with the point's own "
-             "protocol (`python -m pipelines.retest`; the rows are `retest.csv` beside this card), against their "
-             "released rows. Factor: the median retest / released ratio (the session's machine; no predictor is "
-             "asked to know it). Sigma: the spread of log(retest / released) around that factor (1.4826 x MAD). "
-             "Within 10%: networks whose retest lies within 10% of the released label, as measured and after the "
-             "factor. Ceiling: the share within 10% of a predictor that knew every network's true latency, were "
-             "both labels' errors independent and alike (the residual over sqrt 2), beside the median "
-             "between-process spread (between_cv) of the released rows.", ""]
-    if not table:
-        return "\n".join(lines + ["No retest yet.", ""])
-    lines += ["| scenario | session | networks | factor | sigma | within 10% (raw / after factor) | within 5% "
-              "(after factor) | ceiling within 10% | between_cv (median) |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in table:
-        lines.append(f"| {r['scenario_id']} | {r['session']} | {r['networks']} | {r['factor']:.3f} | "
-                     f"{100 * r['sigma']:.1f}% | {100 * r['within10']:.0f}% / {100 * r['within10_after']:.0f}% | "
-                     f"{100 * r['within5_after']:.0f}% | {100 * r['ceiling10']:.0f}% | "
-                     f"{100 * r['median_between_cv']:.1f}% |")
-    return "\n".join(lines + [""])
+    return card_section(
+        "Test-retest (released networks measured again)",
+        "Networks of the release measured again in a later session, e2e at every point with the point's own "
+        "protocol (`python -m pipelines.retest`; the rows are `retest.csv` beside this card), against their "
+        "released rows. Factor: the median retest / released ratio (the session's machine; no predictor is "
+        "asked to know it). Sigma: the spread of log(retest / released) around that factor (1.4826 x MAD). "
+        "Within 10%: networks whose retest lies within 10% of the released label, as measured and after the "
+        "factor. Ceiling: the share within 10% of a predictor that knew every network's true latency, were "
+        "both labels' errors independent and alike (the residual over sqrt 2), beside the median "
+        "between-process spread (between_cv) of the released rows.",
+        "No retest yet.",
+        ["scenario", "session", "networks", "factor", "sigma", "within 10% (raw / after factor)",
+         "within 5% (after factor)", "ceiling within 10%", "between_cv (median)"],
+        [[r["scenario_id"], r["session"], str(r["networks"]), f"{r['factor']:.3f}", f"{100 * r['sigma']:.1f}%",
+          f"{100 * r['within10']:.0f}% / {100 * r['within10_after']:.0f}%", f"{100 * r['within5_after']:.0f}%",
+          f"{100 * r['ceiling10']:.0f}%", f"{100 * r['median_between_cv']:.1f}%"] for r in table])
 
 
 def main(argv: list[str] | None = None) -> int:
