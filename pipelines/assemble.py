@@ -547,10 +547,28 @@ def _protocol(folder: ScenarioFolder, recs: list[dict]) -> dict[str, Any]:
     }
 
 
-def merge_release(frames: dict, release: str | Path, local_pairs: set[tuple[str, str]]) -> dict:
+def released_failures(release: str | Path, attempted: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The committed release's failed pairs (its ``failures.csv``) that this data folder did
+    not attempt (no local record or error of the pair): a session measuring only some of the
+    grid (a PyTorch-only sweep, say) keeps the other points' failures, which its own walk
+    never sees; a pair attempted here is judged by what happened here."""
+    from .release import resolve
+
+    path = resolve(release) / "failures.csv"
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [{c: (r.get(c) or None) for c in FAILURE_COLUMNS} for r in rows
+            if (r["model_id"], r["scenario_id"]) not in attempted]
+
+
+def merge_release(frames: dict, release: str | Path, local_pairs: set[tuple[str, str]],
+                  failed_models: set[str] = frozenset()) -> dict:
     """The committed release's rows of the pairs measured elsewhere (no local record of them):
     a sweep continued on another machine assembles into one dataset. Local records win; a
-    released scenario or model row is taken where no local one exists."""
+    released scenario or model row is taken where no local one exists (``failed_models``: the
+    networks of the release's carried failures, which keep their model rows without e2e rows)."""
     import pandas as pd
 
     from .release import resolve
@@ -567,7 +585,7 @@ def merge_release(frames: dict, release: str | Path, local_pairs: set[tuple[str,
         keep = [(m, s) not in local_pairs for m, s in zip(r["model_id"], r["scenario_id"])]
         out[t] = pd.concat([frames[t], r[keep]], ignore_index=True) if any(keep) else frames[t]
     used_s = set(out["e2e"]["scenario_id"])
-    used_m = set(out["e2e"]["model_id"])
+    used_m = set(out["e2e"]["model_id"]) | set(failed_models)
     for t, key, used in (("scenarios", "scenario_id", used_s), ("models", "model_id", used_m)):
         r = rel.tables()[t]
         r = r[r[key].isin(used) & ~r[key].isin(set(frames[t][key]))]
@@ -657,7 +675,10 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
             "ops": ["scenario_id", "model_id", "op_index"], "kernels": ["scenario_id", "model_id", "kernel_index"]}
     frames = {t: b[t].frame() for t in TABLES}
     if release:
-        frames = merge_release(frames, release, set(seen_pairs))
+        local = set(seen_pairs) | {(f["model_id"], str(f["scenario_id"])) for f in failures}
+        carried = released_failures(release, local)
+        failures += carried
+        frames = merge_release(frames, release, set(seen_pairs), {f["model_id"] for f in carried})
     tables = {t: frames[t].sort_values(keys[t], kind="stable").reset_index(drop=True) for t in TABLES}
     failures.sort(key=lambda f: (str(f["scenario_id"]), f["model_id"]))
     not_offered.sort(key=lambda f: (f["device"], f["folder"]))

@@ -87,6 +87,45 @@ def test_a_released_sweep_continues_elsewhere_without_measuring_a_pair_twice(exp
     assert (r["ok"], r["released"], r["skipped"]) == (2, 0, 1)
 
 
+def test_a_session_keeps_the_released_failures_it_did_not_attempt(exported, tmp_path):
+    """A session measuring part of the grid (``measure.models``, a PyTorch-only sweep) does not
+    attempt the release's failed pairs: its assembly keeps them in failures.csv and keeps the
+    failed network's model row; a session that measures the pair again replaces the failure."""
+    import csv
+
+    release = tmp_path / "datasets" / "fail-v1"
+    ids = _ids(exported)
+    first = tmp_path / "a"
+    shutil.copytree(exported, first)
+    (first / "artifacts" / ids[2] / "tflite_fp32.tflite").write_bytes(b"not a flatbuffer")
+    cfg = _cfg(first, release)
+    r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)
+    assert (r["ok"], r["failed"]) == (2, 1)
+    run_assemble(cfg, progress=False)
+    write_release(first / "dataset", release)
+
+    def failed(folder: Path) -> list[tuple[str, str]]:
+        with (folder / "failures.csv").open() as f:
+            return [(row["model_id"], row["scenario_id"]) for row in csv.DictReader(f)]
+
+    assert failed(release) == [(ids[2], SID)]
+    second = tmp_path / "b"
+    shutil.copytree(exported, second)
+    cfg_b = _cfg(second, release, f"measure.models=[{ids[0]},{ids[1]}]")
+    r = run_measure(cfg_b, "tflite", "fp32", "1large", progress=False)
+    assert (r["ok"], r["released"], r["failed"]) == (0, 2, 0)
+    run_assemble(cfg_b, progress=False)
+    assert failed(second / "dataset") == [(ids[2], SID)]
+    ds = load_dataset(second / "dataset")
+    assert sorted(ds.models["model_id"]) == ids and sorted(ds.e2e["model_id"]) == ids[:2]
+    # measured here, the pair's fresh row replaces the released failure
+    r = run_measure(_cfg(second, release), "tflite", "fp32", "1large", progress=False)
+    assert (r["ok"], r["released"]) == (1, 2)
+    run_assemble(cfg_b, progress=False)
+    assert failed(second / "dataset") == []
+    assert sorted(load_dataset(second / "dataset").e2e["model_id"]) == ids
+
+
 def test_a_released_row_the_speed_probe_never_judged_is_measured_again(exported, tmp_path):
     """``measure.remeasure_unprobed`` (the release protocol): a released row without the speed
     probe's verdict (measured before the probe existed) counts as not released, is measured
