@@ -554,7 +554,7 @@ def released_failures(release: str | Path, attempted: set[tuple[str, str]]) -> l
     never sees; a pair attempted here is judged by what happened here."""
     from .release import resolve
 
-    path = resolve(release) / "failures.csv"
+    path = resolve(release) / FAILURES
     if not path.is_file():
         return []
     with path.open(newline="") as f:
