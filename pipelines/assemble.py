@@ -335,7 +335,7 @@ def e2e_row(rec: dict, path: Path, rel: str) -> dict[str, Any]:
         stop_reason=stop.get("stop_reason"), between_cv=_num(e.get("between_cv")),
         within_cv=_num(e.get("within_cv")), start_ns=_int(e.get("start_ns")), end_ns=_int(e.get("end_ns")),
         runtime_version=runtime_version(rec.get("runtime") or {}), dataset=DATASET, source_file=rel,
-        source_column="e2e", **output_check(rec),
+        source_column="e2e", page_faults_per_run=_num(e.get("page_faults_per_run")), **output_check(rec),
     )
     for mode in ("op", "kernel"):
         if isinstance(rec.get(mode), dict):

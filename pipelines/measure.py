@@ -607,7 +607,8 @@ class Sweep:
         proc = {"digest": self.digest, "process": k, "samples_ns": samples,
                 "start_ns": min(r["start_ns"] for r in run.runs), "end_ns": max(r["end_ns"] for r in run.runs),
                 "meta": _meta_digest(run.meta), "affinity_ok": run.end.get("affinity_ok"),
-                "unix_ns": run.meta.get("start_unix_ns"), "load": load}
+                "unix_ns": run.meta.get("start_unix_ns"), "load": load,
+                "page_faults_per_run": run.end.get("page_faults_per_run")}
         _write_json(pair.work / f"p{k}.json", proc)
         pair.processes.append(proc)
         if self.on_process:
@@ -715,10 +716,14 @@ class Sweep:
                 # the headline: median of the per-process medians (robust to between-process drift)
                 "latency_ms": pooled["median_of_medians_ms"],
                 **{k: v for k, v in pooled.items() if k != "per_process"},
+                # counted by the torch worker (its allocator: pipelines/runners/allocator.py); None elsewhere
+                "page_faults_per_run": _median_or_none([p.get("page_faults_per_run") for p in pair.processes]),
                 # per process: its statistics and, on phones, the device state it ran in
                 # (clocks, thermal status) which may change between processes
                 "per_process": [{**s, "start_ns": p["start_ns"], "end_ns": p["end_ns"],
                                  **({"load": p["load"]} if "load" in p else {}),
+                                 **({"page_faults_per_run": p["page_faults_per_run"]}
+                                    if p.get("page_faults_per_run") is not None else {}),
                                  **({"device": p["meta"]["device"]} if "device" in p["meta"] else {})}
                                 for s, p in zip(pooled["per_process"], pair.processes)],
                 "samples_ns": pair.samples(),
@@ -735,6 +740,11 @@ class Sweep:
                          "kernels": d["kernels"], "trace": d["trace"], "end": d["end"], "runtime": d["meta"],
                          **({"load": d["load"]} if "load" in d else {})}
         return rec
+
+
+def _median_or_none(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(np.median(known)) if known else None
 
 
 def load_summary(loads: Sequence[dict | None], remeasured: int) -> dict[str, Any]:
@@ -760,7 +770,7 @@ def _meta_digest(meta: dict) -> dict:
     keep = ("tool", "tool_version", "runtime", "runtime_version", "framework", "library", "accelerators", "model_bytes",
             "precision", "precision_detected", "engine", "accelerator", "cpus", "threads", "mode", "cpu_kernel_mode",
             "profiling", "memory_sampling", "hostname", "clock", "clock_resolution_ns", "model_ops", "format",
-            "model_kind", "device", "gpu", "process_start")
+            "model_kind", "device", "gpu", "process_start", "allocator")
     return {k: meta[k] for k in keep if k in meta}
 
 

@@ -314,3 +314,15 @@ def test_the_cards_time_resolution_counts_come_from_the_table():
                                  '{"source":"usc"}', None]})
     assert _resolution_counts(t) == (2, 1)
     assert _resolution_counts(t.iloc[:0]) == (0, 0)
+
+
+def test_pytorch_rows_record_their_page_faults(measured, ds):
+    """A PyTorch row carries its runs' page faults (the worker runs on jemalloc and counts them:
+    pipelines/runners/allocator.py); a TFLite row, whose runner does not count them, has none."""
+    a = _ids(measured)[0]
+    e = ds.e2e.set_index(["scenario_id", "model_id"])
+    assert e.loc[(TORCH, a), "page_faults_per_run"] >= 0
+    assert pd.isna(e.loc[(FP32, a), "page_faults_per_run"])
+    rec = _record(measured, TORCH, a)
+    assert rec["runtime"]["allocator"]["name"] == "jemalloc"
+    assert rec["e2e"]["page_faults_per_run"] == e.loc[(TORCH, a), "page_faults_per_run"]

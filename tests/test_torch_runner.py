@@ -200,3 +200,43 @@ def test_worker_imports_torch_after_pinning():
     code = "import sys, pipelines.runners.torch; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
+
+
+WIDE = [1, 3, 224, 224]  # a 3x3 convolution to 192 channels: a 38.5 MB output, above glibc's mmap ceiling (32 MiB)
+
+_PLAIN_FAULTS = """
+import resource, sys, torch
+m = torch.jit.load(sys.argv[1]).eval()
+x = torch.randn(*map(int, sys.argv[2].split(",")))
+with torch.inference_mode():
+    for _ in range(3):
+        m(x)
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(5):
+        m(x)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 5)
+"""
+
+
+def test_timed_runs_take_no_page_faults(tmp_path):
+    """The zygote's workers run on jemalloc (pipelines/runners/allocator.py), which keeps freed
+    pages for the next run, so a timed run does not pay the kernel for fresh pages; the same
+    model in a plain interpreter (glibc's malloc) does, on every run: a cost of the machine,
+    not of the network. scripts/debian-packages.txt installs jemalloc."""
+    from generators.export import torch_module as tm
+
+    g = Graph(name="torch-runner-wide", source="test")
+    x = g.input(WIDE)
+    x = B.conv_bn_act(g, x, 192, 3, stride=1, act="relu")
+    x = B.classifier(g, x, num_classes=10)
+    model = Path(tm.export_torchscript(g.set_outputs(x).validate(), tmp_path / "wide.pt", "fp32")["path"])
+
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    plain = subprocess.run([sys.executable, "-c", _PLAIN_FAULTS, str(model), ",".join(map(str, WIDE))],
+                           capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+    assert float(plain.stdout.strip()) > 5000  # ~9,400 pages of 4 KiB for the output alone
+
+    res = run(model, input_shapes=[WIDE], cpus=ALLOWED[:1], warmup=3, runs=5)
+    assert res.meta["allocator"]["name"] == "jemalloc", res.meta["allocator"]
+    assert res.meta["allocator"]["dirty_decay_ms"] == res.meta["allocator"]["muzzy_decay_ms"] == -1
+    assert res.end["page_faults_per_run"] < 50

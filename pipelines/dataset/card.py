@@ -372,6 +372,11 @@ def _probe_cell(obs) -> str:
     return f"{col.median():.0%} / {col.max():.0%}" if len(col) else "-"
 
 
+def _faults_cell(g) -> str:
+    col = g["page_faults_per_run"].dropna() if "page_faults_per_run" in g.columns else g.iloc[0:0, 0]
+    return f"{col.median():,.0f} ({len(col):,})" if len(col) else "-"
+
+
 def load_section(ds: Dataset) -> tuple[str, str] | None:
     """The machine's state while the suite measured, per scenario (pipelines/machine_load.py):
     a latency taken while other processes shared the pinned cores is the wrong scenario's."""
@@ -392,7 +397,8 @@ def load_section(ds: Dataset) -> tuple[str, str] | None:
                      int(g["remeasured"].fillna(0).sum()),
                      "unknown" if freqs == ["unknown"] else (", ".join(freqs[:2]) + (" ..." if len(freqs) > 2 else "")
                                                               if freqs else "-"),
-                     f"{g['between_cv'].median():.1%}" if g["between_cv"].notna().any() else "-"])
+                     f"{g['between_cv'].median():.1%}" if g["between_cv"].notna().any() else "-",
+                     _faults_cell(g)])
     body = ("Every measuring process records what the host did meanwhile: the share of the pinned cores' "
             "time other processes used (/proc/stat busy time minus the process's own CPU time), the "
             "hypervisor's steal, the load average and the cores' clock (scaling_cur_freq; `unknown` where "
@@ -410,11 +416,13 @@ def load_section(ds: Dataset) -> tuple[str, str] | None:
             "everything runs about 1.75x slower with no steal and no other process. A process above "
             "`measure.load.max_slowdown` was measured again like a loaded one; rows measured before the "
             "probe existed have it empty. The noise floor is the median spread between independent "
-            "processes (`between_cv`).\n\n"
+            "processes (`between_cv`). `page faults a run`: the median over the rows that record it "
+            "(PyTorch's worker, on jemalloc: pipelines/runners/allocator.py) and how many rows do; "
+            "PyTorch rows without it were measured on glibc's malloc, whose runs fault on fresh pages.\n\n"
             + _table(rows, ["scenario", "pairs", "load observed", "others' share (median)", "others' share (max)",
                             f"pairs over {LOADED_SHARE:.0%}", "steal (max)", "load avg (max)",
                             "probe slow-down (median / max)", "processes re-measured", "clock (kHz)",
-                            "noise floor"]))
+                            "noise floor", "page faults a run (median; rows)"]))
     return "Machine load while measuring", body
 
 

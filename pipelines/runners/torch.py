@@ -30,13 +30,18 @@ parallelism of a scenario is the intra-op width ``--threads`` (the same knob as 
 could be created later, outside the measured CPU set's bookkeeping, or show up idle in the
 per-thread affinity list.
 
+Why the allocator matters: under glibc's malloc every forward call takes fresh pages from the
+kernel for its large tensors, a cost of the machine that wanders (:mod:`.allocator`). The
+zygote runs on jemalloc, which keeps freed pages for the next run; ``meta.allocator`` names the
+allocator a worker ran on, ``end.page_faults_per_run`` counts the faults its timed runs took.
+
 Records (JSON lines, integer ns of CLOCK_MONOTONIC, the same schema as ``latbench-run``):
 
 - ``meta`` (first line): tool, framework "pytorch", runtime "torch", runtime_version, model
   path/bytes/kind (torchscript|torchscript-lite), precision (int8 if the artifact has any
   ``quantized::`` operator, else fp32), engine (``torch.backends.quantized.engine`` in use),
   engine_requested, input_shapes, cpus, threads, interop_threads, mode, profiling, warmup,
-  runs, hostname, pid, clock, clock_resolution_ns, start_unix_ns, thread_affinity (every
+  runs, allocator (:func:`.allocator.in_use`), hostname, pid, clock, clock_resolution_ns, start_unix_ns, thread_affinity (every
   thread of the process after the first run: tid, name, role main|runtime, cpus from
   ``/proc/self/task/*/status`` Cpus_allowed_list, cpu_time_ns, wait_time_ns from schedstat),
   threads_observed, affinity_ok, and in op mode clock_alignment (below).
@@ -48,7 +53,8 @@ Records (JSON lines, integer ns of CLOCK_MONOTONIC, the same schema as ``latbenc
   duration_ns: the profiler's span of the module call, the ops' parent.
 - ``end`` (last line): timed_runs, median_run_ns, profiler_events, ops_per_run,
   median_op_sum_ns, op_sum_ratio (median over runs of sum(op durations) / run duration),
-  elapsed_ns, thread_affinity once more, threads_observed, affinity_ok.
+  page_faults_per_run (the timed runs' minor and major faults over their number), elapsed_ns,
+  thread_affinity once more, threads_observed, affinity_ok.
 
 Op events: the profiler's events that are direct children of the module's ``forward`` span
 (TorchScript), or the top-level events of the calling thread (the lite interpreter records
@@ -91,6 +97,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 # NB: no torch import at module level: main() pins the CPUs before torch exists.
+from . import allocator
 from .process import cpus_arg, exit_failure, native_run
 from .records import NativeRun, NativeRunError, read_records
 
@@ -187,6 +194,13 @@ def clock_offset(reads: int = 7) -> dict[str, int]:
         if best is None or m1 - m0 < best[0]:
             best = (m1 - m0, r - (m0 + m1) // 2)
     return {"offset_ns": best[1], "uncertainty_ns": best[0]}
+
+
+def _faults() -> int:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt + usage.ru_majflt
 
 
 def _median(values: Sequence[float]) -> float:
@@ -378,8 +392,12 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
     align_start = align_end = None
     mono = time.monotonic_ns
 
+    faults_at_timed = [0]
+
     def one(i: int) -> None:
         nonlocal affinity
+        if i == args.warmup:  # outside the timed window
+            faults_at_timed[0] = _faults()
         x = inputs
         t0 = mono()
         forward(*x)
@@ -412,6 +430,7 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
         raise _Fail(EXIT_RUNTIME, f"{model}: the model failed to run: {first[:300]}") from None
 
+    page_faults_per_run = (_faults() - faults_at_timed[0]) / args.runs
     # 3. records, all after the runs
     runs = []
     for i in range(n_total):
@@ -448,6 +467,7 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
             "warmup": args.warmup, "runs": args.runs, "hostname": socket.gethostname(), "pid": os.getpid(),
             "clock": "CLOCK_MONOTONIC", "clock_resolution_ns": int(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9),
             "start_unix_ns": wall_start, "process_start": process_start, "affinity_read": "after the first run",
+            "allocator": allocator.in_use(),
             **first_aff}
     if alignment:
         meta["clock_alignment"] = alignment
@@ -461,6 +481,7 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
            "ops_per_run": sorted({len(per_run.get(r["run"], [])) for r in timed_runs}) if profiling else [],
            "median_op_sum_ns": _median(op_sums) if profiling else None,
            "op_sum_ratio": _median([s / d for s, d in zip(op_sums, durs) if d > 0]) if profiling else None,
+           "page_faults_per_run": page_faults_per_run,
            "elapsed_ns": time.monotonic_ns() - t_start, **final_aff}
     records = [meta, *runs, *ops, *spans, end]
     try:

@@ -15,6 +15,10 @@ so each child starts with one thread, pins itself, and only then lets torch buil
 affinity check (every thread on the requested CPUs, after the first run and at the end)
 still judges every process. Records say ``process_start: "zygote"`` in their meta.
 
+The zygote starts with jemalloc preloaded (``LD_PRELOAD``; :mod:`.allocator` says why), so every
+worker it forks runs on it; where the machine has no jemalloc the client warns once and the
+records name glibc's malloc.
+
 Protocol (JSON lines on the zygote's stdin/stdout; ``python -m pipelines.runners.torch_zygote``):
 
 - the zygote prints ``{"ready": true, "pid", "torch"}`` once torch is imported;
@@ -44,6 +48,8 @@ import threading
 import traceback
 from pathlib import Path
 from typing import Any
+
+from . import allocator
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 180.0
@@ -120,11 +126,18 @@ def serve() -> int:
 class Zygote:
     """A running zygote; :meth:`run` forks one worker process through it."""
 
+    warned = False  # the missing-jemalloc warning, once per interpreter
+
     def __init__(self, python: str | None = None):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
         env.setdefault("PYTHONWARNINGS", "ignore")
         env.update(ZYGOTE_ENV)
+        if allocator.preload(env) is None and not Zygote.warned:
+            Zygote.warned = True
+            print("latbench: warning: jemalloc (Debian libjemalloc2) not found: PyTorch processes run on glibc's "
+                  "malloc, whose runs take page faults (records: meta.allocator, end.page_faults_per_run); "
+                  "`make setup` installs it", file=sys.stderr)
         self._log = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([python or sys.executable, "-m", "pipelines.runners.torch_zygote"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
