@@ -225,10 +225,11 @@ _E2E = _table(
            "(docs/gpu.md): `ok`, or `fp16_overflow` (fp16 outputs inf/NaN: the network exceeds fp16's range; "
            "the time is that of the fp16 computation); empty where not checked"),
         _c("output_rel_err", "float64", "relative L2 error of those outputs against the CPU's", nonnegative=True),
-        _c("page_faults_per_run", "float64", "page faults of a timed run (the median over the processes), recorded "
-           "by the PyTorch worker, which keeps freed memory in its heap so that a run's time is not the kernel's "
-           "page zeroing (pipelines/runners/torch.py); empty for the other runtimes and for PyTorch rows measured "
-           "before it (their runs could take thousands of faults)", nonnegative=True),
+        _c("page_faults_per_run", "float64", "page faults of a timed run (the median over the processes), counted "
+           "by the PyTorch worker, which runs on jemalloc with freed pages kept so that a run's time is not the "
+           "kernel's page zeroing (pipelines/runners/allocator.py); empty for the other runtimes and for PyTorch "
+           "rows measured before 2026-11-28, on glibc's malloc (their runs could take thousands of faults)",
+           nonnegative=True),
         _c("host", "string", "hostname of the machine that ran the measuring processes"),
         _c("load_observed", "boolean", "the machine's load was read while the processes ran (the host: "
            "/proc and /sys; not on phones)"),
