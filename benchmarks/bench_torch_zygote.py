@@ -29,15 +29,14 @@ sys.path.insert(0, str(ROOT))
 
 from pipelines.runners import torch as trn  # noqa: E402
 from pipelines.runners.records import read_records  # noqa: E402
-from pipelines.runners.torch_zygote import zygote  # noqa: E402
+from pipelines.runners.torch_zygote import zygote, zygote_env  # noqa: E402
 
 WARMUP, RUNS = 3, 30
 
 
 def exec_process(model: Path, cpu: int, records: Path) -> list[int]:
     argv = trn.build_argv(model, records=records, cpus=[cpu], warmup=WARMUP, runs=RUNS)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
-    subprocess.run(argv, check=True, capture_output=True, env=env, timeout=600)
+    subprocess.run(argv, check=True, capture_output=True, env=zygote_env(), timeout=600)  # the same allocator
     return [r["duration_ns"] for r in read_records(records) if r.get("type") == "run" and r["phase"] == "timed"]
 
 

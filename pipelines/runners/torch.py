@@ -41,9 +41,10 @@ Records (JSON lines, integer ns of CLOCK_MONOTONIC, the same schema as ``latbenc
   path/bytes/kind (torchscript|torchscript-lite), precision (int8 if the artifact has any
   ``quantized::`` operator, else fp32), engine (``torch.backends.quantized.engine`` in use),
   engine_requested, input_shapes, cpus, threads, interop_threads, mode, profiling, warmup,
-  runs, allocator (:func:`.allocator.in_use`), hostname, pid, clock, clock_resolution_ns, start_unix_ns, thread_affinity (every
-  thread of the process after the first run: tid, name, role main|runtime, cpus from
-  ``/proc/self/task/*/status`` Cpus_allowed_list, cpu_time_ns, wait_time_ns from schedstat),
+  runs, allocator (:func:`.allocator.in_use`), hostname, pid, clock, clock_resolution_ns,
+  start_unix_ns, thread_affinity (every thread of the process after the first run: tid, name,
+  role main|runtime, cpus from ``/proc/self/task/*/status`` Cpus_allowed_list, cpu_time_ns,
+  wait_time_ns from schedstat),
   threads_observed, affinity_ok, and in op mode clock_alignment (below).
 - ``run``: phase warmup|timed, run, start_ns, end_ns, duration_ns, profiled.
 - ``op`` (op mode, timed runs): run, order, node (= order), subgraph (0), name (the profiler
@@ -392,12 +393,12 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
     align_start = align_end = None
     mono = time.monotonic_ns
 
-    faults_at_timed = [0]
+    faults_at_timed = 0
 
     def one(i: int) -> None:
-        nonlocal affinity
+        nonlocal affinity, faults_at_timed
         if i == args.warmup:  # outside the timed window
-            faults_at_timed[0] = _faults()
+            faults_at_timed = _faults()
         x = inputs
         t0 = mono()
         forward(*x)
@@ -430,7 +431,7 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
         first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
         raise _Fail(EXIT_RUNTIME, f"{model}: the model failed to run: {first[:300]}") from None
 
-    page_faults_per_run = (_faults() - faults_at_timed[0]) / args.runs
+    page_faults_per_run = (_faults() - faults_at_timed) / args.runs
     # 3. records, all after the runs
     runs = []
     for i in range(n_total):

@@ -123,17 +123,27 @@ def serve() -> int:
 
 
 # ---------------------------------------------------------------- the client
+def zygote_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the zygote runs in (``base``: default this process's): the project on
+    PYTHONPATH, :data:`ZYGOTE_ENV`, and jemalloc preloaded where the machine has it
+    (:func:`.allocator.preload`). A worker run as a program in this environment measures as
+    the zygote's children do."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("PYTHONWARNINGS", "ignore")
+    env.update(ZYGOTE_ENV)
+    allocator.preload(env)
+    return env
+
+
 class Zygote:
     """A running zygote; :meth:`run` forks one worker process through it."""
 
     warned = False  # the missing-jemalloc warning, once per interpreter
 
     def __init__(self, python: str | None = None):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-        env.setdefault("PYTHONWARNINGS", "ignore")
-        env.update(ZYGOTE_ENV)
-        if allocator.preload(env) is None and not Zygote.warned:
+        env = zygote_env()
+        if "LD_PRELOAD" not in env and not Zygote.warned:
             Zygote.warned = True
             print("latbench: warning: jemalloc (Debian libjemalloc2) not found: PyTorch processes run on glibc's "
                   "malloc, whose runs take page faults (records: meta.allocator, end.page_faults_per_run); "
