@@ -87,7 +87,7 @@ def test_catalog_describes_every_device_of_the_public_data(usc_dir, help_dir):
 
 
 COLUMNS_SINCE_DIGESTS = ("host", "load_observed", "foreign_busy_frac", "steal_frac", "loadavg_max", "cpu_freq_khz",
-                         "remeasured", "probe_slowdown", "graph_passes")
+                         "remeasured", "probe_slowdown", "graph_passes", "page_faults_per_run")
 
 
 def test_known_devices_import_exactly_as_before_the_catalog(tmp_path, usc_dir, help_dir):
@@ -109,8 +109,9 @@ def test_known_devices_import_exactly_as_before_the_catalog(tmp_path, usc_dir, h
         assert not [m for m in _msgs(r) if "file not found" not in m], (name, _msgs(r))
         frames.append(r["scenarios"])
         for table, (rows, digest) in before[name].items():
-            # columns added to the schema since the digests were taken (the machine's load, the speed probe;
-            # empty for public data) are left out, so the rest must still be exactly as before
+            # columns added to the schema since the digests were taken (the machine's load, the speed probe,
+            # the PyTorch runs' page faults; empty for public data) are left out, so the rest must still be
+            # exactly as before
             df = r[table].drop(columns=[c for c in COLUMNS_SINCE_DIGESTS if c in r[table].columns])
             assert (len(df), dci.digest(df)) == (rows, digest), (name, table)
     cols = ["dataset", "device", "device_model", "soc", "cpu", "gpu", "accelerator", "framework", "batch"]

@@ -219,8 +219,8 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 5)
 
 
 def test_timed_runs_take_no_page_faults(tmp_path):
-    """The zygote's workers run on jemalloc (pipelines/runners/allocator.py), which keeps freed
-    pages for the next run, so a timed run does not pay the kernel for fresh pages; the same
+    """The zygote's workers run on jemalloc with its decay off (pipelines/runners/allocator.py),
+    which keeps freed pages for the next run, so a timed run does not pay the kernel for fresh pages; the same
     model in a plain interpreter (glibc's malloc) does, on every run: a cost of the machine,
     not of the network. scripts/debian-packages.txt installs jemalloc."""
     from generators.export import torch_module as tm
