@@ -366,14 +366,20 @@ _table = markdown_table
 LOADED_SHARE = 0.10  # the release protocol's limit (conf/measure/release.yaml, load.max_foreign_busy)
 
 
+def _recorded(rows, column: str):
+    """The rows' known values of a column that older releases lack (empty where absent)."""
+    return rows[column].dropna() if column in rows.columns else rows.iloc[0:0, 0]
+
+
 def _probe_cell(obs) -> str:
     """Median / max of the rows' speed-probe slow-down, or "-" where no row has it."""
-    col = obs["probe_slowdown"].dropna() if "probe_slowdown" in obs.columns else obs.iloc[0:0, 0]
+    col = _recorded(obs, "probe_slowdown")
     return f"{col.median():.0%} / {col.max():.0%}" if len(col) else "-"
 
 
 def _faults_cell(g) -> str:
-    col = g["page_faults_per_run"].dropna() if "page_faults_per_run" in g.columns else g.iloc[0:0, 0]
+    """Median page faults a run over the rows that count them, and how many do; "-" where none."""
+    col = _recorded(g, "page_faults_per_run")
     return f"{col.median():,.0f} ({len(col):,})" if len(col) else "-"
 
 
