@@ -237,12 +237,20 @@ def test_xnnpack_kernels_learn_from_the_host_kernel_records(host_fp32, tmp_path)
     assert p.kernel_networks_["aligned"] + p.kernel_networks_["not_aligned"] == len(train)  # none of the test's
     assert p.kernel_networks_["aligned"] >= 0.95 * len(train)
     assert {"conv", "conv1x1", "dwconv", "builtin_mirror_pad"} <= set(p.forests_)
+    assert p.source_scenario_ == sid and p.calibration_ is None and p.intercept_ms_ == 0
     truth = Networks(ds, test, sid).y()
     pred = p.predict(Networks(view, test, sid))
+    np.testing.assert_allclose(p.predict_parts(Networks(view, test, sid)).groupby("model_id")["predicted_ms"].sum()
+                               .reindex(list(test)), pred)  # nn-Meter's plain sum
     mape = 100 * np.mean(np.abs(pred / truth - 1))
-    print(f"nnmeter_xnnpack on 130 host networks' kernel records, 30 held out: MAPE {mape:.2f}%, "
-          f"Spearman {spearmanr(pred, truth)[0]:.3f}")
-    assert mape < 8 and spearmanr(pred, truth)[0] > 0.95
+    # calibrate: a scale per kernel type (and an intercept) fitted to the training networks' e2e
+    cal = make_predictor("nnmeter_xnnpack", n_estimators=30, calibrate=True).fit(Networks(view, train, sid), y)
+    assert cal.mode_ == "kernels" and "conv" in cal.calibration_ and cal.intercept_ms_ >= 0
+    cal_pred = cal.predict(Networks(view, test, sid))
+    mape_cal = 100 * np.mean(np.abs(cal_pred / truth - 1))
+    print(f"nnmeter_xnnpack on 130 host networks' kernel records, 30 held out: MAPE {mape:.2f}% "
+          f"(calibrated {mape_cal:.2f}%), Spearman {spearmanr(pred, truth)[0]:.3f}")
+    assert mape < 8 and spearmanr(pred, truth)[0] > 0.95 and mape_cal < mape
     parts = p.predict_parts(Networks(view, test[:1], sid))
     assert parts["kernel"].iloc[0].startswith("Convolution") and parts["nodes"].iloc[0].startswith("stem")
     # the same forests on log latency (nn-Meter's own target) do worse on these networks
@@ -293,8 +301,8 @@ def test_xnnpack_kernels_transfer_to_two_cores(host_fp32, tmp_path):
     assert loaded.source_scenario_ == one and loaded.calibration_ == p.calibration_
     np.testing.assert_array_equal(loaded.predict(Networks(view, test, sid)), pred)
     saved = json.loads((tmp_path / "nx2" / "predictor.json").read_text())
-    saved["state"]["transfer"]["scales"]["conv"] = -0.5  # a file from elsewhere: refused, naming the key
+    saved["state"]["calibration"]["scales"]["conv"] = -0.5  # a file from elsewhere: refused, naming the key
     (tmp_path / "nx2" / "predictor.json").write_text(json.dumps(saved))
-    with pytest.raises(ValueError, match="transfer.scales"):
+    with pytest.raises(ValueError, match="calibration.scales"):
         load_predictor(tmp_path / "nx2")
     assert make_predictor("nnmeter", n_estimators=10, e2e_rounds=1).fit(Networks(view, train, sid), y).mode_ == "e2e"
