@@ -51,6 +51,22 @@ def _small_net() -> Graph:
     return g.set_outputs(y)
 
 
+def test_xnnpack_kernels_of_an_nary_add():
+    """An add of three inputs (NAS-Bench-201's cells) runs as two binary adds named after the
+    exporter's partial sums; their rows are described from the lowered graph (a KeyError on
+    'add/partial_0' once stopped nnmeter_xnnpack on every track with such cells)."""
+    from leaderboard.baselines.nnmeter_kernelwise import xnnpack_kernels
+
+    g = Graph("nary")
+    x = g.input([1, 8, 16, 16])
+    a, b, c = (g.add("conv2d", x, out_channels=8, kernel=3, padding=1) for _ in range(3))
+    g.set_outputs(g.add("add", [a, b, c], name="add"))
+    ops, desc = xnnpack_kernels(g)
+    adds = desc[desc["kernel"].str.startswith("Add")]
+    assert len(adds) == 2 and all(n.startswith("add/partial") or n == "add" for n in adds["nodes"])
+    assert (adds[["hw", "cin", "cout"]].to_numpy() == [16, 8, 8]).all()
+
+
 def test_kernels_and_their_features():
     g = _small_net()
     k = graph_kernels(g, load_rules_for("paper"))

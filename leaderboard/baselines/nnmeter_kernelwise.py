@@ -242,8 +242,11 @@ def xnnpack_kernels(graph: Any) -> tuple[list[Any], pd.DataFrame]:
     """The operators LiteRT runs for ``graph`` and their :data:`DESC_COLUMNS` rows (+ ``kernel``,
     the operator's name, and ``nodes``, its IR node), in execution order."""
     from kernels.nnmeter_rules import Kernel
-    from kernels.xnnpack import deduce_kernel_ops
+    from kernels.xnnpack import converted_graph, deduce_kernel_ops
 
+    # the operators name the nodes of the graph as the exporter lowers it (an n-ary add becomes
+    # partial sums, NAS-Bench-201's cells: 'add_1/partial_0'), so they are described from it
+    graph = converted_graph(graph)
     ops = deduce_kernel_ops(graph)
     rows = [{**describe_kernel(Kernel((k.node,), (xnnpack_kernel_type(k, graph),)), graph), "kernel": k.name,
              "nodes": k.node} for k in ops]
