@@ -585,7 +585,7 @@ class NnMeterPredictor(Predictor):
         X = self._check_X(X)
         y = self._check_y(X, y)
         self.rules_ = load_rules_for(self.rules)
-        # where the forests' kernels were timed, and their calibration (transfer mode, calibrate)
+        # transfer mode's sibling scenario, and the calibration (transfer mode, calibrate)
         self.source_scenario_, self.calibration_, self.intercept_ms_ = None, None, 0.0
         self.mode_, rows = self._mode(X)
         if self.mode_ == "samples":
@@ -593,10 +593,8 @@ class NnMeterPredictor(Predictor):
                 raise ValueError("training='samples' needs kernel_samples (a file of measured kernels)")
             s = read_samples(self.kernel_samples)
             self._fit_forests(s[list(DESC_COLUMNS)], s["latency_ms"].to_numpy(float))
-            self.source_scenario_ = "samples"
         elif self.mode_ in ("kernels", "transfer"):
             self._fit_forests(rows[list(DESC_COLUMNS)], rows["latency_ms"].to_numpy(float))
-            self.source_scenario_ = self.source_scenario_ or X.scenario_id
         else:
             self._fit_e2e(X, y)
         if self.mode_ == "transfer" or (self.calibrate and self.mode_ in ("kernels", "samples")):
@@ -730,7 +728,8 @@ class NnMeterPredictor(Predictor):
             self.calibration_ = {t: number(scales, t, f"{key}.scales") for t in scales}
             if min(self.calibration_.values()) < 0:
                 raise StateError(f"{key}.scales: a scale is negative")
-            self.source_scenario_ = text(cal, "source", key)
+            # the sibling scenario in transfer mode; none for a calibration in kernels or samples mode
+            self.source_scenario_ = None if cal.get("source") is None else text(cal, "source", key)
             self.intercept_ms_ = number(cal, "intercept_ms", key)
         self.forests_ = {t: ForestOpModel.from_state(f, store, at=f"forests.{t}") for t, f in forests.items()}
 
