@@ -24,7 +24,8 @@ CPU, GPU = "usc-pixel4-tflite-cpu-1large-fp32", "usc-pixel4-tflite-gpu-fp16"
 FAST = {"usc_mlp": {"max_epochs": 15, "patience": 5, "units": 16}, "usc_gbdt": {"n_estimators": 20},
         "usc_rf": {"n_estimators": 3}, "usc_lasso": {"cv_folds": 2},
         # other helpers' predictors, made small the same way (only parameters they declare)
-        "gnn": {"epochs": 5, "hidden": 16, "layers": 2, "min_steps": 5}, "nnmeter": {"n_estimators": 5, "e2e_rounds": 1}}
+        "gnn": {"epochs": 5, "hidden": 16, "layers": 2, "min_steps": 5}, "nnmeter": {"n_estimators": 5, "e2e_rounds": 1},
+        "additive_mlp": {"epochs": 20, "hidden": 16}}
 SEEDED = {n for n in PREDICTORS.names() if "random_state" in make_predictor(n).get_params()}
 
 
