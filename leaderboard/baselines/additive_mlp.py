@@ -78,9 +78,6 @@ class AdditiveMLP(Predictor):
     e2e log latency; ``members`` seeds averaged in log space (see the module docstring)."""
 
     persist_libraries = ("torch",)
-    # the tracks the board enters it on, and why not the others (leaderboard.run.note_absent_predictors)
-    board_tracks = (("host-*",), "made for the host's XNNPACK operators and trained where the board measured them; "
-                    "not yet entered on the public phones' tracks")
 
     def __init__(self, members: int = 1, hidden: int = 128, layers: int = 2, lr: float = 3e-3, epochs: int = 300,
                  batch_size: int | None = 32, weight_decay: float = 0.0, random_state: int = 0,
