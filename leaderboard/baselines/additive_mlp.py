@@ -194,6 +194,23 @@ class AdditiveMLP(Predictor):
         self._check_fitted()
         return float(np.exp(np.mean([m.overhead.item() for m in self.modules_])))
 
+    def _operator_times(self, X: Networks) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The operators of ``X``, each member's time for each (members x operators), their
+        network, each member's sum of them per network (members x networks) and its overhead."""
+        ops = network_operators(X)
+        per, over = self._log_parts(self._features(ops))
+        seg = self._segments(ops, X.model_ids)
+        t = np.exp(per)
+        totals = np.zeros((len(self.modules_), len(X)))
+        for i in range(len(self.modules_)):
+            np.add.at(totals[i], seg, t[i])
+        return ops, t, seg, totals, np.exp(over)[:, None]
+
+    @staticmethod
+    def _ensemble(totals: np.ndarray) -> np.ndarray:
+        """The members' network totals, averaged in log space."""
+        return np.exp(np.log(totals).mean(axis=0)).astype("float64")
+
     def predict_parts(self, X: Networks) -> pd.DataFrame:
         """One row per operator: ``model_id``, ``kernel_index``, ``kernel``, ``kernel_type``, the
         description and cost columns, ``predicted_ms``. The members' network totals are averaged
@@ -201,19 +218,12 @@ class AdditiveMLP(Predictor):
         the network's prediction is the sum of its rows plus ``overhead_ms_``."""
         X = self._check_X(X)
         self._check_fitted()
-        ops = network_operators(X)
-        pred = self.predict(X)
+        ops, t, seg, totals, over = self._operator_times(X)
         if ops.empty:
             ops["predicted_ms"] = []
             return ops
-        per, _ = self._log_parts(self._features(ops))
-        seg = self._segments(ops, X.model_ids)
-        t = np.exp(per)  # members x operators
-        totals = np.zeros((len(self.modules_), len(X)))
-        for i in range(len(self.modules_)):
-            np.add.at(totals[i], seg, t[i])
         share = (t / totals[:, seg]).mean(axis=0)  # an operator's share of its network's operator time
-        ops["predicted_ms"] = share * (pred - self.overhead_ms_)[seg]
+        ops["predicted_ms"] = share * (self._ensemble(totals + over) - self.overhead_ms_)[seg]
         return ops
 
     def predict(self, X: Networks) -> np.ndarray:
@@ -221,16 +231,8 @@ class AdditiveMLP(Predictor):
         self._check_fitted()
         if not len(X):
             return np.zeros(0, dtype="float64")
-        ops = network_operators(X)
-        per, over = self._log_parts(self._features(ops))
-        seg = self._segments(ops, X.model_ids)
-        logs = []
-        for i in range(len(self.modules_)):
-            total = np.zeros(len(X))
-            np.add.at(total, seg, np.exp(per[i]))
-            logs.append(np.log(total + np.exp(over[i])))
-        # the members' network totals (operators + overhead), averaged in log space
-        return np.exp(np.mean(logs, axis=0)).astype("float64")
+        _, _, _, totals, over = self._operator_times(X)
+        return self._ensemble(totals + over)
 
     # ------------------------------------------------------------ persistence (persist.py)
     def _get_state(self, store) -> dict:
