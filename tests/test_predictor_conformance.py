@@ -112,3 +112,26 @@ def test_save_load_predicts_the_same(ds, name, tmp_path):
     q = load_predictor(folder)
     assert type(q) is type(p) and q.get_params() == p.get_params()
     np.testing.assert_array_equal(q.predict(X), p.predict(X))
+
+
+# the predictors whose weights are torch state_dicts (.pt side files)
+TORCH_SAVED = ["usc_mlp", "gnn", "additive_mlp"]
+
+
+@pytest.mark.parametrize("name", TORCH_SAVED)
+def test_weights_of_another_shape_are_refused_naming_the_file(ds, name, tmp_path):
+    import torch
+
+    from leaderboard.baselines.persist import PersistError
+
+    X, y = _xy(ds, GPU)
+    folder = save_predictor(make_predictor(name, **FAST.get(name, {})).fit(X, y), tmp_path / name)
+    pt = sorted(folder.glob("*.pt"))
+    assert pt, f"{name} saved no .pt weights"
+    weights = torch.load(pt[0], weights_only=True)
+    first = next(iter(weights))
+    weights[first] = torch.zeros(3, 3)  # a tensor no layer of the saved network has
+    torch.save(weights, pt[0])
+    with pytest.raises(PersistError, match="does not fit the saved network") as exc:
+        load_predictor(folder)
+    assert str(pt[0]) in str(exc.value) and "\n" not in str(exc.value)

@@ -244,7 +244,7 @@ class AdditiveMLP(Predictor):
     def _set_state(self, s: dict, store) -> None:
         import torch
 
-        from .persist import PersistError, StateError, array
+        from .persist import StateError, array
 
         if s.get("numeric_features") != list(NUMERIC):
             raise StateError(f"numeric_features: {str(s.get('numeric_features'))[:200]} differ from this code's")
@@ -257,16 +257,9 @@ class AdditiveMLP(Predictor):
         self.vocab_ = list(vocab)
         self.num_mean_ = array(s, "num_mean", length=len(NUMERIC))
         self.num_std_ = array(s, "num_std", length=len(NUMERIC), positive=True)
-        modules = []
-        for name in files:
-            module = _build_member(torch, len(NUMERIC) + len(self.vocab_), self.hidden, self.layers)
-            try:
-                module.load_state_dict(store.get_tensors(name))
-            except RuntimeError as e:  # shapes or names that do not fit the network
-                raise PersistError(f"{store.root / name}: does not fit the saved network ({str(e).splitlines()[0]})"[:400]) from None
-            module.eval()
-            modules.append(module)
-        self.modules_ = modules
+        self.modules_ = [store.load_module(name, _build_member(torch, len(NUMERIC) + len(self.vocab_), self.hidden,
+                                                                self.layers))
+                         for name in files]
 
 
 __all__ = ["AdditiveMLP", "NUMERIC", "network_operators"]

@@ -374,7 +374,7 @@ class GNNPredictor(Predictor):
                 "y_mean": self.y_mean_, "y_std": self.y_std_, "readout": self.readout}
 
     def _set_state(self, s: dict, store) -> None:
-        from .persist import PersistError, StateError, array, number, text
+        from .persist import StateError, array, number, text
 
         if s.get("numeric_features") != list(NUMERIC_FEATURES):
             raise StateError(f"numeric_features: {str(s.get('numeric_features'))[:200]} differ from this code's")
@@ -393,12 +393,7 @@ class GNNPredictor(Predictor):
         self.readout = readout
         module = _build_module(len(self.vocab_) + 1 + len(NUMERIC_FEATURES), self.hidden, self.layers, self.dropout,
                                readout)
-        try:
-            module.load_state_dict(store.get_tensors(name))
-        except RuntimeError as e:  # shapes or names that do not fit the network
-            raise PersistError(f"{store.root / name}: does not fit the saved network ({str(e).splitlines()[0]})"[:400]) from None
-        module.eval()
-        self.module_ = module
+        self.module_ = store.load_module(name, module)
 
 
 __all__ = ["GNNPredictor", "NUMERIC_FEATURES", "node_features", "normalized_edges", "op_vocabulary"]

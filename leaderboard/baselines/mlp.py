@@ -120,18 +120,13 @@ class MlpOpModel:
 
     @classmethod
     def from_state(cls, s: dict, store, at: str = "") -> "MlpOpModel":
-        from .persist import PersistError, array, integer, number, text
+        from .persist import array, integer, number, text
 
         d_in = integer(s, "d_in", at, lo=1, hi=100_000)
         layers, units = integer(s, "layers", at, hi=64), integer(s, "units", at, lo=1, hi=16_384)
         mu, sd = array(s, "mu", at, length=d_in), array(s, "sd", at, length=d_in, positive=True)
         name = text(s, "state_dict", at)
-        net = _net(d_in, layers, units)
-        try:
-            net.load_state_dict(store.get_tensors(name))
-        except RuntimeError as e:  # shapes or names that do not fit the network
-            raise PersistError(f"{store.root / name}: does not fit the saved network ({str(e).splitlines()[0]})"[:400]) from None
-        net.eval()
+        net = store.load_module(name, _net(d_in, layers, units))
         return cls(mu, sd, number(s, "scale", at, positive=True), layers, units, net, number(s, "zmin", at),
                    number(s, "zmax", at))
 

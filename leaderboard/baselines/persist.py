@@ -201,6 +201,15 @@ class Store:
                 raise PersistError(f"{p}: {k}: NaN or infinite weights")
         return d
 
+    def load_module(self, name: str, module):
+        """``module`` (a torch.nn.Module built to the saved shape) with the weights of side file
+        ``name``, in eval mode; a file whose names or shapes do not fit it is named in the error."""
+        try:
+            module.load_state_dict(self.get_tensors(name))
+        except RuntimeError as e:  # shapes or names that do not fit the network
+            raise PersistError(f"{self.root / name}: does not fit the saved network ({str(e).splitlines()[0]})"[:400]) from None
+        return module.eval()
+
 
 def save_predictor(predictor: Any, path: str | Path) -> Path:
     """Write a fitted predictor into folder ``path`` (created; an existing save is replaced)."""
