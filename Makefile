@@ -9,7 +9,7 @@ run: setup
 	dvc repro --all-pipelines   # dvc.yaml and leaderboard/dvc.yaml
 
 test: setup
-	python -m pytest -n 2 -q
+	python -m pytest -n 2 -q --durations=15
 
 setup:
 	@bash scripts/setup.sh

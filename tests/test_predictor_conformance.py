@@ -25,7 +25,8 @@ FAST = {"usc_mlp": {"max_epochs": 15, "patience": 5, "units": 16}, "usc_gbdt": {
         "usc_rf": {"n_estimators": 3}, "usc_lasso": {"cv_folds": 2},
         # other helpers' predictors, made small the same way (only parameters they declare)
         "gnn": {"epochs": 5, "hidden": 16, "layers": 2, "min_steps": 5}, "nnmeter": {"n_estimators": 5, "e2e_rounds": 1},
-        "additive_mlp": {"epochs": 20, "hidden": 16}}
+        "additive_mlp": {"epochs": 20, "hidden": 16},
+        "gnn_ensemble": {"members": 2, "epochs": 5, "hidden": 16, "layers": 2, "min_steps": 5}}
 SEEDED = {n for n in PREDICTORS.names() if "random_state" in make_predictor(n).get_params()}
 
 
