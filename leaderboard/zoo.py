@@ -16,8 +16,12 @@ states as its ``accuracy`` what this very model reaches on that fold's test netw
 predicted times, so anyone can check the figure (a test does). On a k-fold track the model saw
 80 % of the networks; on HELP's single split the same 900 as the board's entry.
 
-Candidates are op-wise (USC Sec. 4.2): they predict per op, so ``predict`` gives a per-op
-breakdown, and a batch of graphs is one vectorised pass over distinct op configurations.
+Candidates (:data:`READERS`) are the predictors that price a network part by part, so
+``breakdown`` says where the time goes: the USC op-wise models (Sec. 4.2; per IR op, a batch of
+graphs one vectorised pass over distinct op configurations) and ``additive_mlp`` (per operator
+LiteRT runs, deduced per graph; slower, ~100 NAS-Bench-201 cells a second, and on 105 of the 144
+scenarios far more accurate: host TFLite fp32 4.8% MAPE against usc_rf's 16.3%, int8 6.3% against
+26.2%, the S10's TFLite GPU 5.3% against 12.7%). A :class:`Reader` says how the zoo asks each kind.
 
 Layout (``zoo/``, committed)::
 
@@ -58,13 +62,101 @@ class ZooSource:
 
 
 SOURCES = (ZooSource("usc-real-kfold"), ZooSource("help-nb201-n900"), ZooSource("host-per-scenario"))
-# usc_gbdt is left out: its saved trees take ~3.7 MB per scenario (75 MB for the 20 scenarios it
-# won) for at most 0.6 points of MAPE over the next best candidate there
-CANDIDATES = ("usc_lasso", "lookup", "usc_rf")
 
 
 class ZooError(ValueError):
     """A scenario the zoo does not have, a graph it cannot predict, a broken zoo folder."""
+
+
+# ---------------------------------------------------------------- reading a candidate
+class _UserGraphs:
+    """Graphs that are in no dataset (a user's), as :class:`~.baselines.Networks` reads them."""
+
+    def __init__(self, graphs: Sequence[Any]):
+        self.graphs = list(graphs)
+
+    def graph(self, model_id: str, scenario_id: str) -> Any:
+        return self.graphs[int(model_id)]
+
+
+def _networks(graphs: Sequence[Any], scenario_id: str):
+    from .baselines import Networks
+
+    return Networks(_UserGraphs(graphs), tuple(str(i) for i in range(len(graphs))), scenario_id)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How the zoo asks one kind of candidate for a batch of graphs' latency (``predict(est, sid,
+    graphs)``, ms) and for one graph's breakdown (``breakdown(est, sid, graph)``: rows op_index,
+    node, op_type, predicted_ms, and an ``(overhead)`` row, summing to the prediction)."""
+
+    predict: Callable[[Any, str, Sequence[Any]], np.ndarray]
+    breakdown: Callable[[Any, str, Any], pd.DataFrame]
+
+
+def _overhead_row(ms: float) -> pd.DataFrame:
+    return pd.DataFrame({"op_index": [-1], "node": ["(overhead)"], "op_type": ["T_overhead"], "predicted_ms": [ms]})
+
+
+def _opwise_frame(est: Any, scenario_id: str, graphs: Sequence[Any]):
+    from .baselines.features import CONFIGS
+
+    frame = graph_frame(graphs)
+    types = [CONFIGS.op_types[c] for c in np.unique(frame.op_type_code)]  # distinct types, not per op
+    unseen = est.unseen_types(types)
+    if unseen:
+        raise ZooError(f"{scenario_id}: op type {unseen[0]!r} was never seen by this scenario's predictor "
+                       f"({est.name}; trained on {', '.join(sorted(est.type_key_))})")
+    return frame
+
+
+def _opwise_breakdown(est: Any, scenario_id: str, graph: Any) -> pd.DataFrame:
+    frame = _opwise_frame(est, scenario_id, [graph])
+    nodes = [n for n in graph.nodes.values() if n.op != "input"]
+    rows = pd.DataFrame({"op_index": frame.op_index, "node": [n.name for n in nodes],
+                         "op_type": frame.op_types(), "predicted_ms": est._op_predictions(frame)})
+    return pd.concat([rows, _overhead_row(float(est.overhead_ms_))], ignore_index=True)
+
+
+#: The USC op-wise models: one vectorised pass over the graphs' distinct op configurations
+#: (thousands of graphs a second); a graph with an op type the model never saw is refused.
+OPWISE = Reader(predict=lambda est, sid, graphs: est.predict_frame(_opwise_frame(est, sid, graphs)),
+                breakdown=_opwise_breakdown)
+
+
+def _operator_parts(est: Any, scenario_id: str, graphs: Sequence[Any]) -> pd.DataFrame:
+    try:
+        return est.predict_parts(_networks(graphs, scenario_id))
+    except (KeyError, ValueError, NotImplementedError) as e:  # a graph the operator deduction cannot read
+        raise ZooError(f"{scenario_id}: {est.name} cannot deduce the operators of this graph: {e}"[:500]) from None
+
+
+def _operators_breakdown(est: Any, scenario_id: str, graph: Any) -> pd.DataFrame:
+    parts = _operator_parts(est, scenario_id, [graph])
+    rows = pd.DataFrame({"op_index": parts["kernel_index"].to_numpy(), "node": parts["nodes"].astype(str).to_numpy(),
+                         "op_type": parts["kernel_type"].astype(str).to_numpy(),
+                         "predicted_ms": parts["predicted_ms"].to_numpy(dtype="float64")})
+    return pd.concat([rows, _overhead_row(float(est.overhead_ms_))], ignore_index=True)
+
+
+def _operators_predict(est: Any, scenario_id: str, graphs: Sequence[Any]) -> np.ndarray:
+    try:
+        return est.predict(_networks(graphs, scenario_id))
+    except (KeyError, ValueError, NotImplementedError) as e:
+        raise ZooError(f"{scenario_id}: {est.name} cannot deduce the operators of this graph: {e}"[:500]) from None
+
+
+#: additive_mlp: the operators LiteRT runs, deduced per graph (kernels/xnnpack.py; ~100 NAS-Bench-201
+#: cells a second), each one's time from one MLP over its description; an operator type it never
+#: saw is priced from its sizes alone (its documented design), so nothing is refused.
+OPERATORS = Reader(predict=_operators_predict, breakdown=_operators_breakdown)
+
+#: The candidates, and how the zoo reads each. usc_gbdt is left out: its saved trees take ~3.7 MB
+#: per scenario (75 MB for the 20 scenarios it won) for at most 0.6 points of MAPE over the next
+#: best op-wise candidate there. The GNNs are left out: they give no per-operator breakdown.
+READERS: dict[str, Reader] = {"usc_lasso": OPWISE, "lookup": OPWISE, "usc_rf": OPWISE, "additive_mlp": OPERATORS}
+CANDIDATES = tuple(READERS)
 
 
 # ---------------------------------------------------------------- choosing
@@ -107,13 +199,18 @@ def _slug(sid: str) -> str:
 
 def build(out: Path = ZOO_DIR, scenarios: Iterable[str] | None = None, results_dir: Path = RESULTS_DIR,
           roots: dict[str, Any] | None = None, splits_dir: Path | None = None,
-          progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Fit the chosen predictor of every (or the given) scenario and write ``out`` (see module doc)."""
+          progress: Callable[[str], None] | None = None, candidates: Sequence[str] = CANDIDATES) -> dict[str, Any]:
+    """Fit the chosen predictor of every (or the given) scenario and write ``out`` (see module doc).
+    ``candidates``: a subset of :data:`CANDIDATES` to choose from (the op-wise ones alone make a
+    zoo that predicts thousands of graphs a second, for NAS loops that need speed over accuracy)."""
     from .baselines import Networks, make_predictor, save_predictor
     from .metrics import compute
     from .run import available, board_view
 
-    chosen = choose(results_dir)
+    unknown = [c for c in candidates if c not in READERS]
+    if unknown or not candidates:
+        raise ZooError(f"candidate {unknown[0] if unknown else '(none)'!r}: the zoo chooses among {', '.join(READERS)}")
+    chosen = choose(results_dir, candidates=candidates)
     board = set(chosen)
     if scenarios is not None:
         want = list(scenarios)
@@ -238,34 +335,24 @@ class Zoo:
             self._loaded[scenario_id] = load_predictor(self.folder / e["folder"])
         return self._loaded[scenario_id]
 
-    def _frame(self, scenario_id: str, graphs: Sequence[Any]):
-        est = self.predictor(scenario_id)
-        frame = graph_frame(graphs)
-        from .baselines.features import CONFIGS
-
-        types = [CONFIGS.op_types[c] for c in np.unique(frame.op_type_code)]  # distinct types, not per op
-        unseen = est.unseen_types(types)
-        if unseen:
-            raise ZooError(f"{scenario_id}: op type {unseen[0]!r} was never seen by this scenario's predictor "
-                           f"({self.entry(scenario_id)['predictor']}; trained on {', '.join(sorted(est.type_key_))})")
-        return est, frame
+    def _reader(self, scenario_id: str) -> Reader:
+        name = self.entry(scenario_id)["predictor"]
+        if name not in READERS:
+            raise ZooError(f"{self.folder / INDEX}: {scenario_id}: predictor {str(name)[:80]!r} is not one the zoo "
+                           f"reads ({', '.join(READERS)})")
+        return READERS[name]
 
     def predict(self, graphs: Sequence[Any], scenario_id: str) -> np.ndarray:
-        """e2e latency (ms) of every graph in ``scenario_id``: one batch, one vectorised pass."""
-        est, frame = self._frame(scenario_id, graphs)
-        return est.predict_frame(frame)
+        """e2e latency (ms) of every graph in ``scenario_id``, as one batch."""
+        reader = self._reader(scenario_id)
+        return np.asarray(reader.predict(self.predictor(scenario_id), scenario_id, graphs), dtype="float64")
 
     def breakdown(self, graph: Any, scenario_id: str) -> pd.DataFrame:
-        """One row per op of ``graph``: op_index, node, op_type, predicted_ms (plus the predictor's
-        T_overhead as a last row, so the rows sum to :meth:`predict`)."""
-        est, frame = self._frame(scenario_id, [graph])
-        per_op = est._op_predictions(frame)
-        nodes = [n for n in graph.nodes.values() if n.op != "input"]
-        rows = pd.DataFrame({"op_index": frame.op_index, "node": [n.name for n in nodes],
-                             "op_type": frame.op_types(), "predicted_ms": per_op})
-        over = pd.DataFrame({"op_index": [-1], "node": ["(overhead)"], "op_type": ["T_overhead"],
-                             "predicted_ms": [float(est.overhead_ms_)]})
-        return pd.concat([rows, over], ignore_index=True)
+        """One row per op (USC op-wise predictors: each IR op) or operator (additive_mlp: each
+        operator LiteRT runs) of ``graph``: op_index, node, op_type, predicted_ms, plus the
+        predictor's overhead as a last row, so the rows sum to :meth:`predict`."""
+        reader = self._reader(scenario_id)
+        return reader.breakdown(self.predictor(scenario_id), scenario_id, graph)
 
 
-__all__ = ["CANDIDATES", "SOURCES", "Zoo", "ZooError", "ZooSource", "build", "choose", "graph_frame"]
+__all__ = ["CANDIDATES", "READERS", "Reader", "SOURCES", "Zoo", "ZooError", "ZooSource", "build", "choose", "graph_frame"]

@@ -256,7 +256,7 @@ def _cmd_zoo_build(args: argparse.Namespace) -> None:
 
     try:
         index = build(out=Path(args.out) if args.out else ZOO_DIR, scenarios=args.scenario or None,
-                      progress=None if args.quiet else print)
+                      progress=None if args.quiet else print, **({"candidates": args.candidate} if args.candidate else {}))
     except ZooError as e:
         raise ConfigError(str(e)) from None
     print(f"zoo: {len(index['scenarios'])} scenarios in {args.out or ZOO_DIR}")
@@ -408,12 +408,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     z = sub.add_parser("zoo", help="rebuild the predictor zoo from the board and the data",
                        description="For every scenario on the board's zoo tracks (usc-real-kfold, help-nb201-n900, "
-                       "host-per-scenario), take the op-wise predictor with the lowest held-out MAPE there, refit it on "
+                       "host-per-scenario), take the candidate (leaderboard/zoo.py: the USC op-wise models, additive_mlp) with the lowest held-out MAPE there, refit it on "
                        "the track's training networks in that scenario and write zoo/<scenario>/ and zoo/INDEX.json.")
     zsub = z.add_subparsers(dest="zoo_command", required=True, metavar="ACTION")
     zb = _command(zsub, "build", _cmd_zoo_build, help="fit and write the zoo's predictors")
     zb.add_argument("--scenario", action="append", default=[], help="only these scenario ids (repeatable)")
     zb.add_argument("--out", default=None, help="zoo folder (default: the project's zoo/)")
+    zb.add_argument("--candidate", action="append", default=[],
+                    help="choose only among these predictors (repeatable; default: all of leaderboard/zoo.py's "
+                    "CANDIDATES). The op-wise ones alone (usc_lasso, lookup, usc_rf) make a zoo for NAS loops that "
+                    "predicts thousands of graphs a second; additive_mlp is more accurate and reads ~100 a second")
     _quiet(zb, "no line per scenario")
 
     dv = sub.add_parser("devices", help="the device catalog (pipelines/devices/catalog.yaml)",

@@ -78,9 +78,10 @@ def report_lines(zoo: Any, graph: Any, scenario_ids: list[str], top: int = 8) ->
         b = zoo.breakdown(graph, done[0])
         total = float(b["predicted_ms"].sum())
         lines.append(f"per-op breakdown in {done[0]} (top {top} op types; the rows sum to the prediction):")
-        by = b.groupby("op_type")["predicted_ms"].agg(["sum", "count"]).sort_values("sum", ascending=False)
-        for t, r in by.head(top).iterrows():
-            lines.append(f"  {t:<24} x{int(r['count']):<4} {r['sum']:9.3f} ms {100 * r['sum'] / total if total else 0:6.1f}%")
+        by = b.groupby("op_type")["predicted_ms"].agg(["sum", "count"]).sort_values("sum", ascending=False).head(top)
+        width = max([24, *(len(str(t)) for t in by.index)])  # LiteRT's operator types run long
+        for t, r in by.iterrows():
+            lines.append(f"  {t:<{width}} x{int(r['count']):<4} {r['sum']:9.3f} ms {100 * r['sum'] / total if total else 0:6.1f}%")
         biggest = b[b["op_index"] >= 0].nlargest(3, "predicted_ms")
         lines.append("  slowest ops: " + ", ".join(f"{n} ({t}) {v:.3f} ms" for n, t, v in
                                                  zip(biggest["node"], biggest["op_type"], biggest["predicted_ms"])))

@@ -58,10 +58,22 @@ def run(argv: list[str], cwd: Path = ROOT, timeout: float = 300) -> subprocess.C
 
 
 @functools.lru_cache(maxsize=None)
-def help_text(entry: str, sub: str | None) -> str:
-    r = run([entry, *([sub] if sub else []), "--help"])
-    assert r.returncode == 0, f"`{entry} {sub or ''} --help` failed: {r.stderr.strip()[-500:]}"
+def help_text(entry: str, sub: tuple[str, ...]) -> str:
+    r = run([entry, *sub, "--help"])
+    assert r.returncode == 0, f"`{entry} {' '.join(sub)} --help` failed: {r.stderr.strip()[-500:]}"
     return r.stdout
+
+
+def subcommand(entry: str, args: list[str]) -> tuple[str, ...]:
+    """The (nested) subcommand a documented command names: its first word, then each following
+    word the help lists as an action of what came before (`latbench zoo build`), not a file."""
+    words = [a for a in args if not a.startswith("-")]
+    sub = tuple(words[:1])
+    for w in words[1:]:
+        if not re.search(rf"^\s+{re.escape(w)}\s", help_text(entry, sub), re.M):
+            break
+        sub += (w,)
+    return sub
 
 
 def _tokens(cmd: str) -> list[str]:
@@ -81,13 +93,13 @@ def test_doc_command_matches_the_installed_entry_point(where, cmd):
             r = run([entry, "--cfg", "hydra", *overrides])
             assert r.returncode == 0, f"{where}: `{cmd}`: the launcher does not compose: {r.stderr.strip()[-800:]}"
         return
-    sub = next((a for a in args if not a.startswith("-")), None)
+    sub = subcommand(entry, args)
     text = help_text(entry, sub)
     for a in args:
         if a.startswith("--"):
             flag = a.split("=", 1)[0]
             assert re.search(rf"(^|[\s\[,]){re.escape(flag)}\b", text, re.M), \
-                f"{where}: `{cmd}`: `{entry} {sub or ''}` has no option {flag}"
+                f"{where}: `{cmd}`: `{entry} {' '.join(sub)}` has no option {flag}"
 
 
 # ---------------------------------------------------------------- the cheap ones, run in full

@@ -15,8 +15,11 @@ from leaderboard.baselines import Networks, load_predictor
 from leaderboard.metrics import compute
 from leaderboard.zoo import HELD_OUT, ZOO_DIR, Zoo, ZooError, build, choose
 
-USC = "usc-pixel4-tflite-cpu-1large-fp32"
-HELP = "help-gold6226-cpu"
+USC = "usc-pixel4-tflite-cpu-1large-fp32"  # additive_mlp wins it on the board (3.1% MAPE against usc_lasso's 4.2%)
+HELP = "help-gold6226-cpu"  # usc_rf wins it: an op-wise model
+# weights in float32 (torch) are summed in another order on another CPU's vector units: the stored
+# held-out predictions reproduce to float32's precision there, not to the bit
+RTOL = {"additive_mlp": 1e-5}
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +64,11 @@ def test_build_states_what_the_saved_predictor_reaches(built, public):
         held = json.loads((built / e["folder"] / HELD_OUT).read_text())
         X = _subset_networks(public, sid, held["names"])
         pred = load_predictor(built / e["folder"]).predict(X)
-        np.testing.assert_allclose(pred, held["predicted_ms"], rtol=1e-9)
+        np.testing.assert_allclose(pred, held["predicted_ms"], rtol=1e-9)  # the same machine: to the bit
         m = compute(X.y(), pred, ("mape", "acc10", "spearman"))
         assert m["mape"] == pytest.approx(e["accuracy"]["mape"]) and e["accuracy"]["held_out_networks"] == len(pred)
         assert e["training"]["networks"] > 0 and e["board"]["mape"] > 0
+    assert zoo.entry(USC)["predictor"] == "additive_mlp" and zoo.entry(HELP)["predictor"] == "usc_rf"
     assert zoo.entry(HELP)["accuracy"]["held_out_networks"] == 800  # HELP's test set
 
 
@@ -83,15 +87,17 @@ def test_the_committed_zoo_loads_and_reproduces_its_accuracy(public):
         held = json.loads((ZOO_DIR / e["folder"] / HELD_OUT).read_text())
         X = _subset_networks(public, sid, held["names"])
         pred = est.predict(X)
-        np.testing.assert_allclose(pred, held["predicted_ms"], rtol=1e-9, err_msg=sid)
+        rtol = RTOL.get(e["predictor"], 1e-9)
+        np.testing.assert_allclose(pred, held["predicted_ms"], rtol=rtol, err_msg=sid)
         np.testing.assert_allclose(X.y(), held["measured_ms"], rtol=1e-12, err_msg=sid)
-        assert compute(X.y(), pred, ("mape",))["mape"] == pytest.approx(e["accuracy"]["mape"]), sid
+        assert compute(X.y(), pred, ("mape",))["mape"] == pytest.approx(e["accuracy"]["mape"], rel=max(rtol, 1e-6)), sid
         checked += 1
     assert checked >= 20
 
 
 def test_batch_prediction_and_breakdown(built, mobilenet):
     from generators.importers.pytorch import import_pytorchcv
+    from generators.nasbench201 import build as nasbench201_cell
 
     g, _ = mobilenet
     zoo = Zoo(built)
@@ -99,9 +105,17 @@ def test_batch_prediction_and_breakdown(built, mobilenet):
     batch = zoo.predict([g, *others], USC)
     assert batch.shape == (3,) and np.all(batch > 0)
     assert [float(zoo.predict([x], USC)[0]) for x in (g, *others)] == pytest.approx(batch.tolist())
+    # additive_mlp: a row per operator LiteRT runs (a conv with its batchnorm and activation is one)
     b = zoo.breakdown(g, USC)
     assert b["predicted_ms"].sum() == pytest.approx(batch[0])
-    assert len(b) == len(g.nodes) - 1 + 1  # every op and the overhead row
+    assert 10 < len(b) - 1 < len(g.nodes) - 1 and b["op_index"].iloc[-1] == -1  # fewer operators than IR ops
+    assert b.groupby("op_type")["predicted_ms"].sum().idxmax() == "conv1x1"  # MobileNetV2's pointwise convolutions
+    assert set(b["node"].iloc[:-1]) <= set(g.nodes)
+    # an op-wise model (usc_rf): a row per IR op
+    cell = nasbench201_cell(123)
+    b = zoo.breakdown(cell, HELP)
+    assert b["predicted_ms"].sum() == pytest.approx(float(zoo.predict([cell], HELP)[0]))
+    assert len(b) == len(cell.nodes) - 1 + 1  # every op and the overhead row
     assert b.groupby("op_type")["predicted_ms"].sum().idxmax() == "conv2d"
 
 
@@ -115,6 +129,18 @@ def test_an_op_the_predictor_never_saw_is_named(built, mobilenet):
         Zoo(built / "nothing")
 
 
+def test_an_index_naming_a_predictor_the_zoo_cannot_read_is_refused(built, mobilenet, tmp_path):
+    import shutil
+
+    g, _ = mobilenet
+    other = shutil.copytree(built, tmp_path / "zoo")
+    index = json.loads((other / "INDEX.json").read_text())
+    index["scenarios"][USC]["predictor"] = "gnn"  # fitted elsewhere, but it gives no breakdown: not a candidate
+    (other / "INDEX.json").write_text(json.dumps(index))
+    with pytest.raises(ZooError, match=rf"INDEX.json: {USC}: predictor 'gnn' is not one the zoo reads"):
+        Zoo(other).predict([g], USC)
+
+
 def test_committed_zoo_predicts_nasbench201_cells_in_every_help_scenario():
     """A HELP scenario whose predictor gave folded ops (TFLite folds batchnorm into the conv) no
     time of their own predicts them 0 ms, as on the board; only a type it never saw is an error."""
@@ -124,7 +150,8 @@ def test_committed_zoo_predicts_nasbench201_cells_in_every_help_scenario():
     cells = [build_cell(i) for i in (0, 777, 15624)]
     for sid in [s for s in zoo.scenarios() if s.startswith("help-")]:
         est = zoo.predictor(sid)
-        assert est.unseen_types(["batchnorm", "conv2d"]) == [] and est.unseen_types(["dwconv2d"]) == ["dwconv2d"]
+        if hasattr(est, "unseen_types"):  # the op-wise models (additive_mlp refuses no type)
+            assert est.unseen_types(["batchnorm", "conv2d"]) == [] and est.unseen_types(["dwconv2d"]) == ["dwconv2d"]
         ms = zoo.predict(cells, sid)
         assert ms.shape == (3,) and np.all(np.isfinite(ms)) and np.all(ms > 0), sid
 
@@ -151,7 +178,7 @@ def test_latbench_predict_command(built, mobilenet, capsys):
     assert main(["predict", str(path), "--zoo", str(built), "--scenario", USC]) == 0
     out = capsys.readouterr().out
     assert "mobilenetv2_w1:" in out and USC in out and " ms " in out and "held-out networks" in out
-    assert "per-op breakdown" in out and "conv2d" in out
+    assert "per-op breakdown" in out and "conv1x1" in out
     # one scenario that cannot predict it: the others are printed, the error names the op, exit 2
     with pytest.raises(SystemExit) as ex:
         main(["predict", str(path), "--zoo", str(built), "--scenario", USC, "--scenario", HELP])
@@ -161,3 +188,15 @@ def test_latbench_predict_command(built, mobilenet, capsys):
     assert main(["predict", "--zoo", str(built), "--list"]) == 0
     assert HELP in capsys.readouterr().out
     assert main(["predict", str(path.with_suffix(".pb")), "--zoo", str(built), "--scenario", USC]) == 2
+
+
+def test_a_zoo_of_the_op_wise_candidates_alone(public, mobilenet, tmp_path):
+    """`latbench zoo build --candidate ...`: the op-wise models alone (a zoo for speed), and a
+    name that is not a candidate is one error line."""
+    g, _ = mobilenet
+    index = build(out=tmp_path / "fast", scenarios=[USC], roots=public, candidates=("usc_lasso", "lookup", "usc_rf"))
+    assert index["scenarios"][USC]["predictor"] == "usc_lasso"  # the best op-wise one on the board there
+    b = Zoo(tmp_path / "fast").breakdown(g, USC)
+    assert len(b) == len(g.nodes) - 1 + 1 and b.groupby("op_type")["predicted_ms"].sum().idxmax() == "conv2d"
+    with pytest.raises(ZooError, match=r"candidate 'gnn': the zoo chooses among usc_lasso, lookup, usc_rf, additive_mlp"):
+        build(out=tmp_path / "bad", scenarios=[USC], roots=public, candidates=("gnn",))
