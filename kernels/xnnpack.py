@@ -34,6 +34,7 @@ against executed names.
 from __future__ import annotations
 
 import json
+import weakref
 from collections import Counter
 from itertools import accumulate, groupby
 from dataclasses import dataclass
@@ -162,9 +163,20 @@ XNN_KERNELS: dict[str, Callable[[TfliteOp, Node, Graph], list[str]]] = {
 _ABSORBS_PAD = {"CONV_2D", "DEPTHWISE_CONV_2D"}
 
 
+#: Graphs that converted_graph made: converting one again changes nothing (its partial sums are
+#: binary, its common subexpressions merged), and the deduction's steps each convert what they are
+#: given, so a made one is handed back as is (the merge was two thirds of additive_mlp's reading
+#: of a NAS-Bench-201 cell when every step repeated it).
+_CONVERTED: "weakref.WeakSet[Graph]" = weakref.WeakSet()
+
+
 def converted_graph(graph: Graph) -> Graph:
     """The graph as the exporter lowers it (common subexpressions merged, partial sums)."""
-    return _tfl.merge_common_subexpressions(graph)
+    if graph in _CONVERTED:
+        return graph
+    merged = _tfl.merge_common_subexpressions(graph)
+    _CONVERTED.add(merged)
+    return merged
 
 
 @dataclass(frozen=True)

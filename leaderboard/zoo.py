@@ -19,7 +19,7 @@ predicted times, so anyone can check the figure (a test does). On a k-fold track
 Candidates (:data:`READERS`) are the predictors that price a network part by part, so
 ``breakdown`` says where the time goes: the USC op-wise models (Sec. 4.2; per IR op, a batch of
 graphs one vectorised pass over distinct op configurations) and ``additive_mlp`` (per operator
-LiteRT runs, deduced per graph; slower, ~100 NAS-Bench-201 cells a second, and on 105 of the 144
+LiteRT runs, deduced per graph; slower, ~115 NAS-Bench-201 cells a second, and on 105 of the 144
 scenarios far more accurate: host TFLite fp32 4.8% MAPE against usc_rf's 16.3%, int8 6.3% against
 26.2%, the S10's TFLite GPU 5.3% against 12.7%). A :class:`Reader` says how the zoo asks each kind.
 
@@ -147,7 +147,7 @@ def _operators_predict(est: Any, scenario_id: str, graphs: Sequence[Any]) -> np.
         raise ZooError(f"{scenario_id}: {est.name} cannot deduce the operators of this graph: {e}"[:500]) from None
 
 
-#: additive_mlp: the operators LiteRT runs, deduced per graph (kernels/xnnpack.py; ~100 NAS-Bench-201
+#: additive_mlp: the operators LiteRT runs, deduced per graph (kernels/xnnpack.py; ~115 NAS-Bench-201
 #: cells a second), each one's time from one MLP over its description; an operator type it never
 #: saw is priced from its sizes alone (its documented design), so nothing is refused.
 OPERATORS = Reader(predict=_operators_predict, breakdown=_operators_breakdown)

@@ -417,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     zb.add_argument("--candidate", action="append", default=[],
                     help="choose only among these predictors (repeatable; default: all of leaderboard/zoo.py's "
                     "CANDIDATES). The op-wise ones alone (usc_lasso, lookup, usc_rf) make a zoo for NAS loops that "
-                    "predicts thousands of graphs a second; additive_mlp is more accurate and reads ~100 a second")
+                    "predicts thousands of graphs a second; additive_mlp is more accurate and reads ~115 a second")
     _quiet(zb, "no line per scenario")
 
     dv = sub.add_parser("devices", help="the device catalog (pipelines/devices/catalog.yaml)",

@@ -235,3 +235,27 @@ def test_xnnpack_builtin_kernels_and_subsets():
     assert {k.name for k in builtin} >= {"MIRROR_PAD", "CONCATENATION"}
     assert all(k.name == k.tflite_op for k in builtin)
     assert [k.subset for k in ops] == sorted(k.subset for k in ops)  # execution order: subset by subset
+
+
+@pytest.mark.parametrize("build", ["nasbench201", "pytorchcv"])
+def test_a_converted_graph_converts_to_itself(build):
+    """converted_graph hands back a graph it made (the deduction's steps each convert what they
+    are given): that is right only because converting again changes nothing, checked here on a
+    cell with n-ary adds and shared ReLUs and on a CNN."""
+    from generators.export.tflite import merge_common_subexpressions
+
+    if build == "nasbench201":
+        from generators.nasbench201 import build as cell
+
+        g = cell(12345)
+    else:
+        from generators.importers.pytorch import import_pytorchcv
+
+        g = import_pytorchcv("mobilenetv2_w1")
+    c = xnnpack.converted_graph(g)
+    assert c is not g and xnnpack.converted_graph(c) is c
+    again = merge_common_subexpressions(c)
+    assert [(n.name, n.op, n.inputs, n.attrs) for n in again.nodes.values()] == \
+        [(n.name, n.op, n.inputs, n.attrs) for n in c.nodes.values()] and again.outputs == c.outputs
+    if build == "nasbench201":
+        assert len(c.nodes) < len(g.nodes) or any("/partial_" in n for n in c.nodes)  # the merge did something
