@@ -33,6 +33,7 @@ Layout (``zoo/``, committed)::
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -40,7 +41,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -125,26 +126,27 @@ OPWISE = Reader(predict=lambda est, sid, graphs: est.predict_frame(_opwise_frame
                 breakdown=_opwise_breakdown)
 
 
-def _operator_parts(est: Any, scenario_id: str, graphs: Sequence[Any]) -> pd.DataFrame:
+@contextlib.contextmanager
+def _deducing(est: Any, scenario_id: str) -> Iterator[None]:
+    """A graph the operator deduction cannot read is one ZooError naming the scenario."""
     try:
-        return est.predict_parts(_networks(graphs, scenario_id))
-    except (KeyError, ValueError, NotImplementedError) as e:  # a graph the operator deduction cannot read
+        yield
+    except (KeyError, ValueError, NotImplementedError) as e:
         raise ZooError(f"{scenario_id}: {est.name} cannot deduce the operators of this graph: {e}"[:500]) from None
 
 
+def _operators_predict(est: Any, scenario_id: str, graphs: Sequence[Any]) -> np.ndarray:
+    with _deducing(est, scenario_id):
+        return est.predict(_networks(graphs, scenario_id))
+
+
 def _operators_breakdown(est: Any, scenario_id: str, graph: Any) -> pd.DataFrame:
-    parts = _operator_parts(est, scenario_id, [graph])
+    with _deducing(est, scenario_id):
+        parts = est.predict_parts(_networks([graph], scenario_id))
     rows = pd.DataFrame({"op_index": parts["kernel_index"].to_numpy(), "node": parts["nodes"].astype(str).to_numpy(),
                          "op_type": parts["kernel_type"].astype(str).to_numpy(),
                          "predicted_ms": parts["predicted_ms"].to_numpy(dtype="float64")})
     return pd.concat([rows, _overhead_row(float(est.overhead_ms_))], ignore_index=True)
-
-
-def _operators_predict(est: Any, scenario_id: str, graphs: Sequence[Any]) -> np.ndarray:
-    try:
-        return est.predict(_networks(graphs, scenario_id))
-    except (KeyError, ValueError, NotImplementedError) as e:
-        raise ZooError(f"{scenario_id}: {est.name} cannot deduce the operators of this graph: {e}"[:500]) from None
 
 
 #: additive_mlp: the operators LiteRT runs, deduced per graph (kernels/xnnpack.py; ~115 NAS-Bench-201
