@@ -252,11 +252,11 @@ def _cmd_predict(args: argparse.Namespace) -> None:
 def _cmd_zoo_build(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from leaderboard.zoo import ZOO_DIR, ZooError, build
+    from leaderboard.zoo import CANDIDATES, ZOO_DIR, ZooError, build
 
     try:
         index = build(out=Path(args.out) if args.out else ZOO_DIR, scenarios=args.scenario or None,
-                      progress=None if args.quiet else print, **({"candidates": args.candidate} if args.candidate else {}))
+                      progress=None if args.quiet else print, candidates=args.candidate or CANDIDATES)
     except ZooError as e:
         raise ConfigError(str(e)) from None
     print(f"zoo: {len(index['scenarios'])} scenarios in {args.out or ZOO_DIR}")
