@@ -129,6 +129,22 @@ def test_an_op_the_predictor_never_saw_is_named(built, mobilenet):
         Zoo(built / "nothing")
 
 
+def test_a_graph_the_operator_deduction_cannot_read_is_one_error_naming_the_scenario(built, monkeypatch):
+    # No IR graph the exporter lowers lacks an XNNPACK rule today; a TFLite operator the rules do
+    # not cover yet (as a new exporter lowering would add) is what makes the deduction raise.
+    import kernels.xnnpack as xnn
+    from generators.nasbench201 import build as nasbench201_cell
+
+    monkeypatch.delitem(xnn.XNN_KERNELS, "AVERAGE_POOL_2D")
+    cell = nasbench201_cell(123)
+    assert any(n.op == "avgpool" for n in cell.nodes.values())
+    zoo = Zoo(built)
+    for ask in (lambda: zoo.predict([cell], USC), lambda: zoo.breakdown(cell, USC)):
+        with pytest.raises(ZooError, match=rf"^{USC}: additive_mlp cannot deduce the operators of this graph: "
+                                            r".*no XNNPACK rule for TFLite operator AVERAGE_POOL_2D"):
+            ask()
+
+
 def test_an_index_naming_a_predictor_the_zoo_cannot_read_is_refused(built, mobilenet, tmp_path):
     import shutil
 
