@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -38,6 +38,7 @@ from .evaluator import SCENARIO_COLUMNS, Evaluator, scenario_groups
 from .protocols import InsufficientData, training_view
 from .tracks import BLANKED, TRACKS, Split, Track, TrackData, TrackError, Unavailable, ensure_split, resolve
 
+FOLDS = ".folds"  # <entry>/.partial/.folds: FoldCache (a track's slug never starts with a dot)
 PLOT_POINTS = 1500  # predicted-vs-measured points kept per entry and track (deterministic thinning)
 CDF_POINTS = 101
 
@@ -89,15 +90,60 @@ def mask(dataset: Any, scenario_id: str, test_ids: Iterable[str], all_ops: bool 
     return view
 
 
+class FoldCache:
+    """The test predictions of folds already fitted, shared by the tracks of one entry, for a
+    predictor that reads only its training networks' graphs and e2e labels
+    (``Predictor.e2e_only``). Such a fold's predictions are a function of the predictor and its
+    parameters, the dataset, the scenario, the training networks with their labels and the test
+    networks, whatever the track: host-fewshot-900 has host-random's split, and each ``-kernels``
+    track its twin's folds. A fold is keyed by all of those (the labels' bytes included), so a
+    different release, split or label never hits. Files live in ``<entry>/.partial/.folds/``
+    beside the resume folders and go with them."""
+
+    def __init__(self, folder: Path, key: Mapping[str, Any]):
+        self.folder = folder
+        self.key = json.dumps(key, sort_keys=True, default=str)
+
+    def _path(self, dataset: Any, sid: str, train: Sequence[str], y: np.ndarray, test: Sequence[str]) -> Path:
+        import hashlib
+
+        h = hashlib.sha256(json.dumps([self.key, str(getattr(dataset, "path", "")), sid, list(train), list(test)]).encode())
+        h.update(np.ascontiguousarray(y, dtype="float64").tobytes())
+        return self.folder / f"{h.hexdigest()[:32]}.parquet"
+
+    def get(self, dataset: Any, sid: str, train: Sequence[str], y: np.ndarray, test: Sequence[str]) -> np.ndarray | None:
+        path = self._path(dataset, sid, train, y, test)
+        if not path.is_file():
+            return None
+        try:
+            got = pd.read_parquet(path)
+        except OSError:  # removed meanwhile by another track's run of the entry finishing
+            return None
+        if got["model_id"].tolist() != list(test):  # a hash collision is all but impossible; a torn file is not
+            return None
+        return got["predicted_ms"].to_numpy(dtype="float64")
+
+    def put(self, dataset: Any, sid: str, train: Sequence[str], y: np.ndarray, test: Sequence[str], pred: np.ndarray) -> None:
+        path = self._path(dataset, sid, train, y, test)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            pd.DataFrame({"model_id": list(test), "predicted_ms": pred}).to_parquet(tmp, index=False)
+            tmp.replace(path)
+        except OSError as e:  # another track's run of this entry finished and removed the folder
+            log(f"{sid}: fold not kept for other tracks ({e}); they fit it again")
+
+
 def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
                   progress: Callable[[str], None] | None = None, resume: Path | None = None,
-                  only: Iterable[str] | None = None) -> pd.DataFrame:
+                  only: Iterable[str] | None = None, folds: FoldCache | None = None) -> pd.DataFrame:
     """Predictions of one predictor on one track (columns of a submission). With ``resume`` (a
     folder), each scenario's predictions are written there as it finishes and a scenario found
     there is not fitted again, so a run stopped part-way (hours on the USC 5-fold track) goes on
     where it stopped; the caller keys the folder to the predictor, its parameters and the split.
     ``only``: these scenarios of the track and no other (a partial retrain); every scenario is
-    fitted on its own, so a scenario's predictions do not depend on which others ran."""
+    fitted on its own, so a scenario's predictions do not depend on which others ran.
+    ``folds``: a fold another track of the entry already fitted is read from it (:class:`FoldCache`)."""
     from .baselines import Networks
 
     parts = []
@@ -123,10 +169,15 @@ def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
                 raise InsufficientData(f"{data.track.name}: {sid} fold {f.fold}: no training network measured")
             view = board_view(data, sid, train, test)
             X = Networks(view, tuple(train), sid)
-            est = make().fit(X, X.y())
-            pred = np.asarray(est.predict(Networks(view, tuple(test), sid)), dtype="float64")
-            if pred.shape != (len(test),):
-                raise ValueError(f"{type(est).__name__}.predict returned shape {pred.shape} for {len(test)} networks")
+            y = X.y()
+            pred = folds.get(view, sid, train, y, test) if folds is not None else None
+            if pred is None:
+                est = make().fit(X, y)
+                pred = np.asarray(est.predict(Networks(view, tuple(test), sid)), dtype="float64")
+                if pred.shape != (len(test),):
+                    raise ValueError(f"{type(est).__name__}.predict returned shape {pred.shape} for {len(test)} networks")
+                if folds is not None:
+                    folds.put(view, sid, train, y, test, pred)
             part = pd.DataFrame({"track": data.track.name, "scenario_id": sid, "model_id": test, "predicted_ms": pred})
             if split.repeated:  # repeated draws (seeds) predict the same networks once per fold
                 part["fold"] = pd.array([f.fold] * len(test), dtype="Int64")
@@ -244,6 +295,8 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
         ok = {n: v for n, v in ok.items() if subset[n]}  # a track with no match is left as it is
     frames, failures, seconds, splits, retrained = [], {}, {}, {}, {}
     whole_done: list[Path] = []
+    folds = FoldCache(out / ".partial" / FOLDS, {"predictor": predictor, "params": params}) \
+        if getattr(cls, "e2e_only", False) else None
     for name, (data, split) in ok.items():
         t0 = time.perf_counter()
         key = {"predictor": predictor, "params": params, "split": [split.version, split.spec_hash]}
@@ -251,7 +304,7 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
         only = subset[name] if subset is not None else None
         try:
             frames.append(predict_track(data, split, lambda: make_predictor(predictor, **params), resume=resume,
-                                        progress=lambda sid: _progress(entry, name, resume), only=only))
+                                        progress=lambda sid: _progress(entry, name, resume), only=only, folds=folds))
         except Exception as e:  # noqa: BLE001 - one track failing must not lose the others; recorded below
             why = f"{type(e).__name__}: {e}"
             if only is None:
@@ -300,8 +353,12 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
     for resume in whole_done:
         shutil.rmtree(resume)
     partial = out / ".partial"
-    if partial.is_dir() and not any(partial.iterdir()):
-        partial.rmdir()
+    if partial.is_dir() and not any(p.name != FOLDS for p in partial.iterdir()):
+        # no track of the entry is left to resume; a concurrent run (a Hydra multirun over
+        # tracks) that has not made its folder yet loses only the folds it could have reused
+        shutil.rmtree(partial / FOLDS, ignore_errors=True)
+        with suppress(OSError):
+            partial.rmdir()
     return out
 
 
@@ -525,5 +582,5 @@ def note_absent_predictors(results_dir: str | Path, entry_dirs: Iterable[str | P
     return status
 
 
-__all__ = ["board_view", "mask", "predict_track", "available", "train_entry", "evaluate_entry", "write_status", "slug",
+__all__ = ["FoldCache", "board_view", "mask", "predict_track", "available", "train_entry", "evaluate_entry", "write_status", "slug",
            "note_absent_predictors", "ENTRIES"]

@@ -136,3 +136,42 @@ def test_weights_of_another_shape_are_refused_naming_the_file(ds, name, tmp_path
     with pytest.raises(PersistError, match="does not fit the saved network") as exc:
         load_predictor(folder)
     assert str(pt[0]) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def _training_e2e_only(ds, scenario: str, train: Networks) -> Dataset:
+    """``ds`` with nothing measured but ``train``'s e2e rows in ``scenario``: no other scenario's
+    or network's e2e row, no op or kernel time anywhere (graphs and model costs stay)."""
+    t = ds.tables()
+    e = t["e2e"]
+    t["e2e"] = e[(e["scenario_id"] == scenario) & e["model_id"].isin(train.model_ids)].reset_index(drop=True)
+    for name in ("ops", "kernels"):
+        t[name] = t[name].assign(latency_ms=np.nan)
+    view = Dataset(t, path=ds.path, check=False)
+    view._graphs = ds._graphs
+    return view
+
+
+def _fit_on(ds, name: str, only_training_e2e: bool):
+    X, y = _xy(ds, GPU)  # a scenario with op times, which an op-wise predictor learns from
+    tr, te = np.arange(len(X)) % 4 != 0, np.arange(len(X)) % 4 == 0
+    view = _training_e2e_only(ds, GPU, X[tr]) if only_training_e2e else ds
+    p = make_predictor(name, **FAST.get(name, {})).fit(Networks(view, X[tr].model_ids, GPU), y[tr])
+    return p.predict(Networks(view, X[te].model_ids, GPU))
+
+
+E2E_ONLY = [n for n in PREDICTORS.names() if PREDICTORS.get(n).e2e_only]
+
+
+@pytest.mark.parametrize("name", E2E_ONLY)
+def test_a_predictor_that_says_it_reads_only_training_e2e_does(ds, name):
+    # the board reuses such a predictor's folds across tracks (leaderboard.run.FoldCache): its
+    # predictions must not change when everything else it could read is gone
+    assert set(E2E_ONLY) >= {"flops", "gnn", "gnn_ensemble", "additive_mlp"}
+    np.testing.assert_array_equal(_fit_on(ds, name, only_training_e2e=True), _fit_on(ds, name, only_training_e2e=False))
+
+
+def test_the_training_e2e_check_sees_a_predictor_that_reads_op_times(ds):
+    # usc_lasso learns from the training networks' op times: the check above would catch it
+    assert not PREDICTORS.get("usc_lasso").e2e_only
+    blind, seeing = _fit_on(ds, "usc_lasso", only_training_e2e=True), _fit_on(ds, "usc_lasso", only_training_e2e=False)
+    assert np.all(np.isfinite(blind)) and not np.allclose(blind, seeing, rtol=0.01)

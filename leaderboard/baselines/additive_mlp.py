@@ -81,6 +81,7 @@ class AdditiveMLP(Predictor):
     e2e log latency; ``members`` seeds averaged in log space (see the module docstring)."""
 
     persist_libraries = ("torch",)
+    e2e_only = True  # graphs and training e2e only (base.Predictor.e2e_only)
 
     def __init__(self, members: int = 1, hidden: int = 128, layers: int = 2, lr: float = 3e-3, epochs: int = 300,
                  batch_size: int | None = 32, weight_decay: float = 0.0, random_state: int = 0,

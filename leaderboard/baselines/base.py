@@ -116,6 +116,12 @@ class Predictor(RegressorMixin, BaseEstimator):
     per predicted op or kernel (``model_id``, an index column, ``predicted_ms``)."""
 
     name: str = "predictor"
+    #: True when ``fit`` reads nothing of ``X.dataset`` but the training networks' graphs and their
+    #: e2e latency ``y``, and ``predict`` nothing but the graphs: a fold's predictions then depend
+    #: only on the scenario, the networks and those labels, so the board fits them once for all
+    #: tracks with that fold (host-random and host-fewshot-900, a track and its ``-kernels`` twin;
+    #: leaderboard.run.FoldCache). tests/test_predictor_conformance.py checks the claim.
+    e2e_only: bool = False
 
     def _check_X(self, X: Any) -> Networks:
         if not isinstance(X, Networks):

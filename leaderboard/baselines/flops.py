@@ -47,6 +47,7 @@ def network_costs(X: Networks) -> np.ndarray:
 
 class _LinearCost(Predictor):
     columns: tuple[int, ...] = (0,)
+    e2e_only = True  # graphs and training e2e only (base.Predictor.e2e_only)
 
     def __init__(self, fit_intercept: bool = True):
         self.fit_intercept = fit_intercept

@@ -240,6 +240,7 @@ class GNNPredictor(Predictor):
     torch's setting), ``readout`` (``additive`` | ``meansum``), ``loss`` (``l1`` | ``mse``)."""
 
     persist_libraries = ("torch",)
+    e2e_only = True  # graphs and training e2e only (base.Predictor.e2e_only)
 
     def __init__(self, hidden: int = 48, layers: int = 4, dropout: float = 0.0, lr: float = 3e-3,
                  weight_decay: float = 1e-5, epochs: int = 40, batch_size: int = 8, random_state: int = 0,

@@ -46,6 +46,7 @@ class GnnEnsemble(Predictor):
     predictions averaged in log space; every other parameter is the GNN's (see :mod:`.gnn`)."""
 
     persist_libraries = ("torch",)
+    e2e_only = True  # graphs and training e2e only (base.Predictor.e2e_only)
     # the tracks the board enters it on, and why not the others (leaderboard.run.note_absent_predictors)
     board_tracks = (("host-*",), "five GNNs cost five times one, so the board trains it on the host tracks "
                     "(95 minutes of one core in all, 120 epochs each); one GNN takes 2.3 hours of the public tracks on this 2-core VM")
