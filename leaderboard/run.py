@@ -28,7 +28,7 @@ import time
 import traceback
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -134,6 +134,36 @@ class FoldCache:
             log(f"{sid}: fold not kept for other tracks ({e}); they fit it again")
 
 
+def _folds_of(data: TrackData, split: Split, sid: str) -> Iterator[tuple[Any, list[str], list[str]]]:
+    """(fold, training ids, test ids) of each fold of scenario ``sid`` with test networks measured."""
+    e = data.measured(sid)
+    by_name = dict(zip(e["name"], e["model_id"]))
+    for f in split.for_scenario(sid):
+        train = [by_name[n] for n in f.train if n in by_name]
+        test = [by_name[n] for n in f.test if n in by_name]
+        if not test:
+            continue
+        if not train:
+            raise InsufficientData(f"{data.track.name}: {sid} fold {f.fold}: no training network measured")
+        yield f, train, test
+
+
+def _share_resumed(data: TrackData, split: Split, sid: str, part: pd.DataFrame, folds: FoldCache) -> None:
+    """A scenario read back from the resume folder shares its folds as if it had just been fitted:
+    a run stopped part-way, or one from before the folds were shared, leaves the twin tracks
+    nothing to fit again."""
+    from .baselines import Networks
+
+    for f, train, test in _folds_of(data, split, sid):
+        rows = part[part["fold"] == f.fold] if "fold" in part.columns else part
+        pred = rows.set_index("model_id")["predicted_ms"].reindex(test).to_numpy(dtype="float64")
+        # the training labels as the fold's view has them (it hides the test networks only): no
+        # view is built, as nothing is fitted
+        y = Networks(data.dataset, tuple(train), sid).y()
+        if not np.isnan(pred).any() and folds.get(data.dataset, sid, train, y, test) is None:
+            folds.put(data.dataset, sid, train, y, test, pred)
+
+
 def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
                   progress: Callable[[str], None] | None = None, resume: Path | None = None,
                   only: Iterable[str] | None = None, folds: FoldCache | None = None) -> pd.DataFrame:
@@ -154,19 +184,13 @@ def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
         done = resume / f"{slug(sid)}.parquet" if resume is not None else None
         if done is not None and done.is_file():
             parts.append(pd.read_parquet(done))
+            if folds is not None:
+                _share_resumed(data, split, sid, parts[-1], folds)
             if progress:
                 progress(sid)
             continue
         rows = []
-        e = data.measured(sid)
-        by_name = dict(zip(e["name"], e["model_id"]))
-        for f in split.for_scenario(sid):
-            train = [by_name[n] for n in f.train if n in by_name]
-            test = [by_name[n] for n in f.test if n in by_name]
-            if not test:
-                continue
-            if not train:
-                raise InsufficientData(f"{data.track.name}: {sid} fold {f.fold}: no training network measured")
+        for f, train, test in _folds_of(data, split, sid):
             view = board_view(data, sid, train, test)
             X = Networks(view, tuple(train), sid)
             y = X.y()

@@ -70,6 +70,26 @@ def test_tracks_with_the_same_folds_fit_them_once(public, twins, tmp_path, monke
     assert not (both / ".partial").exists()  # the shared folds go with the resume folders
 
 
+def test_folds_of_a_resumed_track_are_shared_too(public, twins, tmp_path, monkeypatch):
+    # a run stopped part-way (or one from before folds were shared) left TRACK's scenarios in its
+    # resume folder: resuming reads them, and the twin reads their folds instead of fitting
+    from leaderboard import run as run_mod
+
+    register_test_predictors()
+    whole = train_entry("test-reported-flops", {}, [TRACK], public, tmp_path / "whole", entry="e", splits_dir=twins)
+    preds = pd.read_parquet(whole / "predictions.parquet")
+    out = tmp_path / "stopped" / "e"
+    split = json.loads((twins / "public" / f"{TRACK}.v{TRACKS.get(TRACK).version}.json").read_text())
+    resume = run_mod._resume_folder(out, TRACK, {"predictor": "test-reported-flops", "params": {},
+                                                 "split": [split["version"], split["spec_hash"]]})
+    for sid, rows in preds.groupby("scenario_id"):
+        rows.reset_index(drop=True).to_parquet(resume / f"{run_mod.slug(sid)}.parquet", index=False)
+    fits = _counting(monkeypatch)
+    both = train_entry("test-reported-flops", {}, [TRACK, TWIN], public, tmp_path / "stopped", entry="e", splits_dir=twins)
+    assert fits == []
+    pd.testing.assert_frame_equal(_track(both, TWIN), _track(whole, TRACK), check_exact=True)
+
+
 def test_a_predictor_that_reads_more_than_training_e2e_fits_every_track(public, twins, tmp_path, monkeypatch):
     register_test_predictors()
     assert not baselines.PREDICTORS.get("test-median").e2e_only
