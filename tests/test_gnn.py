@@ -179,7 +179,8 @@ def test_the_ensemble_is_the_geometric_mean_of_seeded_members(help_x, tmp_path):
     prediction is the geometric mean of theirs; it saves and loads with every member."""
     X = help_x[:60]
     y = X.y()
-    few = {**SMALL, "epochs": 4, "batch_size": 8, "min_steps": 0}  # every parameter given to both: the ensemble's defaults differ
+    # every parameter given to both: the ensemble's defaults differ
+    few = {**SMALL, "epochs": 4, "batch_size": 8, "min_steps": 0, "flush_denormals": True}
     ens = make_predictor("gnn_ensemble", members=3, random_state=5, **few).fit(X, y)
     singles = [make_predictor("gnn", random_state=5 + i, **few).fit(X, y).predict(X) for i in range(3)]
     assert len({tuple(p) for p in singles}) == 3  # the seeds differ
@@ -191,3 +192,27 @@ def test_the_ensemble_is_the_geometric_mean_of_seeded_members(help_x, tmp_path):
     np.testing.assert_array_equal(loaded.predict(X), ens.predict(X))
     with pytest.raises(ValueError, match="members: must be >= 1"):
         make_predictor("gnn_ensemble", members=0, **few).fit(X, y)
+
+
+def test_subnormal_floats_are_zero_only_inside_a_fit_that_asks(help_x, monkeypatch):
+    import torch
+
+    def subnormal_survives() -> bool:
+        return (torch.tensor([1e-20]) * torch.tensor([1e-20])).item() != 0.0  # 1e-40 < float32's smallest normal
+
+    seen: list[bool] = []
+    real = torch.set_flush_denormal
+    monkeypatch.setattr(torch, "set_flush_denormal", lambda on: (seen.append(on), real(on))[1])
+    X = help_x[:40]
+    short = {**SMALL, "epochs": 2, "min_steps": 0}
+    p = make_predictor("gnn", flush_denormals=True, **short).fit(X, X.y())
+    assert np.all(np.isfinite(p.predict(X)))
+    assert seen == [True, False, True, False]  # on for fit and for predict, off after each
+    assert subnormal_survives()
+    real(True)
+    assert not subnormal_survives()  # what the switch does on this CPU
+    real(False)
+    seen.clear()
+    make_predictor("gnn", **short).fit(X, X.y()).predict(X)
+    assert seen == []  # the single GNN's default: its committed entries were trained without
+    assert make_predictor("gnn_ensemble").get_params()["flush_denormals"] is True

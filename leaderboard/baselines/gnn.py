@@ -155,19 +155,25 @@ def _featurized(graph: Any, vocab: Sequence[str]) -> _Featurized:
 
 
 @contextlib.contextmanager
-def _torch_mode(threads: int | None) -> Iterator[Any]:
-    """Deterministic algorithms (and optionally a thread count) for the block; restores both."""
+def _torch_mode(threads: int | None, flush_denormals: bool = False) -> Iterator[Any]:
+    """Deterministic algorithms (and optionally a thread count, and subnormal floats read and
+    written as zero on the calling thread) for the block; restores them (torch has no getter for
+    the last: it is switched off again, which is torch's default)."""
     import torch
 
     prev_det, prev_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
     torch.use_deterministic_algorithms(True)
     if threads:
         torch.set_num_threads(int(threads))
+    if flush_denormals:
+        torch.set_flush_denormal(True)
     try:
         yield torch
     finally:
         torch.use_deterministic_algorithms(prev_det)
         torch.set_num_threads(prev_threads)
+        if flush_denormals:
+            torch.set_flush_denormal(False)
 
 
 def _symmetric_spmm():
@@ -237,14 +243,21 @@ class GNNPredictor(Predictor):
     ``weight_decay`` of Adam, ``epochs``, ``batch_size`` graphs per step, ``min_steps`` (fewest
     optimizer steps: more epochs when the epochs would make fewer), ``random_state`` (weights,
     shuffling, dropout), ``threads`` (torch intra-op threads during fit/predict; None leaves
-    torch's setting), ``readout`` (``additive`` | ``meansum``), ``loss`` (``l1`` | ``mse``)."""
+    torch's setting), ``readout`` (``additive`` | ``meansum``), ``loss`` (``l1`` | ``mse``),
+    ``flush_denormals`` (subnormal floats as zero during fit/predict, on the calling thread: all
+    of the work with ``threads=1``). Late in a long fit the activations and gradients carry
+    subnormal floats, which Intel cores multiply through a slow microcode path: 240 epochs on 341
+    host networks took 67 s of one Xeon core with them and 29 s without, and the predictions
+    moved 0.03-0.6% (the way another seed moves them). Off by default: the committed ``gnn``
+    entries were trained without it."""
 
     persist_libraries = ("torch",)
     e2e_only = True  # graphs and training e2e only (base.Predictor.e2e_only)
 
     def __init__(self, hidden: int = 48, layers: int = 4, dropout: float = 0.0, lr: float = 3e-3,
                  weight_decay: float = 1e-5, epochs: int = 40, batch_size: int = 8, random_state: int = 0,
-                 threads: int | None = None, readout: str = "additive", loss: str = "l1", min_steps: int = 200):
+                 threads: int | None = None, readout: str = "additive", loss: str = "l1", min_steps: int = 200,
+                 flush_denormals: bool = False):
         self.hidden = hidden
         self.layers = layers
         self.dropout = dropout
@@ -257,6 +270,7 @@ class GNNPredictor(Predictor):
         self.readout = readout
         self.loss = loss
         self.min_steps = min_steps
+        self.flush_denormals = flush_denormals
 
     # ------------------------------------------------------------ data
     def _featurize(self, X: Networks) -> list[_Featurized]:
@@ -309,7 +323,7 @@ class GNNPredictor(Predictor):
         target = (logy - self.y_mean_) / self.y_std_
         inputs = self._inputs(items)
         with contextlib.ExitStack() as stack:
-            torch = stack.enter_context(_torch_mode(self.threads))
+            torch = stack.enter_context(_torch_mode(self.threads, self.flush_denormals))
             stack.enter_context(torch.random.fork_rng(devices=[]))
             torch.manual_seed(self.random_state)  # weights and dropout
             module = _build_module(len(self.vocab_) + 1 + len(NUMERIC_FEATURES), self.hidden, self.layers,
@@ -358,7 +372,7 @@ class GNNPredictor(Predictor):
         items = self._featurize(X)
         inputs = self._inputs(items)
         out = np.empty(len(items), dtype=np.float64)
-        with _torch_mode(self.threads) as torch, torch.no_grad():
+        with _torch_mode(self.threads, self.flush_denormals) as torch, torch.no_grad():
             for start in range(0, len(items), 256):
                 chunk = items[start:start + 256]
                 z = self.module_(*self._batch(torch, chunk, inputs[start:start + 256])).double().numpy()

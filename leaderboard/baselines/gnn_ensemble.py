@@ -28,6 +28,9 @@ floor is 5%). Batches of 16 keep a fit at ~1.5x the defaults' time (120 epochs o
 the same gain. The single ``gnn`` keeps its defaults: its entries on the public tracks (2.3 hours
 of fits on this VM) were trained with them.
 
+**Subnormal floats** are read and written as zero (``flush_denormals=True``, unlike the single
+``gnn``): late in a long fit they slowed each step 2.3x on this VM's Xeon (gnn.py).
+
 Saving: each member's state as :mod:`.gnn` writes it, its weights in ``gnn<i>.pt``.
 """
 from __future__ import annotations
@@ -53,7 +56,8 @@ class GnnEnsemble(Predictor):
 
     def __init__(self, members: int = 5, hidden: int = 48, layers: int = 4, dropout: float = 0.0, lr: float = 3e-3,
                  weight_decay: float = 1e-5, epochs: int = 120, batch_size: int = 16, random_state: int = 0,
-                 threads: int | None = None, readout: str = "additive", loss: str = "l1", min_steps: int = 200):
+                 threads: int | None = None, readout: str = "additive", loss: str = "l1", min_steps: int = 200,
+                 flush_denormals: bool = True):
         self.members = members
         self.hidden = hidden
         self.layers = layers
@@ -67,6 +71,7 @@ class GnnEnsemble(Predictor):
         self.readout = readout
         self.loss = loss
         self.min_steps = min_steps
+        self.flush_denormals = flush_denormals
 
     def _member(self, i: int) -> GNNPredictor:
         params = self.get_params(deep=False)
