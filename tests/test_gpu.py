@@ -56,6 +56,9 @@ def test_gpu_kernel_records_and_sync(needs_gpu, tiny_gpu_model, tmp_path):
     by_run = gpu.kernels_by_run(run)
     assert sorted(by_run) == [r["run"] for r in run.runs]
     n_ops = run.meta["model_ops"]
+    # the sync's own stated uncertainty (its 2-sigma band at the end): under CI's load one kernel
+    # was mapped 63 us past its run's end, a run of ~3 ms
+    tol = run.end["gpu"]["sync"]["sigma_ns"]
     sequences = set()
     for r in run.runs:
         ks = by_run[r["run"]]
@@ -67,9 +70,12 @@ def test_gpu_kernel_records_and_sync(needs_gpu, tiny_gpu_model, tmp_path):
         assert all(k["entry"] and k["shader_words"] > 0 and min(k["local_size"]) >= 1 for k in disp)
         # kernel GPU time is part of the run
         assert sum(k["duration_ns"] for k in ks) < r["duration_ns"]
-        # synchronized onto the host clock: inside the run, ordered, not overlapping
+        # synchronized onto the host clock: inside the run (to within the sync's sigma), ordered,
+        # not overlapping
         for k in ks:
-            assert r["start_ns"] <= k["start_ns"] <= k["end_ns"] <= r["end_ns"], k
+            assert k["start_ns"] <= k["end_ns"], k
+            assert r["start_ns"] - tol <= k["start_ns"] and k["end_ns"] <= r["end_ns"] + tol, \
+                (k["start_ns"] - r["start_ns"], r["end_ns"] - k["end_ns"], tol, run.end["gpu"]["sync"])
             assert k["in_run"] is True
         for a, b in zip(ks, ks[1:]):
             assert a["end_ns"] <= b["start_ns"]
