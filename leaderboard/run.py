@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
 import sys
@@ -90,6 +91,15 @@ def mask(dataset: Any, scenario_id: str, test_ids: Iterable[str], all_ops: bool 
     return view
 
 
+def _write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """Write ``path`` whole or not at all: a reader (another track's run of the entry, a resumed
+    run) never sees half a file. The temporary name is the process's own, because twin tracks in
+    a Hydra multirun may write the same fold at once."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    df.to_parquet(tmp, index=False)
+    tmp.replace(path)
+
+
 class FoldCache:
     """The test predictions of folds already fitted, shared by the tracks of one entry, for a
     predictor that reads only its training networks' graphs and e2e labels
@@ -127,9 +137,7 @@ class FoldCache:
         path = self._path(dataset, sid, train, y, test)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            pd.DataFrame({"model_id": list(test), "predicted_ms": pred}).to_parquet(tmp, index=False)
-            tmp.replace(path)
+            _write_parquet(pd.DataFrame({"model_id": list(test), "predicted_ms": pred}), path)
         except OSError as e:  # another track's run of this entry finished and removed the folder
             log(f"{sid}: fold not kept for other tracks ({e}); they fit it again")
 
@@ -208,9 +216,7 @@ def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
             rows.append(part)
         part = pd.concat(rows, ignore_index=True) if rows else _no_predictions()
         if done is not None:
-            tmp = done.with_name(f".{done.name}.tmp")
-            part.to_parquet(tmp, index=False)
-            tmp.replace(done)
+            _write_parquet(part, done)
         parts.append(part)
         if progress:
             progress(sid)
