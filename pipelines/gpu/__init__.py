@@ -281,7 +281,7 @@ class ClockSync:
     ``envelope_ns`` is the width of the bins whose least-delayed pair enters that history
     (the lower envelope); None keeps the C default (50 ms), 0 lets every accepted pair in."""
 
-    def __init__(self, k: int = 8, sigma_floor_ns: float = 1000.0, min_span_ns: float = 50e6,
+    def __init__(self, k: int = 8, sigma_floor_ns: float = 1000.0, min_span_ns: float = 1e9,
                  history_ns: float | None = None, envelope_ns: float | None = None):
         self._lib = _clocksync_lib()
         self._cs = _CS()
