@@ -157,6 +157,43 @@ def test_slope_from_the_lower_envelope_shrugs_off_a_load_burst(native_built):
     assert abs(drift) < 8e-7 and abs(drift) < 3 * se, fits
 
 
+def _late_in_stalls(seed: int, **sync) -> float:
+    """A lavapipe-like stream (a pair every 1-5 ms, delays of 4 us plus |N(0, 2 us)|) whose
+    first 0.6 s carry a fading CPU load (every pair 50 us late at first, 0 at 0.6 s: the
+    envelope itself falls), then 300 ms in which every pair is a stall (all rejected, the fit
+    goes stale). Returns how late, at most, a kernel 2 ms after each pair of the stalls maps."""
+    rng = np.random.default_rng(seed)
+    t = _host_times(1500, seed=seed, gap=(1_000_000, 5_000_000))
+    s = (t - t[0]) / 1e9
+    delay = 4_000 + np.abs(rng.normal(0, 2_000, len(t)))
+    fading, stalls = s < 0.6, (s > 0.7) & (s < 1.0)
+    delay[fading] += rng.uniform(0.7, 1, fading.sum()) * 50_000 * (1 - s[fading] / 0.6)
+    delay[stalls] += rng.uniform(500_000, 5_000_000, stalls.sum())
+    offset = 1_250_000_000_000
+    cs = gpu.ClockSync(k=8, **sync)
+    tb = t[0] - np.array([3, 2, 1], dtype=np.int64) * 300_000
+    cs.bootstrap(tb, tb + 4_000 + offset)
+    late = []
+    for a, b, stalled in zip(t, np.round(t + delay).astype(np.int64) + offset, stalls):
+        cs.observe(int(a), int(b))
+        if stalled:
+            late.append(cs.to_host(int(a) + 2_000_000 + offset) - (int(a) + 2_000_000))
+    return float(max(late))
+
+
+def test_a_young_slope_does_not_map_late_through_a_stale_fit(native_built):
+    """A slope is adopted once the history spans a second (the runtime's SYNC_MIN_SPAN_NS, the
+    default here). A load that fades over the first 0.6 s tilts a younger envelope (by ~1e-4),
+    and when the next 300 ms are all stalls the stale fit extrapolates
+    that slope: with a 50 ms minimum, kernels map up to ~3.5 us *later* than their true start
+    (a CI run saw 4.5 us on lavapipe). With a second, a = 1 serves the stalls, and every kernel
+    maps early by the window's delay, as the offset says it should."""
+    young = [_late_in_stalls(seed, min_span_ns=50e6) for seed in range(10)]
+    assert max(young) > 1_000, young  # the stream does make a 50 ms history map late
+    default = [_late_in_stalls(seed) for seed in range(10)]
+    assert max(default) < 0, default
+
+
 @pytest.mark.parametrize("offset,drift", [(0.0, 0.0), (-3.7e9, 0.0), (1.25e12, 20e-6)])
 def test_short_dense_stream(native_built, offset, drift):
     """A dense stream (a pair per 1-1.25 ms, k = 32, 2 us jitter, 10% stalls): after the
@@ -220,6 +257,7 @@ def test_real_stream_on_lavapipe(needs_gpu, tiny_gpu_model, tmp_path):
     inside their run and start inside it up to that delay."""
     run = nr.run_native(tiny_gpu_model, accelerator="gpu", precision="fp32", mode="kernel", warmup=2, runs=800,
                         records_path=tmp_path / "k.jsonl", timeout=120)
+    assert run.meta["gpu"]["sync"]["min_span_ns"] == gpu.SYNC_MIN_SPAN_NS  # what the synthetic tests use
     sync = run.end["gpu"]["sync"]
     assert sync["observed"] >= 200 and sync["refits"] >= 20, sync
     assert abs(sync["a"] - 1) < 2e-5, sync

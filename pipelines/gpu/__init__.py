@@ -266,6 +266,11 @@ def _fit_field(name: str, doc: str | None = None) -> property:
     return property(lambda self: getattr(self._cs, name), doc=doc)
 
 
+# the least span of slope history latbench-run adopts a slope from (native/src/gpu.c's
+# SYNC_MIN_SPAN_NS, recorded in a run's meta as gpu.sync.min_span_ns), ClockSync's default
+SYNC_MIN_SPAN_NS = 1e9
+
+
 class ClockSync:
     """nnPerf's GPU-to-CPU clock mapping (SenSys'23 section 3.2.2, Algorithm 1 and Eq. 2),
     the C implementation latbench-run runs, driven from Python.
@@ -281,7 +286,7 @@ class ClockSync:
     ``envelope_ns`` is the width of the bins whose least-delayed pair enters that history
     (the lower envelope); None keeps the C default (50 ms), 0 lets every accepted pair in."""
 
-    def __init__(self, k: int = 8, sigma_floor_ns: float = 1000.0, min_span_ns: float = 1e9,
+    def __init__(self, k: int = 8, sigma_floor_ns: float = 1000.0, min_span_ns: float = SYNC_MIN_SPAN_NS,
                  history_ns: float | None = None, envelope_ns: float | None = None):
         self._lib = _clocksync_lib()
         self._cs = _CS()
