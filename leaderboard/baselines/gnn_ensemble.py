@@ -25,8 +25,8 @@ were not looked at), one GNN per setting, validation MAPE / within 10%: TFLite f
 epochs (level: the seed's luck is ~0.5 point); int8 8.09% / 74% -> 3.74% / 94% at 120 epochs of
 16 -> 3.19-3.27% / 95-99% at 240 (three seeds; their ensemble 3.02% / 98%, against 3.86% / 92%
 at 120), 3.17% / 98% at 400 (so 240); fp32 2 large 10.27% / 61% -> 8.41% / 69%; PyTorch 10.07% /
-64% -> 10.13% / 61% (flat: its labels' noise floor is 5%). Batches of 16 keep a fit at ~1.5x the
-defaults' time per epoch (batches of 8: 2x) for the same gain. On the board (host-v1, test
+64% -> 10.13% / 61% (flat: its labels' noise floor is 5%). At 120 epochs, batches of 16 kept a fit
+at ~1.5x the defaults' time (120 epochs of 8: 2x) for the same gain; 240 epochs double it. On the board (host-v1, test
 networks), 120 -> 240 epochs: host-random int8 3.35% / 96% -> 2.99% / 98% (noise floor 2.00%),
 fp32 1 large 4.92% -> 4.94%, 2 large 6.92% -> 7.08%, PyTorch 10.67% -> 10.51%; host-fewshot-100 int8
 18.9% -> 14.9%; host-unseen-family fp32 11.5% -> 10.5%. The single ``gnn`` keeps its defaults: its
