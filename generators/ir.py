@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from .atomic import write_text
 from .ops import OpError, config_id, op_config, op_spec, normalize_attrs
 from .safeload import MAX_BYTES, LoadError, load_json_text, read_text
 
@@ -315,12 +316,7 @@ class Graph:
 
     def save(self, path: str | Path) -> Path:
         """Write atomically (a killed run never leaves half a file)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(path)
-        return path
+        return write_text(path, self.to_json())
 
     # ------------------------------------------------------------ loading
     @classmethod

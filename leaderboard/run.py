@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import sys
@@ -34,6 +33,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import yaml
+
+from generators.atomic import atomic_path
 
 from .evaluator import SCENARIO_COLUMNS, Evaluator, scenario_groups
 from .protocols import InsufficientData, training_view
@@ -93,11 +94,10 @@ def mask(dataset: Any, scenario_id: str, test_ids: Iterable[str], all_ops: bool 
 
 def _write_parquet(df: pd.DataFrame, path: Path) -> None:
     """Write ``path`` whole or not at all: a reader (another track's run of the entry, a resumed
-    run) never sees half a file. The temporary name is the process's own, because twin tracks in
-    a Hydra multirun may write the same fold at once."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    df.to_parquet(tmp, index=False)
-    tmp.replace(path)
+    run) never sees half a file, and twin tracks in a Hydra multirun may write the same fold at
+    once (each through its own temporary file)."""
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
 
 
 class FoldCache:

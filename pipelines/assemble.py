@@ -58,6 +58,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from generators.atomic import atomic_path
+
 from .dataset.opfeatures import (
     TfliteReadError,
     kernel_type,
@@ -687,13 +689,11 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
 
 
 def write_failures(path: Path, failures: list[dict[str, Any]]) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(FAILURE_COLUMNS)
         for row in failures:
             w.writerow(["" if row.get(c) is None else row[c] for c in FAILURE_COLUMNS])
-    tmp.replace(path)
     return path
 
 

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from generators.atomic import atomic_path
+
 COLUMNS = ("session", "host", "scenario_id", "model_id", "name", "latency_ms", "between_cv", "processes",
            "max_loadavg", "max_foreign_busy_frac", "cpu_freq_khz", "runtime_version", "max_probe_slowdown")
 # columns a history written before them lacks (read as empty): a row without max_probe_slowdown
@@ -137,13 +139,10 @@ def _rows(folder: Path, session: str, names: dict[str, str]) -> list[dict]:
 def append_history(path: Path, rows: list[dict]) -> None:
     """Append rows to the committed history (written whole through a temporary file)."""
     old = read_history(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as f:
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()
         w.writerows(old + rows)
-    tmp.replace(path)
 
 
 def read_history(path: Path) -> list[dict]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from generators.atomic import write_text
 from generators.export.formats import FORMATS, exporter_version
 
 from .prune import dropped_sidecar, is_dropped
@@ -78,9 +79,7 @@ def _sidecar(folder: Path, fmt: str, kind: str) -> Path:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, sort_keys=True, indent=1, default=str) + "\n")
-    tmp.replace(path)
+    write_text(path, json.dumps(obj, sort_keys=True, indent=1, default=str) + "\n")
 
 
 def export_model(model_path: str, formats: list[str], out_dir: str, options: dict, version: str) -> list[dict]:
@@ -301,8 +300,4 @@ def write_manifest(models: list[Path], formats: dict[str, frozenset[str] | None]
             else:
                 row |= {"status": "missing"}
             w.writerow(row)
-    path = out_dir / "manifest.csv"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(buf.getvalue())
-    tmp.replace(path)
-    return path
+    return write_text(out_dir / "manifest.csv", buf.getvalue())

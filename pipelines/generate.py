@@ -23,6 +23,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from generators.atomic import write_text
 from generators.ir import Graph
 
 INDEX_COLUMNS = ["model_id", "source", "name", "nodes", "flops", "params", "memory_bytes_fp32", "also_from", "meta"]
@@ -129,6 +130,4 @@ def _write_index(path: Path, rows) -> None:
     w.writeheader()
     for r in sorted(rows, key=lambda r: (r["source"], r["name"])):
         w.writerow({**r, "also_from": ";".join(r["also_from"]), "meta": json.dumps(r["meta"], sort_keys=True)})
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(buf.getvalue())
-    tmp.replace(path)
+    write_text(path, buf.getvalue())

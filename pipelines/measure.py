@@ -53,7 +53,6 @@ import errno
 import hashlib
 import json
 import math
-import os
 import random
 import shutil
 import time
@@ -63,6 +62,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 from tqdm import tqdm
+
+from generators.atomic import write_text
 
 from .machine_load import LoadConfig, LoadWindow, judge, validate_load
 from .runners import RUNNERS, runner_for
@@ -268,10 +269,7 @@ def _stopper(s: StoppingConfig):
 # ------------------------------------------------------------------ helpers
 def _write_json(path: Path, obj: Any) -> None:
     """Atomic: a reader (or a rerun after a kill) sees the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n")
 
 
 def tidy_work(out: Path) -> None:

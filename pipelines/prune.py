@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from generators.atomic import write_text
+
 DROPPED = "dropped"  # the sidecar's kind: <format>.dropped.json
 
 
@@ -155,12 +157,10 @@ def prune(p: Plan, release: str) -> int:
     sidecar beside a file, which the next prune deletes: never a file gone without a record)."""
     for art, fmt, size, scenarios in p.prunable:
         side = dropped_sidecar(art.parent, fmt)
-        tmp = side.with_name(side.name + ".tmp")
-        tmp.write_text(json.dumps({"format": fmt, "file": art.name, "bytes": size, "release": release,
-                                   "scenarios": scenarios,
-                                   "dropped": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-                                  indent=1, sort_keys=True) + "\n")
-        tmp.replace(side)
+        write_text(side, json.dumps({"format": fmt, "file": art.name, "bytes": size, "release": release,
+                                     "scenarios": scenarios,
+                                     "dropped": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                                    indent=1, sort_keys=True) + "\n")
         art.unlink()
     return len(p.prunable)
 

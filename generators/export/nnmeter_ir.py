@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..atomic import write_text
 from ..ir import Graph, Node, split_ref
 
 FORMAT = "nnmeter-ir"
@@ -211,11 +212,7 @@ def export_nnmeter_ir(graph: Graph, path: str | Path) -> dict[str, Any]:
     """Write the nn-Meter IR JSON (atomically); return the artifact's facts."""
     ir = to_nnmeter_ir(graph)
     text = to_json(ir)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    path = write_text(path, text)
     types: dict[str, int] = {}
     for node in ir.values():
         t = node["attr"]["type"]

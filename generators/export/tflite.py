@@ -79,6 +79,7 @@ from typing import Any
 
 import numpy as np
 
+from ..atomic import write_bytes
 from ..ir import Graph, split_ref
 from ..ops import op_spec
 from .names import unique_name
@@ -491,15 +492,7 @@ def export_tflite(
     tf = _tf()  # importing TensorFlow (2.5-5 s, once per process) is not part of the time
     t0 = time.perf_counter()
     blob = convert(graph, precision, calibration_samples)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(blob)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    path = write_bytes(path, blob)
     facts = inspect_tflite(blob)
     for d, n in zip(facts["inputs"], graph.input_nodes):
         d["ir_name"] = n.name

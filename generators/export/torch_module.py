@@ -45,6 +45,7 @@ from torch import nn
 from torch.ao.nn.quantized import FloatFunctional
 from torch.ao.quantization import DeQuantStub, MinMaxObserver, QuantStub
 
+from ..atomic import atomic_path
 from ..ir import Graph, Node, split_ref
 from .names import unique_name
 from .weights import example_input, graph_weights
@@ -619,12 +620,9 @@ def _facts(graph: Graph, traced: torch.jit.ScriptModule, path: Path, fmt: str, p
 
 def _save(path: str | Path, write: Callable[[str], None]) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with warnings.catch_warnings():
+    with atomic_path(path) as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit / lite interpreter deprecation notices
         write(str(tmp))
-    tmp.replace(path)
     return path
 
 

@@ -34,6 +34,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from generators.atomic import write_text
+
 FORMAT = "latbench-predictor"
 FORMAT_VERSION = 1
 META = "predictor.json"
@@ -228,9 +230,7 @@ def save_predictor(predictor: Any, path: str | Path) -> Path:
         "libraries": list(getattr(predictor, "persist_libraries", ())),
         "state": state,
     }
-    tmp = root / (META + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=1, sort_keys=True, allow_nan=False))
-    tmp.replace(root / META)
+    write_text(root / META, json.dumps(meta, indent=1, sort_keys=True, allow_nan=False))
     return root
 
 

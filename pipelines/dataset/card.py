@@ -35,6 +35,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from generators.atomic import write_text
+
 from .load import Dataset, load_dataset
 from .schema import SCHEMA_VERSION, TABLES, markdown
 
@@ -506,9 +508,4 @@ def write_card(ds: Dataset | str | Path, out_dir: str | Path | None = None, note
         lines += ["## Data notes", ""] + [f"- {n}" for n in notes] + [""]
 
     lines += ["## Schema", "", markdown(), ""]
-    path = out / CARD
-    text = "\n".join(lines).rstrip() + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
+    return write_text(out / CARD, "\n".join(lines).rstrip() + "\n")

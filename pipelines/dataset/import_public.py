@@ -10,6 +10,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from generators.atomic import atomic_path
+
 from .help import import_help
 from .importers import ImportProblem, ImportResult, merge_tables
 from .schema import TABLES, check_tables
@@ -55,11 +57,8 @@ def run_import(cfg_usc: Any = None, cfg_help: Any = None, out_dir: str | Path = 
 
 
 def _write_problems(path: Path, problems: list[ImportProblem]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["file", "row", "column", "message"])
         for p in problems:
             w.writerow([p.file, "" if p.row is None else p.row, p.column or "", p.message])
-    tmp.replace(path)

@@ -24,6 +24,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from generators.atomic import atomic_path
+
 SCHEMA_VERSION = "1.4"
 TABLES = ("models", "scenarios", "e2e", "ops", "kernels")
 PARQUET_META_KEY = b"latbench"  # parquet key-value metadata: {"table": ..., "schema_version": ...}
@@ -509,14 +511,12 @@ def write_table(name: str, df: pd.DataFrame, path: str | Path) -> Path:
 
     check_table(name, df)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[PARQUET_META_KEY] = json.dumps({"table": name, "schema_version": SCHEMA_VERSION}, sort_keys=True).encode()
     table = table.replace_schema_metadata(meta)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
     return path
 
 

@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from generators.atomic import atomic_path, write_text
+
 from ..runners.litert import litert_version
 from ..runners.records import EXIT_KINDS, NativeRun, NativeRunError, read_records
 from .android import (RC_MARK, AdbFault, PhoneError, cpu_state_command, ensure_server, fault_types, one_line,
@@ -373,12 +375,8 @@ class _Job:
             raise
 
     def _pull(self, phone, remote: str, local: Path) -> None:
-        tmp = local.with_name(f".{local.name}.{os.getpid()}.part")
-        try:
+        with atomic_path(local) as tmp:
             phone.sync.pull_file(remote, tmp)
-            os.replace(tmp, local)
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def _push_runtime(self, phone) -> None:
         """The binary and its libraries, once per connection (pushed again after a reconnect)."""
@@ -505,8 +503,4 @@ class _Job:
         if not metas:
             raise self._fail("records without a meta record", "output")
         metas[0]["device"] = device
-        tmp = self.records_path.with_name(f".{self.records_path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            for r in records:
-                f.write(json.dumps(r, separators=(",", ":")) + "\n")
-        os.replace(tmp, self.records_path)
+        write_text(self.records_path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))

@@ -27,6 +27,8 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 
+from generators.atomic import write_text
+
 CATALOG_PATH = Path(__file__).resolve().with_name("catalog.yaml")
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = 1
@@ -559,9 +561,6 @@ def add_device(entry: CatalogEntry, path: str | os.PathLike | None = None, *, ov
             check[n].same_as(expected[n]) for n in expected.entries):
         raise CatalogError(f"{file}: writing devices.{entry.name} would not give the expected catalog "
                            "(the file's layout is unusual); add the entry by hand")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(new_text, encoding="utf-8")
-    tmp.replace(p)
+    write_text(p, new_text)
     _CACHE.pop(p.resolve(), None)
     return p

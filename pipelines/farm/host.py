@@ -25,6 +25,8 @@ from typing import Any
 
 import ray
 
+from generators.atomic import write_bytes
+
 from .resources import NAMESPACE, PhoneInfo, agent_name, discover_phones, host_resource
 
 
@@ -142,10 +144,7 @@ class PhoneWorker:
             data = ray.get(model["blob"][0])
             if hashlib.sha256(data).hexdigest()[:16] != model["digest"]:
                 raise ValueError(f"{model['dir']}/{model['name']}: the model's bytes do not match their digest")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            write_bytes(path, data)
         return path
 
     def run(self, model: dict, framework: str, scenario: Any, mode: str, warmup: int, runs: int,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from generators.atomic import write_bytes, write_text
 from pipelines.devices.base import check_run
 from pipelines.runners.records import NativeRun, NativeRunError
 
@@ -64,12 +65,6 @@ class ArtifactCache:
                                    "name": artifact.name, "blob": [ray.put(data)]}
             return self._refs[key]
 
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 class FarmPhone:
@@ -130,10 +125,9 @@ class FarmPhone:
                 self.gone = res["error"]
             raise NativeRunError(res["error"], kind=res["kind"], model=str(artifact))
         records_path = Path(records_path)
-        _write_bytes(records_path, "".join(json.dumps(r, separators=(",", ":")) + "\n"
-                                           for r in res["records"]).encode())
+        write_text(records_path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in res["records"]))
         if trace_path is not None and res["trace"] is not None:
-            _write_bytes(Path(trace_path), res["trace"])
+            write_bytes(Path(trace_path), res["trace"])
         self.processes += 1
         self.overhead_s.append(max(round_trip - res["seconds"], 0.0))
         self.fetch_s.append(res.get("fetch_seconds", 0.0))

@@ -21,6 +21,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from generators.atomic import write_text
+
 from . import runner_for
 from .process import cpus_arg, exit_failure, native_run
 from .records import NativeNotBuiltError, NativeRun, NativeRunError, read_records
@@ -83,9 +85,7 @@ def steps_for(accelerator: str) -> Any:
 
 
 def _rewrite_records(records: list[dict[str, Any]], rec: Path) -> None:
-    part = rec.with_name(rec.name + ".part")
-    part.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records), encoding="utf-8")
-    os.replace(part, rec)
+    write_text(rec, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
 
 
 def run_native(model: str | os.PathLike, *, cpus: str | Iterable[int] | None = None, threads: int = 1,

@@ -97,6 +97,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from generators.atomic import atomic_path, write_text
+
 # NB: no torch import at module level: main() pins the CPUs before torch exists.
 from . import allocator
 from .process import cpus_arg, exit_failure, native_run
@@ -253,12 +255,10 @@ def write_trace(path: str, records: list[dict[str, Any]], t0_ns: int, process_na
             events.append({"ph": "X", "name": r["name"], "pid": pid, "tid": TID_RUNTIME,
                            "ts": _ts_us(r["start_ns"] - t0_ns), "dur": _ts_us(r["duration_ns"]),
                            "args": {"run": r["run"]}})
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write('{"displayTimeUnit":"ns","traceEvents":[\n')
         f.write(",\n".join(json.dumps(e, separators=(",", ":")) for e in events))
         f.write("\n]}\n")
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------- the worker
@@ -491,10 +491,7 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
             sys.stdout.write(text)
             sys.stdout.flush()
         else:
-            tmp = f"{args.records}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, args.records)
+            write_text(args.records, text)
         if args.trace:
             write_trace(args.trace, records, t_start, f"{TOOL} {model.name}")
     except OSError as e:
