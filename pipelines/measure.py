@@ -182,10 +182,11 @@ class MeasureConfig:
     # again unless reuse_release is false (pipelines/release.py); empty or absent: none
     release: str = "datasets/host-v1"
     reuse_release: bool = True
-    # released rows the speed probe did not judge (measured before it existed) count as not
-    # released: measured again, and the fresh rows replace them at assemble (the release sweep;
-    # on the EPYC VM such rows read a median 1.71x slow, docs/dataset.md)
-    remeasure_unprobed: bool = False
+    # released rows measured under an older protocol count as not released: measured again, and
+    # the fresh rows replace them at assemble (the release sweep). Older: no speed-probe verdict
+    # (on the EPYC VM such rows read a median 1.71x slow), or a runner's own columns missing
+    # (PyTorch rows from glibc's malloc, no page-fault count); pipelines/release.py, docs/dataset.md
+    remeasure_outdated: bool = False
     # generator names of the control set, measured again at the start of every release sweep
     # session (python -m pipelines.control): the release's between-run drift
     control: list[str] = field(default_factory=list)
@@ -306,7 +307,7 @@ def protocol_digest(cfg: MeasureConfig, scenario: Scenario) -> str:
     # (points: a Sweep gets the effective granularities of its point, see point_config)
     # (chunk: how pairs are grouped in time, like the order; not how a process measures)
     for k in ("sources", "runner_sources", "models", "retry_failed", "timeout", "load", "release",
-              "reuse_release", "remeasure_unprobed", "points", "control", "chunk"):
+              "reuse_release", "remeasure_outdated", "points", "control", "chunk"):
         d.pop(k)
     d["scenario"] = scenario.to_dict()
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
@@ -417,7 +418,7 @@ class Sweep:
         # pairs the committed release holds are not measured again (pipelines/release.py)
         from .release import released_pairs
 
-        self.released = (released_pairs(cfg.release, probed_only=cfg.remeasure_unprobed)
+        self.released = (released_pairs(cfg.release, current_only=cfg.remeasure_outdated)
                          if cfg.reuse_release else set())
         self._log_file = self.out / "measure.log"
         self._log_extra = log

@@ -115,7 +115,7 @@ def plan(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> Plan:
     if not cfg.measure.reuse_release:
         raise PruneError("measure.reuse_release: false, so the sweep measures the released pairs again and needs "
                          "every file; nothing to prune")
-    released = released_pairs(cfg.measure.release, probed_only=cfg.measure.remeasure_unprobed)
+    released = released_pairs(cfg.measure.release, current_only=cfg.measure.remeasure_outdated)
     by_fmt = _by_format(cfg, device)
     sources = _sources(models_dir)
     # a control network named but not generated raises (ControlError names the key): never guess
@@ -171,7 +171,7 @@ def restorable(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> 
     when ``reuse_release`` is false, since the sweep then measures released pairs again)."""
     from .release import released_pairs
 
-    released = (released_pairs(cfg.measure.release, probed_only=cfg.measure.remeasure_unprobed)
+    released = (released_pairs(cfg.measure.release, current_only=cfg.measure.remeasure_outdated)
                 if cfg.measure.reuse_release else set())
     by_fmt = _by_format(cfg, device)
     sources = _sources(models_dir)

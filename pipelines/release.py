@@ -48,25 +48,56 @@ def parse_name(folder: Path) -> tuple[str, int]:
     return m["name"], int(m["version"])
 
 
-def released_pairs(release: str | Path | None, probed_only: bool = False) -> set[tuple[str, str]]:
+# what every released e2e row must have recorded to count as measured under the current
+# protocol: the speed probe's verdict (rows from before the probe ran unseen through the VM's
+# slow episodes); each runner adds its own columns (Runner.protocol_columns)
+PROTOCOL_COLUMNS = ("probe_slowdown",)
+
+
+def protocol_columns(folder: Path) -> dict[str, tuple[str, ...]]:
+    """scenario_id -> the e2e columns its rows must have recorded to be current: the suite's
+    and its runner's (the release's scenarios table says which runner; none known: the suite's)."""
+    from .runners import runner_for
+
+    path = folder / "scenarios.parquet"
+    if not path.is_file():
+        return {}
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=["scenario_id", "framework", "accelerator"]).to_pylist()
+    out = {}
+    for r in t:
+        runner = runner_for(str(r["framework"]), str(r["accelerator"]))
+        out[str(r["scenario_id"])] = PROTOCOL_COLUMNS + (runner.protocol_columns if runner else ())
+    return out
+
+
+def released_pairs(release: str | Path | None, current_only: bool = False) -> set[tuple[str, str]]:
     """(model_id, scenario_id) of every e2e row of the release (empty if there is none).
-    ``probed_only``: only the rows the speed probe judged (``probe_slowdown`` recorded); the
-    others were measured before the probe existed, when the VM's slow episodes went unseen, and
-    a release sweep measures them again (``measure.remeasure_unprobed``)."""
+    ``current_only``: only the rows measured under the current protocol, i.e. with every
+    column of :func:`protocol_columns` recorded. The others (measured before the speed probe
+    existed, or PyTorch rows from before its workers ran on jemalloc) count as not released:
+    a release sweep measures them again (``measure.remeasure_outdated``), and the fresh rows
+    replace them at assemble."""
     if not release:
         return set()
-    path = resolve(release) / "e2e.parquet"
+    folder = resolve(release)
+    path = folder / "e2e.parquet"
     if not path.is_file():
         return set()
     import pyarrow.parquet as pq
 
-    if probed_only and "probe_slowdown" not in pq.read_schema(path).names:
-        return set()  # a release from before the probe: every row is unjudged
-    columns = ["model_id", "scenario_id"] + (["probe_slowdown"] if probed_only else [])
-    t = pq.read_table(path, columns=columns)
-    keep = t.column("probe_slowdown").is_valid().to_pylist() if probed_only else [True] * t.num_rows
-    return {(m, s) for m, s, k in zip(t.column("model_id").to_pylist(), t.column("scenario_id").to_pylist(), keep)
-            if k}
+    names = set(pq.read_schema(path).names)
+    required = protocol_columns(folder) if current_only else {}
+    present = sorted({c for cols in required.values() for c in cols} & names)
+    rows = pq.read_table(path, columns=["model_id", "scenario_id", *present]).to_pylist()
+
+    def current(r: dict[str, Any]) -> bool:
+        # a column the release lacks is one no row of it recorded
+        cols = required.get(r["scenario_id"], PROTOCOL_COLUMNS)
+        return all(c in names and r[c] is not None for c in cols)
+
+    return {(r["model_id"], r["scenario_id"]) for r in rows if not current_only or current(r)}
 
 
 def processors(scenarios: Any) -> dict[str, dict[str, list[str]]]:

@@ -127,7 +127,7 @@ def test_a_session_keeps_the_released_failures_it_did_not_attempt(exported, tmp_
 
 
 def test_a_released_row_the_speed_probe_never_judged_is_measured_again(exported, tmp_path):
-    """``measure.remeasure_unprobed`` (the release protocol): a released row without the speed
+    """``measure.remeasure_outdated`` (the release protocol): a released row without the speed
     probe's verdict (measured before the probe existed) counts as not released, is measured
     again, and the fresh row replaces it at assemble; judged rows stay skipped."""
     import pandas as pd
@@ -145,18 +145,56 @@ def test_a_released_row_the_speed_probe_never_judged_is_measured_again(exported,
     e.loc[e["model_id"] == ids[0], "probe_slowdown"] = None
     e.to_parquet(release / "e2e.parquet", index=False)
     assert released_pairs(release) == {(ids[0], SID), (ids[1], SID)}
-    assert released_pairs(release, probed_only=True) == {(ids[1], SID)}
+    assert released_pairs(release, current_only=True) == {(ids[1], SID)}
 
     second = tmp_path / "b"
     shutil.copytree(exported, second)
     plain = _cfg(second, release, f"measure.models=[{','.join(ids)}]")
-    assert not plain.measure.remeasure_unprobed  # the default: every released row is reused
-    cfg_b = _cfg(second, release, f"measure.models=[{','.join(ids)}]", "measure.remeasure_unprobed=true")
+    assert not plain.measure.remeasure_outdated  # the default: every released row is reused
+    cfg_b = _cfg(second, release, f"measure.models=[{','.join(ids)}]", "measure.remeasure_outdated=true")
     r = run_measure(cfg_b, "tflite", "fp32", "1large", progress=False)
     assert (r["ok"], r["released"]) == (1, 1)
     run_assemble(cfg_b, progress=False)
     rows = load_dataset(second / "dataset").e2e.set_index("model_id")
     assert sorted(rows.index) == sorted(ids) and rows["probe_slowdown"].notna().all()
+
+
+def test_a_released_pytorch_row_without_its_page_faults_is_outdated(tmp_path):
+    """A runner's own protocol columns (Runner.protocol_columns): PyTorch rows count page faults
+    since the workers run on jemalloc, so a released PyTorch row without the count (measured on
+    glibc's malloc) is outdated like an unprobed one; a TFLite row needs no such count, and a
+    scenario of no known runner needs the suite's columns only."""
+    import pandas as pd
+
+    folder = tmp_path / "r-v1"
+    folder.mkdir()
+    pd.DataFrame({"scenario_id": ["h-pt", "h-tfl", "h-x"], "framework": ["pytorch", "tflite", "nosuch"],
+                  "accelerator": ["cpu", "cpu", "cpu"]}).to_parquet(folder / "scenarios.parquet", index=False)
+    e2e = pd.DataFrame({"model_id": list("abcde"), "scenario_id": ["h-pt", "h-pt", "h-tfl", "h-tfl", "h-x"],
+                        "probe_slowdown": [0.01, 0.01, 0.01, None, 0.02],
+                        "page_faults_per_run": [0.5, None, None, None, None]})
+    e2e.to_parquet(folder / "e2e.parquet", index=False)
+    every = {("a", "h-pt"), ("b", "h-pt"), ("c", "h-tfl"), ("d", "h-tfl"), ("e", "h-x")}
+    assert released_pairs(folder) == every
+    # b: PyTorch on glibc (no fault count); d: never judged by the probe
+    assert released_pairs(folder, current_only=True) == {("a", "h-pt"), ("c", "h-tfl"), ("e", "h-x")}
+    # a release written before the column existed: every PyTorch row is outdated
+    e2e.drop(columns="page_faults_per_run").to_parquet(folder / "e2e.parquet", index=False)
+    assert released_pairs(folder, current_only=True) == {("c", "h-tfl"), ("e", "h-x")}
+
+
+def test_the_release_protocol_measures_the_committed_glibc_pytorch_rows_again():
+    """On the committed releases, what a release sweep measures again is exactly their PyTorch
+    rows without a fault count (glibc's malloc): host-v1's 1,000 synthetic pairs until an EPYC
+    session measures them on jemalloc; none of host-xeon-v1's. Every other row is reused (all
+    were judged by the probe)."""
+    for name in ("host-v1", "host-xeon-v1"):
+        folder = ROOT / "datasets" / name
+        e = load_dataset(folder).e2e
+        glibc = e["scenario_id"].str.contains("-pytorch-") & e["page_faults_per_run"].isna()
+        assert e["probe_slowdown"].notna().all()
+        outdated = released_pairs(folder) - released_pairs(folder, current_only=True)
+        assert outdated == set(zip(e.loc[glibc, "model_id"], e.loc[glibc, "scenario_id"])), name
 
 
 def test_release_stage_and_bad_names(exported, tmp_path):
@@ -201,7 +239,7 @@ def test_the_release_configuration(tmp_path):
         "tflite-fp32-2large": (["e2e"], ["synthetic"]), "pytorch-fp32-1large": (["e2e"], ["synthetic"]),
         "tflite-gpu-fp32": (["e2e", "kernel"], ["nasbench201"])}
     assert cfg.scenario.accelerators == ["cpu", "gpu"] and cfg.scenario.gpu_precisions == ["fp32"]
-    assert cfg.measure.load.check and cfg.measure.remeasure_unprobed
+    assert cfg.measure.load.check and cfg.measure.remeasure_outdated
     # every point measures some network of the control set (its drift between sessions)
     names = set(cfg.measure.control)
     assert any(n.startswith("nb201-") for n in names) and any(n.startswith("synthetic-") for n in names)

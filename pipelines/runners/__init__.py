@@ -46,6 +46,10 @@ class Runner:
     missing_precisions: dict[str, str] = field(default_factory=dict)  # precision -> why not
     launch: str = ""  # "<module>:<function>" running one measuring process here
     steps: str | None = None  # module of the runner's own steps around each process
+    # e2e columns every record of this runner fills under its current protocol: a released row
+    # with one of them empty was measured under an older one, and a release sweep measures it
+    # again (pipelines/release.py released_pairs, measure.remeasure_outdated)
+    protocol_columns: tuple[str, ...] = ()
 
     def launcher(self) -> Callable[..., Any]:
         """The function named by ``launch``."""
@@ -107,4 +111,7 @@ register_runner("pytorch", "cpu", Runner(
     {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
     missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
     missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"},
-    launch="pipelines.runners.torch:launch"))
+    launch="pipelines.runners.torch:launch",
+    # counted since the workers run on jemalloc (pipelines/runners/allocator.py): a row without it
+    # was measured on glibc's malloc, whose runs took page faults that the VM, not the network, priced
+    protocol_columns=("page_faults_per_run",)))
