@@ -89,13 +89,13 @@ def released_pairs(release: str | Path | None, current_only: bool = False) -> se
 
     names = set(pq.read_schema(path).names)
     required = protocol_columns(folder) if current_only else {}
-    present = sorted({c for cols in required.values() for c in cols} & names)
-    rows = pq.read_table(path, columns=["model_id", "scenario_id", *present]).to_pylist()
+    wanted = {*PROTOCOL_COLUMNS, *(c for cols in required.values() for c in cols)} if current_only else set()
+    rows = pq.read_table(path, columns=["model_id", "scenario_id", *sorted(wanted & names)]).to_pylist()
 
     def current(r: dict[str, Any]) -> bool:
-        # a column the release lacks is one no row of it recorded
+        # a column the release lacks is one no row of it recorded; NaN is empty as null is
         cols = required.get(r["scenario_id"], PROTOCOL_COLUMNS)
-        return all(c in names and r[c] is not None for c in cols)
+        return all(c in names and r[c] is not None and r[c] == r[c] for c in cols)
 
     return {(r["model_id"], r["scenario_id"]) for r in rows if not current_only or current(r)}
 

@@ -181,6 +181,9 @@ def test_a_released_pytorch_row_without_its_page_faults_is_outdated(tmp_path):
     # a release written before the column existed: every PyTorch row is outdated
     e2e.drop(columns="page_faults_per_run").to_parquet(folder / "e2e.parquet", index=False)
     assert released_pairs(folder, current_only=True) == {("c", "h-tfl"), ("e", "h-x")}
+    # no scenarios table, so no runner is known: the suite's own columns only
+    (folder / "scenarios.parquet").unlink()
+    assert released_pairs(folder, current_only=True) == {("a", "h-pt"), ("b", "h-pt"), ("c", "h-tfl"), ("e", "h-x")}
 
 
 def test_the_release_protocol_measures_the_committed_glibc_pytorch_rows_again():
