@@ -416,10 +416,9 @@ class Sweep:
         self.counts = {"ok": 0, "failed": 0, "skipped": 0, "remeasured": 0, "refused": 0, "released": 0,
                        "speed_waits": 0, "speed_wait_s": 0.0}
         # pairs the committed release holds are not measured again (pipelines/release.py)
-        from .release import released_pairs
+        from .release import reused_pairs
 
-        self.released = (released_pairs(cfg.release, current_only=cfg.remeasure_outdated)
-                         if cfg.reuse_release else set())
+        self.released = reused_pairs(cfg)
         self._log_file = self.out / "measure.log"
         self._log_extra = log
         self.runs_made = 0  # timed e2e runs made by this sweep (benchmarks read it)

@@ -108,14 +108,14 @@ def plan(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> Plan:
     from generators.export.formats import FORMATS
 
     from .control import control_models
-    from .release import released_pairs
+    from .release import reused_pairs
 
     if not cfg.measure.release:
         raise PruneError("measure.release: empty; prune deletes only files whose pairs a committed release holds")
     if not cfg.measure.reuse_release:
         raise PruneError("measure.reuse_release: false, so the sweep measures the released pairs again and needs "
                          "every file; nothing to prune")
-    released = released_pairs(cfg.measure.release, current_only=cfg.measure.remeasure_outdated)
+    released = reused_pairs(cfg.measure)
     by_fmt = _by_format(cfg, device)
     sources = _sources(models_dir)
     # a control network named but not generated raises (ControlError names the key): never guess
@@ -169,10 +169,9 @@ def restorable(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> 
     """The dropped sidecars whose files a grid point still needs: it reads that format of that
     network and the release does not hold its pair (a point added after the prune; every pair
     when ``reuse_release`` is false, since the sweep then measures released pairs again)."""
-    from .release import released_pairs
+    from .release import reused_pairs
 
-    released = (released_pairs(cfg.measure.release, current_only=cfg.measure.remeasure_outdated)
-                if cfg.measure.reuse_release else set())
+    released = reused_pairs(cfg.measure)
     by_fmt = _by_format(cfg, device)
     sources = _sources(models_dir)
     tail = f".{DROPPED}.json"

@@ -54,6 +54,17 @@ def parse_name(folder: Path) -> tuple[str, int]:
 PROTOCOL_COLUMNS = ("probe_slowdown",)
 
 
+def reused_pairs(measure: Any) -> set[tuple[str, str]]:
+    """The released pairs a sweep with these ``measure`` settings does not measure again: none
+    when ``reuse_release`` is false; with ``remeasure_outdated``, only those measured under the
+    current protocol (:func:`released_pairs`); else every released pair."""
+    if not measure.reuse_release:
+        return set()
+    s = measure.stopping
+    return released_pairs(measure.release, current_only=measure.remeasure_outdated,
+                          max_processes=s.max_processes if s.policy == "adaptive" else None)
+
+
 def protocol_columns(folder: Path) -> dict[str, tuple[str, ...]]:
     """scenario_id -> the e2e columns its rows must have recorded to be current: the suite's
     and its runner's (the release's scenarios table says which runner; none known: the suite's)."""
@@ -72,13 +83,17 @@ def protocol_columns(folder: Path) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def released_pairs(release: str | Path | None, current_only: bool = False) -> set[tuple[str, str]]:
+def released_pairs(release: str | Path | None, current_only: bool = False,
+                   max_processes: int | None = None) -> set[tuple[str, str]]:
     """(model_id, scenario_id) of every e2e row of the release (empty if there is none).
     ``current_only``: only the rows measured under the current protocol, i.e. with every
-    column of :func:`protocol_columns` recorded. The others (measured before the speed probe
-    existed, or PyTorch rows from before its workers ran on jemalloc) count as not released:
-    a release sweep measures them again (``measure.remeasure_outdated``), and the fresh rows
-    replace them at assemble."""
+    column of :func:`protocol_columns` recorded and, given the current adaptive stopping's
+    ``max_processes``, not given up on below it (a row whose median's interval was still wide
+    when it reached a smaller cap is one the current protocol would have gone on measuring).
+    The others (measured before the speed probe existed, PyTorch rows from before its workers
+    ran on jemalloc, rows left unsettled by a smaller cap) count as not released: a release
+    sweep measures them again (``measure.remeasure_outdated``), and the fresh rows replace them
+    at assemble."""
     if not release:
         return set()
     folder = resolve(release)
@@ -90,12 +105,16 @@ def released_pairs(release: str | Path | None, current_only: bool = False) -> se
     names = set(pq.read_schema(path).names)
     required = protocol_columns(folder) if current_only else {}
     wanted = {*PROTOCOL_COLUMNS, *(c for cols in required.values() for c in cols)} if current_only else set()
+    capped = current_only and max_processes is not None and {"stop_reason", "processes"} <= names
+    wanted |= {"stop_reason", "processes"} if capped else set()
     rows = pq.read_table(path, columns=["model_id", "scenario_id", *sorted(wanted & names)]).to_pylist()
 
     def current(r: dict[str, Any]) -> bool:
         # a column the release lacks is one no row of it recorded; NaN is empty as null is
         cols = required.get(r["scenario_id"], PROTOCOL_COLUMNS)
-        return all(c in names and r[c] is not None and r[c] == r[c] for c in cols)
+        if not all(c in names and r[c] is not None and r[c] == r[c] for c in cols):
+            return False
+        return not (capped and r["stop_reason"] == "max_processes" and r["processes"] < max_processes)
 
     return {(r["model_id"], r["scenario_id"]) for r in rows if not current_only or current(r)}
 

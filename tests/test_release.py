@@ -186,17 +186,55 @@ def test_a_released_pytorch_row_without_its_page_faults_is_outdated(tmp_path):
     assert released_pairs(folder, current_only=True) == {("a", "h-pt"), ("b", "h-pt"), ("c", "h-tfl"), ("e", "h-x")}
 
 
-def test_the_release_protocol_measures_the_committed_glibc_pytorch_rows_again():
-    """On the committed releases, what a release sweep measures again is exactly their PyTorch
-    rows without a fault count (glibc's malloc): host-v1's 1,000 synthetic pairs until an EPYC
-    session measures them on jemalloc; none of host-xeon-v1's. Every other row is reused (all
-    were judged by the probe)."""
+def test_a_row_left_unsettled_by_a_smaller_cap_is_outdated(tmp_path):
+    """Adaptive stopping gives up at ``max_processes``: a released row that reached a cap of 5
+    with its median's interval still wide is one a protocol capped at 10 would have gone on
+    measuring, so under that protocol it is measured again; a row that settled (``ci_width``),
+    or reached a cap at least the current one, is reused. ``reused_pairs`` reads the settings."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from pipelines.release import reused_pairs
+
+    folder = tmp_path / "r-v1"
+    folder.mkdir()
+    pd.DataFrame({"scenario_id": ["h-tfl"], "framework": ["tflite"], "accelerator": ["cpu"]}).to_parquet(
+        folder / "scenarios.parquet", index=False)
+    pd.DataFrame({"model_id": list("abc"), "scenario_id": ["h-tfl"] * 3, "probe_slowdown": [0.01] * 3,
+                  "stop_reason": ["ci_width", "max_processes", "max_processes"],
+                  "processes": [3, 5, 10]}).to_parquet(folder / "e2e.parquet", index=False)
+    every = {("a", "h-tfl"), ("b", "h-tfl"), ("c", "h-tfl")}
+    assert released_pairs(folder, current_only=True) == every  # no cap given: not judged on it
+    assert released_pairs(folder, current_only=True, max_processes=5) == every
+    assert released_pairs(folder, current_only=True, max_processes=10) == {("a", "h-tfl"), ("c", "h-tfl")}
+
+    def settings(**kw):
+        base = {"release": str(folder), "reuse_release": True, "remeasure_outdated": True,
+                "stopping": SimpleNamespace(policy="adaptive", max_processes=10)}
+        return SimpleNamespace(**(base | kw))
+
+    assert reused_pairs(settings()) == {("a", "h-tfl"), ("c", "h-tfl")}
+    assert reused_pairs(settings(remeasure_outdated=False)) == every
+    assert reused_pairs(settings(reuse_release=False)) == set()
+    # a fixed number of runs has no cap to fall short of
+    assert reused_pairs(settings(stopping=SimpleNamespace(policy="fixed", max_processes=10))) == every
+
+
+def test_the_release_protocol_measures_the_committed_glibc_pytorch_rows_again(tmp_path):
+    """On the committed releases, what a release sweep (conf/measure/release.yaml) measures again
+    is exactly their PyTorch rows without a fault count (glibc's malloc): host-v1's 1,000
+    synthetic pairs until an EPYC session measures them on jemalloc; none of host-xeon-v1's.
+    Every other row is reused (all were judged by the probe, none fell short of the cap)."""
+    from pipelines.release import reused_pairs
+
     for name in ("host-v1", "host-xeon-v1"):
         folder = ROOT / "datasets" / name
+        cfg = validate(compose(["scenario=release", "measure=release", f"measure.release={folder}",
+                                f"data_dir={tmp_path / 'data'}"]))
         e = load_dataset(folder).e2e
         glibc = e["scenario_id"].str.contains("-pytorch-") & e["page_faults_per_run"].isna()
-        assert e["probe_slowdown"].notna().all()
-        outdated = released_pairs(folder) - released_pairs(folder, current_only=True)
+        outdated = released_pairs(folder) - reused_pairs(cfg.measure)
         assert outdated == set(zip(e.loc[glibc, "model_id"], e.loc[glibc, "scenario_id"])), name
 
 
