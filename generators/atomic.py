@@ -8,7 +8,9 @@ it in one rename (POSIX ``rename`` is atomic within a file system).
 
 The temporary name is hidden and unique to the write (process, thread and a counter), so two
 writers of one target never share (and truncate) one temporary file; the last rename wins,
-whole. A write that fails leaves no temporary file behind.
+whole. A write that fails leaves no temporary file behind; a process killed mid-write
+(SIGKILL runs no clean-up) does, and a resumable stage removes such orphans of dead writers
+from the folder it writes before it starts (:func:`remove_orphans`).
 
 This module is the one place that does it; it sits in the lowest package (``generators``) so
 that every layer above can use it. It imports nothing but the standard library.
@@ -44,6 +46,37 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _writer(tmp: Path) -> int | None:
+    """The process id in a temporary's name (``.<name>.<pid>.<thread>.<n>.tmp``), or None for
+    a file not named by :func:`temporary_beside`."""
+    parts = tmp.name[:-len(".tmp")].rsplit(".", 3)
+    if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return int(parts[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def remove_orphans(folder: str | os.PathLike[str]) -> int:
+    """Delete the temporary files under ``folder`` whose writing process is gone (killed
+    mid-write); a live writer's are left alone. Returns how many were deleted."""
+    n = 0
+    for tmp in Path(folder).rglob(".*.tmp"):
+        pid = _writer(tmp)
+        if pid is not None and not _alive(pid):
+            tmp.unlink(missing_ok=True)
+            n += 1
+    return n
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> Path:

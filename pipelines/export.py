@@ -32,7 +32,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from generators.atomic import write_text
+from generators.atomic import remove_orphans, write_text
 from generators.export.formats import FORMATS, exporter_version
 
 from .prune import dropped_sidecar, is_dropped
@@ -194,6 +194,7 @@ def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Pa
     models_dir = Path(models_dir or Path(cfg.data_dir) / "models")
     out_dir = Path(out_dir or Path(cfg.data_dir) / "artifacts")
     out_dir.mkdir(parents=True, exist_ok=True)
+    remove_orphans(out_dir)  # half-written files of a killed run
     version = exporter_version()
     models = sorted(p for p in models_dir.glob("*/*.json") if not ex.sources or p.parent.name in ex.sources)
     tasks = []

@@ -23,7 +23,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from generators.atomic import write_text
+from generators.atomic import remove_orphans, write_text
 from generators.ir import Graph
 
 INDEX_COLUMNS = ["model_id", "source", "name", "nodes", "flops", "params", "memory_bytes_fp32", "also_from", "meta"]
@@ -37,6 +37,7 @@ def run_generate(cfg: Any, out_dir: str | Path | None = None, progress: bool = T
     out = Path(out_dir or Path(cfg.data_dir) / "models")
     _check_index_is_ours(out / "index.csv")
     out.mkdir(parents=True, exist_ok=True)
+    remove_orphans(out)  # half-written files of a killed run
     rows: dict[str, dict] = {}
     written: dict[str, int] = {}
     for name in SOURCES.names():

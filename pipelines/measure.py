@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from generators.atomic import write_text
+from generators.atomic import remove_orphans, write_text
 
 from .machine_load import LoadConfig, LoadWindow, judge, validate_load
 from .runners import RUNNERS, runner_for
@@ -627,6 +627,7 @@ class Sweep:
 
     # -- the sweep
     def run(self, models: Sequence[tuple[str, str]]) -> dict[str, int]:
+        remove_orphans(self.out)  # half-written records of a killed sweep
         pairs = self.plan(models)
         order = random.Random(self.cfg.order_seed).sample(pairs, len(pairs))
         self.log(f"start: {len(pairs)} pairs to measure, {self.counts['skipped']} already done "

@@ -68,3 +68,30 @@ def test_threads_writing_one_target_leave_one_whole_version(tmp_path):
     assert not errors
     assert target.read_bytes() in payloads
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fold.bin"]
+
+
+def test_a_killed_writers_temporary_is_removed_and_a_live_ones_kept(tmp_path):
+    # SIGKILL mid-write runs no clean-up: the temporary stays until a resumed stage removes it
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from generators.atomic import remove_orphans, temporary_beside
+
+    target = tmp_path / "sub" / "model.tflite"
+    code = ("import sys, time; from pathlib import Path; from generators.atomic import atomic_path\n"
+            "with atomic_path(Path(sys.argv[1])) as tmp:\n"
+            "    tmp.write_bytes(b'x' * 1000); print(tmp, flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True)
+    orphan = tmp_path / "sub" / proc.stdout.readline().strip().rsplit("/", 1)[1]
+    assert orphan.is_file()
+    assert remove_orphans(tmp_path) == 0 and orphan.is_file()  # its writer still runs
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    live = temporary_beside(target)  # this process's own write in progress
+    live.write_text("")
+    other = tmp_path / "sub" / ".notes.tmp"  # not named by atomic_path: not ours to judge
+    other.write_text("")
+    assert remove_orphans(tmp_path) == 1
+    assert not orphan.exists() and live.exists() and other.exists() and not target.exists()
