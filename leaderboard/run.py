@@ -135,8 +135,7 @@ class FoldCache:
 
     def put(self, dataset: Any, sid: str, train: Sequence[str], y: np.ndarray, test: Sequence[str], pred: np.ndarray) -> None:
         path = self._path(dataset, sid, train, y, test)
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+        try:  # _write_parquet creates the folder
             _write_parquet(pd.DataFrame({"model_id": list(test), "predicted_ms": pred}), path)
         except OSError as e:  # another track's run of this entry finished and removed the folder
             log(f"{sid}: fold not kept for other tracks ({e}); they fit it again")
