@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import limits
 from .atomic import write_text
 from .ops import OpError, config_id, op_config, op_spec, normalize_attrs
 from .safeload import MAX_BYTES, LoadError, load_json_text, read_text
 
 FORMAT = "latbench-ir"
 VERSION = 1
-MAX_NODES = 200_000  # nodes of one IR file (the largest networks of the suite have a few thousand)
+MAX_NODES = limits.IR_NODES
 MAX_FILE_BYTES = MAX_BYTES
 BYTES_PER_ELEMENT = {"fp32": 4, "fp16": 2, "int8": 1}
 

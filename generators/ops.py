@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from . import limits
+
 Shape = list[int]
 
 
@@ -80,8 +82,8 @@ def _pair(value: Any, key: str) -> list[int]:
 # A kind checks one attribute value (as read from a file: any JSON value) and returns it in
 # canonical form, or raises OpError naming the attribute. Sizes are bounded so that no file
 # can ask the shape and cost code for astronomically large numbers.
-MAX_SIZE = 2**31 - 1  # any size, count or index (int32, what the runtimes take)
-MAX_LIST = 1024  # elements of a list attribute (shape, sections, pads)
+MAX_SIZE = limits.IR_SIZE  # any size, count or index (int32, what the runtimes take)
+MAX_LIST = limits.IR_LIST  # elements of a list attribute (shape, sections, pads)
 Kind = Callable[[Any, str], Any]
 
 

@@ -28,12 +28,14 @@ from typing import Any
 
 import yaml
 
-MAX_BYTES = 16 * 1024 * 1024  # 16 MiB: an IR file of a large network is ~1 MiB
-MAX_DEPTH = 64
-MAX_NODES = 2_000_000  # values (scalars + containers) after alias expansion
-MAX_ALIASES = 100
-INT64 = (-(2**63), 2**63 - 1)
-MAX_INT_DIGITS = 20
+from . import limits
+
+MAX_BYTES = limits.TEXT_FILE_BYTES
+MAX_DEPTH = limits.TEXT_DEPTH
+MAX_NODES = limits.TEXT_VALUES  # values (scalars + containers) after alias expansion
+MAX_ALIASES = limits.YAML_ALIASES
+INT64 = limits.INT64
+MAX_INT_DIGITS = limits.INT_DIGITS
 
 
 class LoadError(ValueError):

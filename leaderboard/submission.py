@@ -35,25 +35,15 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from generators import limits
+
 COLUMNS = ("track", "scenario_id", "model_id", "predicted_ms")
 FOLD = "fold"  # optional column: required on tracks of repeated draws (seeds), ignored elsewhere
 META_REQUIRED = ("method", "authors", "code", "training_data", "seeds")
 META_OPTIONAL = ("description", "kind", "predictor", "params", "date")
 MAX_LISTED = 5  # examples listed per problem
 
-# Size limits of a submission (docs/leaderboard.md, "Submission policy").
-LIMITS = {
-    "predictions_bytes": 64 * 1024 * 1024,  # the predictions file
-    "predictions_rows": 2_000_000,  # rows (parquet: checked in the file's footer, before reading)
-    "metadata_bytes": 64 * 1024,  # the metadata file
-    "metadata_values": 10_000,  # values in the metadata, after expanding YAML aliases
-    "metadata_depth": 16,
-    "text_chars": 2_000,  # description, training_data
-    "name_chars": 100,  # method, each author, predictor
-    "authors": 50,
-    "seeds": 100,
-    "predicted_ms": 1e9,  # largest prediction (11.6 days): larger is a unit error, and overflows the metrics
-}
+LIMITS = limits.SUBMISSION  # size limits of a submission (docs/leaderboard.md, "Submission policy")
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")  # entry names: folder and result-file names
 RESERVED_NAMES = ("baseline", "baselines", "status", "rejected", "submission", "submissions")
 

@@ -18,6 +18,7 @@ from typing import Any, Optional
 import yaml
 from omegaconf import OmegaConf
 
+from generators import limits
 from generators.configs import coerce
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,12 +34,12 @@ class ConfigError(ValueError):
 # params.yaml may be edited by hand or come with someone else's experiment: reading it goes
 # through the bounded loader (generators.safeload: size, depth, aliases), and counts that make a
 # stage write files or run for a while are bounded here, so no value can fill the disk.
-MAX_PARAMS_BYTES = 1024 * 1024
-MAX_PARAMS_VALUES = 20_000  # values after expanding YAML aliases (the project's file has ~220)
-MAX_PARAMS_ALIASES = 20
-MAX_NETWORKS = 100_000  # networks one generator source may produce in one run
-MAX_LIST = 10_000  # items of any list in the configuration
-MAX_INT = 2**31 - 1  # any integer in the configuration
+MAX_PARAMS_BYTES = limits.PARAMS_BYTES
+MAX_PARAMS_VALUES = limits.PARAMS_VALUES
+MAX_PARAMS_ALIASES = limits.PARAMS_ALIASES
+MAX_NETWORKS = limits.NETWORKS
+MAX_LIST = limits.PARAMS_LIST
+MAX_INT = limits.PARAMS_INT
 COUNT_LIMITS = {  # dotted key -> largest value
     "generator.synthetic.n": MAX_NETWORKS,
     "generator.synthetic.num_blocks": 1_000,

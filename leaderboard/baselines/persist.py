@@ -34,16 +34,17 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from generators import limits
 from generators.atomic import write_text
 
 FORMAT = "latbench-predictor"
 FORMAT_VERSION = 1
 META = "predictor.json"
 RECORDED = ("numpy", "scipy", "scikit-learn", "lightgbm", "torch", "latbench")
-MAX_META_BYTES = 128 * 1024 * 1024  # predictor.json (forests as arrays: a few MB each)
-MAX_META_VALUES = 50_000_000
-MAX_TEXT_BYTES = 64 * 1024 * 1024  # a LightGBM model text
-MAX_TENSOR_BYTES = 256 * 1024 * 1024  # a torch state_dict
+MAX_META_BYTES = limits.PREDICTOR_META_BYTES
+MAX_META_VALUES = limits.PREDICTOR_META_VALUES
+MAX_TEXT_BYTES = limits.PREDICTOR_TEXT_BYTES
+MAX_TENSOR_BYTES = limits.PREDICTOR_TENSOR_BYTES
 
 
 class PersistError(ValueError):

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from generators import limits
+
 
 def log_target(y: np.ndarray) -> np.ndarray:
     y = np.asarray(y, dtype="float64")
@@ -299,9 +301,9 @@ class LightGbmOpModel:
         return cls(booster, threads)
 
 
-MAX_TREES = 100_000
-MAX_LEAVES = 131_072
-MAX_FEATURES = 100_000
+MAX_TREES = limits.TREES
+MAX_LEAVES = limits.TREE_LEAVES
+MAX_FEATURES = limits.TREE_FEATURES
 
 
 def checked_lightgbm_text(model: str) -> str:

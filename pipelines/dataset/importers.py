@@ -37,6 +37,8 @@ from typing import Any
 
 import pandas as pd
 
+from generators import limits
+
 from .schema import TABLES, check_tables, schema
 
 
@@ -185,7 +187,7 @@ class CsvTable:
         return not missing
 
 
-MAX_EXACT_INT = 2**53  # integer cells: exactly representable as float64, and far inside int64
+MAX_EXACT_INT = limits.TABLE_EXACT_INT
 
 
 def parse_number(text: str, table: CsvTable, line: int, column: str, *, positive: bool = True,

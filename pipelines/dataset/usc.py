@@ -60,6 +60,7 @@ from .importers import CsvTable, Device, ImportProblem, ImportResult, PublicData
 from .importers import blank_device, data_folder, device_from_entry, finish, not_in_catalog, parse_cores
 from .importers import parse_number, select_devices
 from .schema import TableBuilder
+from generators import limits
 from generators.configs import coerce
 from pipelines.devices.catalog import Catalog, as_catalog
 from pipelines.scenarios import make_scenario_id, slug
@@ -348,8 +349,8 @@ def _int_or_none(v: Any) -> int | None:
     return None
 
 
-MAX_DIM = 2**31 - 1  # channels, sizes, kernels, strides, groups (what a runtime takes)
-MAX_FLOPS = 2**53
+MAX_DIM = limits.TABLE_DIM
+MAX_FLOPS = limits.TABLE_FLOPS
 FEATURE_COLUMNS = ("in_channels", "in_hw", "out_channels", "out_hw", "kernel", "stride", "padding", "groups",
                    "reported_flops")
 

@@ -27,6 +27,7 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 
+from generators import limits
 from generators.atomic import write_text
 
 CATALOG_PATH = Path(__file__).resolve().with_name("catalog.yaml")
@@ -35,7 +36,7 @@ VERSION = 1
 DATASETS = ("usc", "help")  # the public datasets with a `sources` section
 ACCELERATORS = ("cpu", "gpu", "asic", "fpga", "unknown")
 OSES = ("android", "ios", "linux")
-MAX_BATCH = 65_536  # a {batch} past this (or of more than 6 digits) is no batch size
+MAX_BATCH = limits.DEVICE_BATCH  # a {batch} past this (or of more than 6 digits) is no batch size
 BATCH = "{batch}"
 
 ENTRY_KEYS = ("model", "maker", "soc", "clusters", "gpu", "os", "note", "origin", "sources")
