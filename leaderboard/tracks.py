@@ -238,8 +238,12 @@ def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> Trac
     root = Path((roots or {}).get(track.data) or DATA_ROOTS[track.data])
     if not root.is_absolute() and not root.exists() and (HERE.parent / root).is_dir():
         root = HERE.parent / root  # a committed folder (datasets/host-v1) from outside the checkout
+    from pipelines.public import skipped_reasons
+
+    skipped = "; ".join(f"import-public skipped {k}: {v}" for k, v in skipped_reasons(root).items())
     if not root.is_dir() or not any(root.glob("*.parquet")):
-        return Unavailable(track.name, f"no {track.data} data: {root} has no dataset tables yet")
+        return Unavailable(track.name, f"no {track.data} data: {root} has no dataset tables"
+                           + (f" ({skipped})" if skipped else " yet"))
     ds = open_dataset(root)
     scen = _match(ds.scenarios, track.scenarios, "scenarios", track)
     models = _match(ds.models, track.models, "models", track)
@@ -247,7 +251,8 @@ def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> Trac
     sids = sorted(set(e2e["scenario_id"]))
     if not sids:
         return Unavailable(track.name, f"no measurements in {root} match the track's slice "
-                           f"(scenarios {track.scenarios}, models {track.models or 'all'})")
+                           f"(scenarios {track.scenarios}, models {track.models or 'all'})"
+                           + (f"; {skipped}" if skipped else ""))
     models = models[models["model_id"].isin(set(e2e["model_id"]))]
     dup = models["name"][models["name"].duplicated()]
     if len(dup):

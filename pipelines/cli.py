@@ -144,9 +144,10 @@ def _cmd_scenarios(args: argparse.Namespace) -> None:
 
 
 def _cmd_import_public(args: argparse.Namespace) -> None:
-    """Read the public datasets selected in `public.datasets` from their folders (pulled with
-    `dvc import`, see docs/dataset.md), rebuild their networks as IR, and write the five dataset
-    tables, import_problems.csv and DATASET.md to <data_dir>/public."""
+    """Read the public datasets selected in `public.datasets` from their folders (brought by
+    `python -m pipelines.dataset.pull`, see docs/dataset.md), rebuild their networks as IR, and
+    write the five dataset tables, import_problems.csv and DATASET.md to <data_dir>/public; a
+    dataset whose files are not there is skipped, saying why (SKIPPED.json)."""
     from .public import run_public_import
 
     cfg = load_params(args.params)
@@ -154,8 +155,11 @@ def _cmd_import_public(args: argparse.Namespace) -> None:
         r = run_public_import(cfg, progress=not args.quiet)
     except (FileNotFoundError, ValueError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None
-    print("import-public: " + ", ".join(f"{t} {n}" for t, n in r["counts"].items())
-          + f"; {len(r['problems'])} problems (see {cfg.data_dir}/{cfg.public.out}/import_problems.csv)")
+    for name, reason in r["skipped"].items():
+        print(f"import-public: skipped {name}: {reason}")
+    if not r["skipped"] or len(r["skipped"]) < len(cfg.public.datasets):
+        print("import-public: " + ", ".join(f"{t} {n}" for t, n in r["counts"].items())
+              + f"; {len(r['problems'])} problems (see {cfg.data_dir}/{cfg.public.out}/import_problems.csv)")
 
 
 def _cmd_assemble(args: argparse.Namespace) -> None:

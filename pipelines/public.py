@@ -3,12 +3,16 @@
 Config section ``public`` (conf/public/default.yaml): ``datasets`` to import (``usc``,
 ``help``; empty: none, the stage then writes empty tables), one section per importer with the
 folder it reads (``pipelines/dataset/usc.py`` / ``help.py`` document what they accept), and
-the output folder. The files are never part of the project: a user pulls them with
-``dvc import`` (docs/dataset.md shows the commands) into ``external/`` (or points the paths
-elsewhere). A selected dataset whose folder is missing is a one-line error naming the folder.
+the output folder. The files are never part of the project: the set-up brings them into
+``external/`` (:mod:`pipelines.dataset.pull`: this machine's copy, else the pinned commit's files),
+or the paths point elsewhere. A selected dataset whose folder is missing is a one-line error
+naming the folder; one whose folder holds none of its files (the pull left the reason in
+``MISSING.txt``) is skipped, and the stage says why in its output and in ``SKIPPED.json``, which
+the leaderboard reads to say why the dataset's tracks have no data.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,11 +23,7 @@ from .dataset.usc import UscConfig
 from .dataset.usc import validate_config as validate_usc
 
 IMPORTERS = {"usc": validate_usc, "help": validate_help}
-PULL = {  # where the one-line error sends the user (the commands are in docs/dataset.md)
-    "usc": "dvc import https://github.com/qed-usc/mobile-ml-benchmark dataset/<file> --rev 40ba833 "
-           "(docs/dataset.md, 'Pulling the original files with DVC')",
-    "help": "dvc import https://github.com/HayeonLee/HELP data/nasbench201/latency -o external/help-nasbench201/latency",
-}
+SKIPPED = "SKIPPED.json"  # {dataset: reason} of the selected datasets the stage skipped
 
 
 @dataclass
@@ -46,21 +46,57 @@ def validate_config(cfg: PublicConfig) -> PublicConfig:
     return cfg
 
 
+def skipped_datasets(p: PublicConfig) -> dict[str, str]:
+    """The selected datasets whose folder holds none of their files, with the reason; a one-line
+    FileNotFoundError for a selected dataset whose folder does not exist."""
+    from .dataset.pull import SOURCES
+
+    skipped = {}
+    for name in p.datasets:
+        folder = Path(getattr(p, name).path)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"public.{name}.path: {folder}: no such folder (bring the files with "
+                                    f"`python -m pipelines.dataset.pull {name}`, or drop {name!r} from public.datasets)")
+        reason = SOURCES[name].missing_reason(folder)
+        if reason is not None:
+            skipped[name] = reason
+    return skipped
+
+
 def run_public_import(cfg: Any, progress: bool = True) -> dict[str, Any]:
-    """Import the selected public datasets into ``<data_dir>/<public.out>``."""
+    """Import the selected public datasets that are there into ``<data_dir>/<public.out>``;
+    ``skipped`` in the result (and SKIPPED.json) names the others and why."""
+    from generators.atomic import write_text
+
     from .dataset.import_public import run_import
     from .dataset.load import save_tables
     from .dataset.schema import TABLES, schema
 
     p: PublicConfig = cfg.public
     out = Path(cfg.data_dir) / p.out
-    for name in p.datasets:
-        folder = Path(getattr(p, name).path)
-        if not folder.is_dir():
-            raise FileNotFoundError(f"public.{name}.path: {folder}: no such folder (pull it with `{PULL[name]}`, "
-                                    f"or drop {name!r} from public.datasets)")
-    if not p.datasets:
-        save_tables({t: schema(t).empty() for t in TABLES}, out)
-        return {"counts": {t: 0 for t in TABLES}, "problems": [], "notes": ["no public dataset selected"]}
-    return run_import(p.usc if "usc" in p.datasets else None, p.help if "help" in p.datasets else None,
-                      out_dir=out, progress=progress)
+    skipped = skipped_datasets(p)
+    present = [d for d in p.datasets if d not in skipped]
+    if not present:
+        out.mkdir(parents=True, exist_ok=True)
+        for t in TABLES:  # no tables of an earlier run stay behind to be read as this run's
+            (out / f"{t}.parquet").unlink(missing_ok=True)
+        if not p.datasets:  # none selected: empty tables, as asked
+            save_tables({t: schema(t).empty() for t in TABLES}, out)
+        r: dict[str, Any] = {"counts": {t: 0 for t in TABLES}, "problems": [],
+                             "notes": [] if p.datasets else ["no public dataset selected"]}
+    else:
+        r = run_import(p.usc if "usc" in present else None, p.help if "help" in present else None,
+                       out_dir=out, progress=progress)
+    write_text(out / SKIPPED, json.dumps(skipped, indent=1, sort_keys=True) + "\n")
+    r["skipped"] = skipped
+    return r
+
+
+def skipped_reasons(folder: str | Path) -> dict[str, str]:
+    """What import-public skipped when it wrote ``folder`` ({dataset: reason}; empty if nothing)."""
+    f = Path(folder) / SKIPPED
+    try:
+        d = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}

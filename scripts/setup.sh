@@ -10,14 +10,11 @@ PY=${PYTHON:-python3.11}
 STAMP=$VENV/.setup-stamp
 want=$(cat pyproject.toml scripts/setup.sh scripts/setup-debian.sh scripts/debian-packages.txt | sha256sum | cut -d' ' -f1)
 
-link_public_data() {
-    # Public measurements are never part of the project (users `dvc import` them into
-    # external/, docs/dataset.md); on a machine that keeps copies in ../shared/external, link them.
-    for name in usc-mobile-ml-benchmark help-nasbench201; do
-        if [ ! -e "external/$name" ] && [ -d "../shared/external/$name" ]; then
-            mkdir -p external && ln -s "../../shared/external/$name" "external/$name"
-        fi
-    done
+pull_public_data() {
+    # Public measurements are never part of the project: external/ gets this machine's copies
+    # (../shared/external) or the pinned commits' files (`dvc get`); without either, each dataset's
+    # folder holds MISSING.txt with the reason, import-public skips it and the set-up goes on.
+    "$VENV/bin/python" -m pipelines.dataset.pull || echo "setup: the public data could not be set up (python -m pipelines.dataset.pull)" >&2
 }
 
 build_native() {
@@ -26,7 +23,7 @@ build_native() {
 }
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
-    link_public_data
+    pull_public_data
     build_native
     exit 0
 fi
@@ -46,7 +43,7 @@ echo "setup: installing Python packages into $VENV (first time: a few minutes)"
 "$VENV/bin/python" -c "import generators, torch, tensorflow, ai_edge_litert, hydra, dvc, pytorchcv" \
     || { echo "setup: the Python environment is incomplete (see pip's output above)" >&2; exit 1; }
 
-link_public_data
+pull_public_data
 build_native
 # without the GPU driver the stamp is not written, so the next set-up tries again
 if [ -n "$gpu_ok" ]; then echo "$want" > "$STAMP"; fi

@@ -19,9 +19,12 @@ def root() -> Path:
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    """../shared beside the checkout: public measurements under external/ (never committed)."""
-    if not (SHARED / "external").is_dir():
-        pytest.fail(f"shared data folder not found at {SHARED} (set LATBENCH_SHARED)")
+    """../shared beside the checkout: public measurements under external/ (never committed). A
+    clone without it (a user's) skips the tests of the public data, saying so."""
+    for name in ("usc-mobile-ml-benchmark", "help-nasbench201"):
+        if not (SHARED / "external" / name).is_dir():
+            pytest.skip(f"public data not on this machine: {SHARED / 'external' / name} not found "
+                        "(these tests read the shared copies; LATBENCH_SHARED names another folder)")
     return SHARED
 
 

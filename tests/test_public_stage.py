@@ -4,7 +4,8 @@ A temporary params.yaml composed from conf/ with overrides selects a small subse
 public data (two USC networks on the Pixel 4, three NAS-Bench-201 cells on two HELP devices)
 read from ../shared/external; `python -m pipelines.cli import-public` writes the tables, the
 problems file and the card to <data_dir>/public. A selected dataset whose folder is missing is
-a one-line error naming the key and the folder.
+a one-line error naming the key and the folder; one whose folder holds only the pull's
+MISSING.txt is skipped with that reason (tests/test_public_pull.py).
 """
 from __future__ import annotations
 
@@ -65,5 +66,6 @@ def test_missing_folder_is_a_one_line_error(tmp_path, shared_dir, capsys):
     assert main(["import-public", "--params", str(p), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith(f"latbench: error: public.usc.path: {missing}: no such folder (pull it with `dvc import")
+    assert err.startswith(f"latbench: error: public.usc.path: {missing}: no such folder (bring the files with "
+                          "`python -m pipelines.dataset.pull usc`")
     assert not (tmp_path / "data" / "public").exists()
