@@ -5,7 +5,8 @@ CSVs, model files given to ``profile`` and ``predict``) are checked against thes
 they are read, before the expensive part: a file's size before it is read, a zip's unpacked size
 before it is inflated, a graph's node count and tensor sizes before it is imported, a table's
 columns and line lengths before it is parsed. A refusal is one line naming the file and the
-bound, so a user knows what to change; docs/limits.md lists them for people.
+bound, so a user knows what to change. This module is the reference for people too: the docs
+name it instead of repeating its numbers.
 
 The values are chosen far above every real input the suite knows (the largest is named beside
 each) and far below what would exhaust a 2-core, few-GB machine.
