@@ -240,10 +240,10 @@ def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> Trac
         root = HERE.parent / root  # a committed folder (datasets/host-v1) from outside the checkout
     from pipelines.public import skipped_reasons
 
-    skipped = "; ".join(f"import-public skipped {k}: {v}" for k, v in skipped_reasons(root).items())
+    skipped = sorted(skipped_reasons(root))
+    skipped = f"import-public skipped {', '.join(skipped)} ({root / 'SKIPPED.json'} says why)" if skipped else ""
     if not root.is_dir() or not any(root.glob("*.parquet")):
-        return Unavailable(track.name, f"no {track.data} data: {root} has no dataset tables"
-                           + (f" ({skipped})" if skipped else " yet"))
+        return Unavailable(track.name, f"no {track.data} data: " + (skipped or f"{root} has no dataset tables yet"))
     ds = open_dataset(root)
     scen = _match(ds.scenarios, track.scenarios, "scenarios", track)
     models = _match(ds.models, track.models, "models", track)

@@ -151,4 +151,4 @@ def test_import_public_skips_what_was_not_pulled_and_the_board_says_why(tmp_path
 
     r = resolve(TRACKS.get("usc-real-kfold"), {"public": str(out)})
     assert isinstance(r, Unavailable)
-    assert "import-public skipped usc: no copy at" in r.reason and "fetching is off" in r.reason
+    assert r.reason == f"no public data: import-public skipped help, usc ({out / 'SKIPPED.json'} says why)"
