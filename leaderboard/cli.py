@@ -3,7 +3,7 @@
     leaderboard tracks                               # every track, with data or why not
     leaderboard splits [--track T ...] [--check]     # freeze missing split files / verify them
     leaderboard train --predictor NAME [--track T ...] [--param k=v ...]   # a baseline -> an entry
-    leaderboard validate PREDICTIONS METADATA        # check a submission, list every problem
+    leaderboard validate PREDICTIONS METADATA [--name ENTRY]   # what submit would refuse, every problem
     leaderboard evaluate PREDICTIONS METADATA        # score a submission (prints the metrics)
     leaderboard evaluate --entries DIR ...           # score every entry folder -> results/
     leaderboard submit PREDICTIONS METADATA --name ENTRY   # validate, file it, score it
@@ -18,7 +18,12 @@ defaults in ``leaderboard.tracks.DATA_ROOTS``). Errors are one line,
 Entry names follow one policy (:func:`leaderboard.submission.check_entry_name`): a submission
 never takes a registered predictor's name, never says ``kind: baseline``, and never replaces or
 rescores a baseline's results; entries filed under ``leaderboard/submissions/`` are held to the
-same rules when the board is scored.
+same rules when the board is scored. ``validate``, ``evaluate`` and ``submit`` check a submission
+through one function (:func:`submit_checks`), so ``validate`` refuses what ``submit`` would, with the
+same line (``validate --name`` adds the name, folder and results checks ``submit`` makes).
+
+Everything printed that a submitter controls (ids, names, file names, problem lines) goes through
+:func:`generators.printable.printable`: no terminal escape or bidi character reaches the reviewer.
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from generators.printable import printable
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -37,6 +44,12 @@ class CliError(ValueError):
 
 RESULTS = HERE / "results"
 SUBMISSIONS = HERE / "submissions"
+
+
+def say(text: Any = "", file: Any = None) -> None:
+    """Print text that may hold a submitter's words: each line through printable() (control,
+    escape and bidi characters shown as ``\\x1b``, ``\\u202e``)."""
+    print("\n".join(printable(line) for line in str(text).split("\n")), file=file or sys.stdout)
 
 
 def _roots(args: argparse.Namespace) -> dict[str, str]:
@@ -109,12 +122,52 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    from .submission import validate
+def submit_checks(args: argparse.Namespace, name: str | None) -> tuple[Path | None, Any]:
+    """Every check ``submit`` makes before it writes, in its order; ``validate`` and ``evaluate``
+    call it too, so they refuse exactly what ``submit`` would, with the same line. The entry name
+    (``--name``: the name policy, :func:`~leaderboard.submission.check_entry_name`: reserved
+    names, path-like names), the files as a submission (``kind: baseline`` refused), then where it
+    would be filed: an existing entry folder (unless ``--replace``) and results of a baseline under
+    that name. Raises CliError (the name, the folder: exit 2) or SubmissionError (the files: exit
+    1); returns the entry folder (None without a name: the name checks are skipped) and the
+    checked submission."""
+    from .submission import check_entry_name, validate
 
-    checked = validate(args.predictions, args.metadata, _roots(args))
+    if name is not None:
+        why = check_entry_name(name, kind="submission")
+        if why:
+            raise CliError(f"--name: {why}")
+    checked = validate(args.predictions, args.metadata, _roots(args), kind="submission")
+    if name is None:
+        return None, checked
+    root = Path(args.submissions)
+    entry = root / name
+    if entry.resolve().parent != root.resolve():  # the name policy makes this impossible; never write outside
+        raise CliError(f"--name: {name!r} is not a folder inside {root}")
+    if (entry.exists() or entry.is_symlink()) and not args.replace:
+        raise CliError(f"{entry} exists (choose another --name, or --replace)")
+    if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
+        raise CliError(f"{entry} is not an entry folder; not replaced")
+    owned = [t for t in checked.tracks if _baseline_result(Path(args.results), t, name)]
+    if owned:
+        raise CliError(f"--name: {name!r} has results of a baseline (or of an unreadable "
+                       f"entry) on {', '.join(owned)}; they are not replaced; choose another name")
+    return entry, checked
+
+
+def _entry_name(args: argparse.Namespace) -> str | None:
+    """``--name`` as submit takes it: stripped and lower-cased, nothing else (no silent renaming)."""
+    return args.name.strip().lower() if getattr(args, "name", None) is not None else None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    entry, checked = submit_checks(args, _entry_name(args))
     for name, df in checked.tracks.items():
-        print(f"{name}: {len(df)} predictions in {df['scenario_id'].nunique()} scenario(s): valid")
+        say(f"{name}: {len(df)} predictions in {df['scenario_id'].nunique()} scenario(s): valid")
+    if entry is None:
+        say("entry name not checked: give --name NAME to check it as submit does")
+    else:
+        say(f"submit would file it as {entry}")
     return 0
 
 
@@ -144,24 +197,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 if refused:
                     key = entry.name if entry.name not in rejected else f"{entry.name} ({entry.parent})"
                     rejected[key] = [{"track": None, "problem": refused}]
-                    print(f"{entry.name[:24]:24s} REJECTED: {refused}")
+                    say(f"{entry.name[:24]:24s} REJECTED: {refused}")
                     continue
                 scored.setdefault(entry.name, (entry, submitted))
                 if not submitted and _no_predictions(entry):  # every track failed or was skipped:
-                    print(f"{entry.name:24s} no predictions (the board lists why per track)")
+                    say(f"{entry.name:24s} no predictions (the board lists why per track)")
                     continue  # its run.json says why, shown per track (note_absent_predictors)
                 try:
                     docs = evaluate_entry(entry, _roots(args), results)
                 except SubmissionError as e:  # invalid tracks are reported and left off; the rest counts
                     rejected[entry.name] = e.records()
-                    print(f"{entry.name:24s} REJECTED: {e.problems[0]}" + (f" (+{len(e.problems) - 1} more)" if len(e.problems) > 1 else ""))
+                    say(f"{entry.name:24s} REJECTED: {e.problems[0]}" + (f" (+{len(e.problems) - 1} more)" if len(e.problems) > 1 else ""))
                     partial = getattr(e, "partial", None)
                     if partial is None or not partial.tracks:
                         continue
                     docs = evaluate_entry(entry, _roots(args), results, checked=partial)
                 for name, doc in docs.items():
                     agg = doc["result"]["aggregate"]
-                    print(f"{entry.name:24s} {name:22s} " + " ".join(f"{k}={v:.4g}" for k, v in agg.items() if v is not None))
+                    say(f"{entry.name:24s} {name:22s} " + " ".join(f"{k}={v:.4g}" for k, v in agg.items() if v is not None))
         (results / "rejected.json").write_text(json.dumps(rejected, indent=1) + "\n")
         from .run import note_absent_predictors
 
@@ -175,11 +228,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     from .run import _clean
 
+    _, checked = submit_checks(args, None)  # what validate says: the same files refused, the same lines
     with tempfile.TemporaryDirectory() as tmp:
         entry = Path(tmp) / "submission"
         entry.mkdir()
         _copy_submission(args.predictions, args.metadata, entry)
-        docs = evaluate_entry(entry, _roots(args), Path(tmp) / "results")
+        docs = evaluate_entry(entry, _roots(args), Path(tmp) / "results", checked=checked)
     # strict JSON: a metric that overflowed is null, never Infinity/NaN
     print(json.dumps(_clean({k: v["result"] for k, v in docs.items()}), indent=1, allow_nan=False))
     return 0
@@ -214,22 +268,21 @@ def _is_submissions_folder(folder: Path, args: argparse.Namespace) -> bool:
 
 
 def _entry_refusal(entry: Path, submitted: bool, scored: dict[str, tuple[Path, bool]]) -> str | None:
-    """Why an entry folder may not be scored under its name, or None (the name policy)."""
-    from .submission import check_entry_name, read_metadata
+    """Why an entry folder may not be scored under its name (one inert line), or None: the name
+    policy, and a filed submission's metadata read as ``submit`` reads it (``kind: baseline``)."""
+    from .submission import check_entry_name, one_line, read_metadata
 
     if entry.name in scored and (submitted or scored[entry.name][1]):
-        return f"entry name {entry.name!r} already taken by {scored[entry.name][0]}"
-    if not submitted:
-        # a baseline may come in several of the project's folders (the public tracks' committed
-        # entries, the host tracks' committed ones): one entry, each folder with its own tracks
-        return check_entry_name(entry.name, kind="baseline")
-    why = check_entry_name(entry.name, kind="submission")
-    if why:
-        return why
+        return one_line(f"entry name {entry.name!r} already taken by {scored[entry.name][0]}")
+    # a baseline may come in several of the project's folders (the public tracks' committed
+    # entries, the host tracks' committed ones): one entry, each folder with its own tracks
+    why = check_entry_name(entry.name, kind="submission" if submitted else "baseline")
+    if why or not submitted:
+        return one_line(why) if why else None
     meta = next((p for p in (entry / "metadata.yaml", entry / "metadata.yml", entry / "metadata.json") if p.is_file()), None)
     problems: list[str] = []
     if meta is not None and read_metadata(meta, problems, kind="submission") is None:
-        return problems[0] if problems else f"{meta}: invalid"
+        return one_line(problems[0] if problems else f"{meta}: invalid")
     return None
 
 
@@ -254,33 +307,17 @@ def _baseline_result(results: Path, track: str, name: str) -> bool:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from .run import evaluate_entry
-    from .submission import check_entry_name, validate
 
-    name = args.name.strip().lower()  # taken as given (no silent renaming): it must pass the policy
-    why = check_entry_name(name, kind="submission")
-    if why:
-        raise CliError(f"--name: {why}")
-    checked = validate(args.predictions, args.metadata, _roots(args), kind="submission")
-    root = Path(args.submissions)
-    entry = root / name
-    if entry.resolve().parent != root.resolve():  # the name policy makes this impossible; never write outside
-        raise CliError(f"--name: {name!r} is not a folder inside {root}")
-    if (entry.exists() or entry.is_symlink()) and not args.replace:
-        raise CliError(f"{entry} exists (choose another --name, or --replace)")
-    if entry.is_symlink() or (entry.exists() and not entry.is_dir()):
-        raise CliError(f"{entry} is not an entry folder; not replaced")
-    owned = [t for t in checked.tracks if _baseline_result(Path(args.results), t, name)]
-    if owned:
-        raise CliError(f"--name: {name!r} has results of a baseline (or of an unreadable "
-                         f"entry) on {', '.join(owned)}; they are not replaced; choose another name")
+    entry, checked = submit_checks(args, _entry_name(args))
+    assert entry is not None  # (--name is required)
     entry.mkdir(parents=True, exist_ok=True)
     for old in entry.iterdir():  # --replace: the new files only (predictions.csv must not shadow a new .parquet)
         if old.is_file() and old.name.startswith(("predictions.", "metadata.")):
             old.unlink()
     _copy_submission(args.predictions, args.metadata, entry)
-    for track in evaluate_entry(entry, _roots(args), args.results):
-        print(f"{entry.name}: entered on {track}")
-    print("run `leaderboard render` to update the board")
+    for track in evaluate_entry(entry, _roots(args), args.results, checked=checked):
+        say(f"{entry.name}: entered on {track}")
+    say("run `leaderboard render` to update the board")
     return 0
 
 
@@ -296,8 +333,16 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, its one-line errors (which quote the arguments: file names) shown inertly."""
+
+    def error(self, message: str) -> Any:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {printable(message)}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="leaderboard", description="The latbench leaderboard: tracks, submissions, the board.")
+    p = _Parser(prog="leaderboard", description="The latbench leaderboard: tracks, submissions, the board.")
     p.add_argument("--public", help="public data folder (default data/public; env LATBENCH_PUBLIC_DATA)")
     p.add_argument("--host", help="host dataset folder (default the committed release datasets/host-v1; "
                                   "env LATBENCH_HOST_DATA; e.g. data/dataset, the main job's own)")
@@ -319,6 +364,11 @@ def build_parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=hlp)
         s.add_argument("predictions", nargs="?" if name == "evaluate" else None)
         s.add_argument("metadata", nargs="?" if name == "evaluate" else None)
+        if name == "validate":  # submit's own options: validate --name checks what submit would
+            s.add_argument("--name", help="also check this entry name, its folder and results as submit does")
+            s.add_argument("--replace", action="store_true", help="as submit --replace: an existing folder is no refusal")
+            s.add_argument("--submissions", default=str(SUBMISSIONS))
+            s.add_argument("--results", default=str(RESULTS))
         if name == "evaluate":
             s.add_argument("--entries", action="append", help="a folder of entry folders (repeat)")
             s.add_argument("--results", default=str(RESULTS))
@@ -353,11 +403,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return args.fn(args)
-    except SubmissionError as e:
-        print(f"leaderboard: invalid submission: {e}", file=sys.stderr)
+    except SubmissionError as e:  # one problem: one line; more: a count, then one line each
+        say("leaderboard: invalid submission: " + (e.problems[0] if len(e.problems) == 1 else str(e)), file=sys.stderr)
         return 1
     except (TrackError, EvaluationError, UnknownName, FileNotFoundError, CliError) as e:
-        print(f"leaderboard: error: {e}", file=sys.stderr)
+        say(f"leaderboard: error: {e}", file=sys.stderr)
         return 2
 
 

@@ -15,8 +15,11 @@ core set x precision and its aggregates). On tracks of repeated draws a figure i
 the seeds, ± their standard deviation. Submissions are marked as such.
 
 Everything shown may come from a submitter (names, descriptions, rejection messages quoting
-their files): the page embeds its data as JSON with ``<``, ``>`` and ``&`` escaped (``\u003c``),
-so no text can end the script element, and the README escapes Markdown and HTML in such text.
+their files): every text goes through :func:`generators.printable.printable` (control, terminal
+escape and bidi characters shown as ``\\x1b``, ``\\u202e``: nothing reorders a tooltip or a cell);
+the page embeds its data as JSON with ``<``, ``>`` and ``&`` escaped (``\u003c``), so no text can
+end the script element, and its script puts text in with ``textContent`` and DOM properties, never
+as markup; the README escapes Markdown and HTML in such text.
 """
 from __future__ import annotations
 
@@ -29,7 +32,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from generators.printable import printable
+
 from .metrics import METRICS
+from .views import entry_kind
 
 HERE = Path(__file__).resolve().parent
 
@@ -134,9 +140,9 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")  # code, emphasis, links/images, tab
 
 
 def md_text(text: Any, limit: int = 300) -> str:
-    """Text from an entry as inert Markdown on one line: HTML escaped, Markdown syntax
-    backslash-escaped, line breaks folded, length bounded."""
-    s = " ".join(str(text).split())
+    """Text from an entry as inert Markdown on one line: control and bidi characters escaped
+    (printable), HTML escaped, Markdown syntax backslash-escaped, line breaks folded, length bounded."""
+    s = printable(" ".join(str(text).split()))
     if len(s) > limit:
         s = s[: limit - 3] + "..."
     return _MD_SPECIAL.sub(r"\\\1", html.escape(s, quote=False))
@@ -181,7 +187,7 @@ def render_markdown(status: dict[str, Any], by_track: dict[str, list[dict[str, A
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for i, d in enumerate(entries, 1):
             agg = d["result"]["aggregate"]
-            row = [str(i), md_text(d["entry"]), md_text(d["meta"].get("kind", "submission"))] + [
+            row = [str(i), md_text(d["entry"]), md_text(entry_kind(d))] + [
                 fmt(m, agg.get(m), _spread(d, m)) for m in metrics]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
@@ -241,7 +247,7 @@ def _md_reference(ctx: Any, metrics: list[str]) -> list[str]:
            "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [fmt(m, r["aggregate"].get(m)) if m in r["aggregate"] else "" for m in metrics]
-        out.append("| " + " | ".join([md_text(r["label"]), r["kind"]] + cells + [md_text(r["note"], 900)]) + " |")
+        out.append("| " + " | ".join([md_text(r["label"]), md_text(r["kind"])] + cells + [md_text(r["note"], 900)]) + " |")
     return out + [""]
 
 
@@ -260,7 +266,7 @@ def _md_table(view: dict[str, Any]) -> list[str]:
     out += ["| | kind | " + " | ".join(md_text(c) for c in view["columns"]) + " |", "|" + "---|" * (len(view["columns"]) + 2)]
     for r in view["rows"]:
         cells = [fmt(m, v, sd) for v, sd in zip(r["cells"], r["spread"])]
-        out.append(f"| {md_text(r['label'])} | {r['kind']} | " + " | ".join(cells) + " |")
+        out.append(f"| {md_text(r['label'])} | {md_text(r['kind'])} | " + " | ".join(cells) + " |")
     notes = [r for r in view["rows"] if r["kind"] == "floor" and r.get("note")]  # published: in the reference rows
     if notes:
         out += [""] + [f"- {md_text(r['label'])}: {md_text(r['note'], 600)}" for r in notes]
@@ -292,7 +298,7 @@ def site_data(status: dict[str, Any], by_track: dict[str, list[dict[str, Any]]])
         if not st.get("available"):
             missing.append({"name": name, "title": st.get("title", ""), "reason": st.get("reason", "")})
             continue
-        entries = [{"entry": d["entry"], "kind": d["meta"].get("kind", "submission"),
+        entries = [{"entry": d["entry"], "kind": entry_kind(d),
                     "description": d["meta"].get("description", ""), "aggregate": d["result"]["aggregate"],
                     "spread": {m: _spread(d, m) for m in st["metrics"]}, "plot": d["plot"]}
                    for d in ranked(by_track.get(name, []), st["primary"])]
@@ -310,7 +316,19 @@ def site_data(status: dict[str, Any], by_track: dict[str, list[dict[str, Any]]])
                        "not_entered": [{"predictor": p, "why": w} for p, w in _not_entered(st)]})
     metrics = {n: {"label": METRICS.get(n).label, "unit": METRICS.get(n).unit,
                    "higher_is_better": METRICS.get(n).higher_is_better} for n in METRICS.names()}
-    return {"tracks": tracks, "missing": missing, "metrics": metrics}
+    return inert({"tracks": tracks, "missing": missing, "metrics": metrics})
+
+
+def inert(x: Any) -> Any:
+    """The page's data with every text (keys too) shown as it is read: line breaks and tabs as
+    spaces, every other control, escape, bidi or separator character escaped (printable)."""
+    if isinstance(x, str):
+        return printable(x.replace("\r\n", " ").replace("\n", " ").replace("\r", " ").replace("\t", " "))
+    if isinstance(x, dict):
+        return {inert(k) if isinstance(k, str) else k: inert(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [inert(v) for v in x]
+    return x
 
 
 def render_html(status: dict[str, Any], by_track: dict[str, list[dict[str, Any]]]) -> str:
@@ -331,4 +349,4 @@ def render(results_dir: str | Path, readme: str | Path, site_dir: str | Path) ->
     return readme, site
 
 
-__all__ = ["render", "render_markdown", "render_html", "load_results", "ranked", "site_data"]
+__all__ = ["render", "render_markdown", "render_html", "load_results", "ranked", "site_data", "inert", "md_text"]

@@ -471,7 +471,8 @@ def _clean(x: Any) -> Any:
 
 def evaluate_entry(entry_dir: str | Path, roots: Mapping[str, Any] | None, results_dir: str | Path,
                    splits_dir: Path | None = None, checked: Any = None) -> dict[str, dict[str, Any]]:
-    """Validate one entry folder and write one result file per track it covers."""
+    """Validate one entry folder and write one result file per track it covers; a track without
+    data on this machine is left out (the board lists such a track with its reason)."""
     from .submission import validate
 
     entry_dir = Path(entry_dir)
@@ -483,7 +484,7 @@ def evaluate_entry(entry_dir: str | Path, roots: Mapping[str, Any] | None, resul
 
     if checked is None:  # (a caller that caught a partial rejection passes the valid part)
         try:
-            checked = validate(pred, meta, roots, splits_dir)
+            checked = validate(pred, meta, roots, splits_dir, skip_unavailable=True)
         except SubmissionError as whole:
             _valid_tracks(pred, meta, roots, splits_dir, whole)  # raises, with the valid tracks attached
     out = {}
@@ -524,13 +525,14 @@ def _valid_tracks(pred: Path, meta: Path, roots: Mapping[str, Any] | None, split
             rows = df[df["track"].astype(str) == t]
             rows.to_parquet(part, index=False) if pred.suffix == ".parquet" else rows.to_csv(part, index=False)
             try:
-                c = validate(part, meta, roots, splits_dir)
+                c = validate(part, meta, roots, splits_dir, skip_unavailable=True)
             except SubmissionError as e:
                 problems += [p.replace(str(part), pred.name) for p in e.problems]
                 on += [t] * len(e.problems)
                 continue
             good.meta = c.meta
             good.tracks.update(c.tracks)
+            good.unavailable.update(c.unavailable)
     if not problems:
         raise whole
     err = SubmissionError(problems, tracks=on)

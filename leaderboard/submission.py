@@ -20,10 +20,16 @@ the row (CSV line or parquet row) and the column: missing or extra ids, duplicat
 negative or infinite predictions, unknown track or scenario, predictions for networks outside
 the test split. The board evaluates only what passed.
 
-Files come from strangers, so reading is bounded (:data:`LIMITS`: bytes, rows, metadata size
-after expanding YAML aliases, text lengths) and entry names follow one policy
-(:func:`check_entry_name`): registered predictor names are the baselines', and a submission
-cannot call itself ``kind: baseline``. docs/leaderboard.md states the policy.
+Files come from strangers, so reading is bounded (:data:`LIMITS`, ``SUBMISSION`` in
+generators/limits.py: bytes, rows, columns, line and cell lengths, metadata size after expanding
+YAML aliases, text lengths), each bound checked before the expensive part: a CSV's header and
+line lengths in one streaming pass before pandas parses it, a parquet file's rows, columns and
+unpacked size from its footer, then only the used columns read with their text kept dictionary
+encoded until its size is known. Every problem line shows submitted text inertly
+(:func:`generators.printable.printable`: no terminal escape or bidi character reaches a reviewer).
+Entry names follow one policy (:func:`check_entry_name`): registered predictor names are the
+baselines', and a submission cannot call itself ``kind: baseline``. docs/leaderboard.md states
+the policy.
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from generators import limits
+from generators.printable import printable
 
 COLUMNS = ("track", "scenario_id", "model_id", "predicted_ms")
 FOLD = "fold"  # optional column: required on tracks of repeated draws (seeds), ignored elsewhere
@@ -52,9 +59,10 @@ MAX_PROBLEM_CHARS = 500
 
 
 def one_line(text: Any, limit: int = MAX_PROBLEM_CHARS) -> str:
-    """A problem as one line of bounded length (submission text may hold newlines and be long)."""
+    """A problem as one inert line of bounded length: submission text may hold newlines, be long
+    and hold terminal escapes or bidi characters (shown as ``\\x1b``, ``\\u202e``: printable())."""
     s = " ".join(str(text).split("\n"))
-    s = s.replace("\r", " ")
+    s = printable(s.replace("\r", " "))
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
@@ -115,28 +123,205 @@ def check_entry_name(name: Any, kind: str = "submission") -> str | None:
     return None
 
 
-def _parquet_precheck(p: Path, problems: list[str]) -> bool:
+def _at_most(key: str) -> str:
+    """A bound as a refusal names it: its value and its key in generators/limits.py."""
+    return f"(at most {LIMITS[key]}: {key} in generators/limits.py)"
+
+
+def _unreadable(p: Path, e: BaseException) -> str:
+    return f"{p}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+
+
+def _columns(p: Path, names: list[str], where: str, problems: list[str]) -> list[str] | None:
+    """The columns to read, from the file's column names (read before its data): the four, and
+    ``fold`` if present. Missing, duplicate or unexpected names are problems; None: not read."""
+    if len(names) > LIMITS["predictions_columns"]:
+        problems.append(f"{p}: {where}{len(names)} columns {_at_most('predictions_columns')}; "
+                        f"expected exactly {', '.join(COLUMNS)}; not read")
+        return None
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        problems.append(f"{p}: {where}duplicate column(s) {', '.join(map(repr, dup))}; not read")
+        return None
+    missing = [c for c in COLUMNS if c not in names]
+    extra = [n for n in names if n not in COLUMNS and n != FOLD]
+    if missing:
+        problems.append(f"{p}: missing column(s) {', '.join(missing)} (expected exactly {', '.join(COLUMNS)})")
+    if extra:
+        problems.append(f"{p}: unexpected column(s) {', '.join(n if n else repr(n) for n in extra)} "
+                        f"(expected exactly {', '.join(COLUMNS)})")
+    return None if missing else [c for c in names if c in COLUMNS or c == FOLD]
+
+
+# ---------------------------------------------------------------- CSV: bounded before pandas parses
+class _Refused(Exception):
+    """A bound a CSV file exceeds (the problem line)."""
+
+
+def _bounded_lines(f: Any, p: Path, count: list[int]) -> Any:
+    """The file's lines, each refused past ``line_chars`` before it is held whole (``readline``
+    reads at most the bound and a little more), all together past ``predictions_bytes``."""
+    limit, total = LIMITS["line_chars"], 0
+    while True:
+        line = f.readline(limit + 3)  # the longest line allowed, its terminator (\r\n), one more
+        if not line:
+            return
+        count[0] += 1
+        total += len(line)
+        if len(line.rstrip("\r\n")) > limit:
+            raise _Refused(f"{p}: line {count[0]}: more than {limit} characters {_at_most('line_chars')}; not read")
+        if total > LIMITS["predictions_bytes"]:  # (the size was checked; a file that grows while read)
+            raise _Refused(f"{p}: more than {LIMITS['predictions_bytes']} characters {_at_most('predictions_bytes')}; not read")
+        yield line
+
+
+def _csv_precheck(p: Path, problems: list[str]) -> list[str] | None:
+    """One streaming pass over a CSV file with the csv module, before pandas parses it: line
+    lengths, the header's columns, every row's field count and cell lengths, the number of rows.
+    Returns the header's column names, or None (a problem says which bound, on which line)."""
+    import csv
+
+    cols, cells, rows_max = LIMITS["predictions_columns"], LIMITS["cell_chars"], LIMITS["predictions_rows"]
+    count = [0]
+    header: list[str] | None = None
+    rows = end = 0  # end: the line the last record read ends on (a quoted cell may span lines)
+    try:
+        with open(p, encoding="utf-8-sig", newline="") as f:
+            reader = csv.reader(_bounded_lines(f, p, count))
+            for rec in reader:
+                n, end = end + 1, reader.line_num  # n: the record's first line
+                if not rec:  # a blank line (pandas skips them too)
+                    continue
+                if len(rec) > cols and header is None:
+                    raise _Refused(f"{p}: line {n}: {len(rec)} columns {_at_most('predictions_columns')}; "
+                                   f"expected exactly {', '.join(COLUMNS)}; not read")
+                longest = max(map(len, rec))
+                if longest > cells:
+                    raise _Refused(f"{p}: line {n}: a cell of {longest} characters {_at_most('cell_chars')}; not read")
+                if header is None:
+                    header = rec
+                    continue
+                if len(rec) > len(header):
+                    raise _Refused(f"{p}: line {n}: {len(rec)} fields, the header has {len(header)}; not read")
+                rows += 1
+                if rows > rows_max:
+                    raise _Refused(f"{p}: line {n}: more than {rows_max} rows {_at_most('predictions_rows')}; not read")
+    except _Refused as e:
+        problems.append(str(e))
+        return None
+    except csv.Error as e:  # e.g. a quoted cell longer than the csv module's own field limit
+        msg = str(e)
+        if "field larger than field limit" in msg:  # a quoted cell over many lines: it starts after the last record
+            problems.append(f"{p}: line {end + 1}: a cell of more than {cells} characters {_at_most('cell_chars')}; not read")
+        else:
+            problems.append(f"{p}: line {count[0]}: unreadable CSV ({msg}); not read")
+        return None
+    except (OSError, UnicodeError) as e:
+        problems.append(_unreadable(p, e))
+        return None
+    if header is None:
+        problems.append(f"{p}: empty (expected a header line: {', '.join(COLUMNS)})")
+        return None
+    return header
+
+
+def _read_csv(p: Path, problems: list[str]) -> pd.DataFrame | None:
+    names = _csv_precheck(p, problems)
+    if names is None:
+        return None
+    use = _columns(p, names, "line 1: ", problems)
+    if use is None:
+        return None
+    return pd.read_csv(p, usecols=use, dtype={c: "string" for c in ("track", "scenario_id", "model_id") if c in use},
+                       keep_default_na=True, nrows=LIMITS["predictions_rows"] + 1, encoding="utf-8-sig")
+
+
+# ---------------------------------------------------------------- parquet: the footer, then the used columns
+def _parquet_precheck(p: Path, problems: list[str]) -> tuple[Any, list[str]] | None:
     """Refuse a parquet file by its footer alone: too many rows (a 1 MB file of dictionary-encoded
-    rows can decode to gigabytes) or too many columns."""
+    rows can decode to gigabytes), too many columns, or used columns that unpack to more than
+    ``predictions_bytes`` (compressed pages inflate). Returns the file and the columns to read."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    import pyarrow as pa
-
     try:
-        md = pq.ParquetFile(p).metadata
+        pf = pq.ParquetFile(p)
+        md = pf.metadata
+        index = {c for c in (pf.schema_arrow.pandas_metadata or {}).get("index_columns", []) if isinstance(c, str)}
+        names = [n for n in pf.schema_arrow.names if n not in index]  # (pandas' stored index: not a column)
     except (OSError, ValueError, TypeError, pa.ArrowException) as e:  # an unreadable file is one reported problem
-        problems.append(f"{p}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
-        return False
+        problems.append(_unreadable(p, e))
+        return None
     if md.num_rows > LIMITS["predictions_rows"]:
-        problems.append(f"{p}: {md.num_rows} rows (at most {LIMITS['predictions_rows']}); not read")
-        return False
-    if md.num_columns > 4 * len(COLUMNS):
-        problems.append(f"{p}: {md.num_columns} columns (expected exactly {', '.join(COLUMNS)}); not read")
-        return False
-    return True
+        problems.append(f"{p}: {md.num_rows} rows {_at_most('predictions_rows')}; not read")
+        return None
+    if md.num_columns > LIMITS["predictions_columns"]:
+        problems.append(f"{p}: {md.num_columns} columns {_at_most('predictions_columns')}; "
+                        f"expected exactly {', '.join(COLUMNS)}; not read")
+        return None
+    use = _columns(p, names, "", problems)
+    if use is None:
+        return None
+    nested = [c for c in use if pa.types.is_nested(pf.schema_arrow.field(c).type)]
+    if nested:  # lists of values: rows that each unpack to any number of cells
+        problems.append(f"{p}: {', '.join(nested)}: nested values ({pf.schema_arrow.field(nested[0]).type}), "
+                        "expected one number or text per cell; not read")
+        return None
+    unpacked = sum(md.row_group(g).column(c).total_uncompressed_size for g in range(md.num_row_groups)
+                   for c in range(md.num_columns) if md.row_group(g).column(c).path_in_schema.split(".")[0] in use)
+    if unpacked > LIMITS["predictions_bytes"]:
+        problems.append(f"{p}: its columns unpack to {unpacked} bytes {_at_most('predictions_bytes')}; not read")
+        return None
+    return pf, use
+
+
+def _read_parquet(p: Path, problems: list[str]) -> pd.DataFrame | None:
+    """Only the used columns, text read as dictionaries (each distinct value once): every cell's
+    length and the text's decoded size are checked before anything is expanded."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    pre = _parquet_precheck(p, problems)
+    if pre is None:
+        return None
+    pf, use = pre
+    text = [c.path for c in map(pf.schema.column, range(len(pf.schema))) if c.path in use and c.physical_type == "BYTE_ARRAY"]
+    table = pq.read_table(p, columns=use, read_dictionary=text)
+    cells, decoded = LIMITS["cell_chars"], 0
+    for name in use:
+        col = table.column(name)
+        typ = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        if not (pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_binary(typ)
+                or pa.types.is_large_binary(typ)):
+            continue
+        length = pc.utf8_length if (pa.types.is_string(typ) or pa.types.is_large_string(typ)) else pc.binary_length
+        offset = 0
+        for chunk in col.chunks:
+            lens = pc.take(length(chunk.dictionary), chunk.indices) if pa.types.is_dictionary(chunk.type) else length(chunk)
+            longest = pc.max(lens).as_py() or 0
+            if longest > cells:
+                i = offset + pc.index(pc.greater(lens, cells), True).as_py()
+                problems.append(f"{p}: {_row_label(p, i)}: {name}: a cell of {longest} characters "
+                                f"{_at_most('cell_chars')}; not read")
+                return None
+            decoded += pc.sum(lens).as_py() or 0
+            offset += len(chunk)
+        if decoded > LIMITS["predictions_bytes"]:
+            problems.append(f"{p}: its text decodes to more than {LIMITS['predictions_bytes']} characters "
+                            f"{_at_most('predictions_bytes')}; not read")
+            return None
+    for name in text:  # checked: back to what the file stores (a categorical column stays one)
+        if not pa.types.is_dictionary(pf.schema_arrow.field(name).type) and pa.types.is_dictionary(table.column(name).type):
+            i = table.schema.get_field_index(name)
+            table = table.set_column(i, name, pa.chunked_array([c.dictionary_decode() for c in table.column(name).chunks],
+                                                               type=table.column(name).type.value_type))
+    return table.to_pandas()
 
 
 def read_predictions(path: str | Path, problems: list[str]) -> pd.DataFrame | None:
+    """Read a predictions file within :data:`LIMITS` (problems appended, one line each; None if
+    it was not read) and check its values row by row."""
     p = Path(path)
     suffix = p.suffix.lower()
     if not p.is_file():
@@ -147,21 +332,17 @@ def read_predictions(path: str | Path, problems: list[str]) -> pd.DataFrame | No
         return None
     size = p.stat().st_size
     if size > LIMITS["predictions_bytes"]:
-        problems.append(f"{p}: {size} bytes (at most {LIMITS['predictions_bytes']}); not read")
-        return None
-    if suffix == ".parquet" and not _parquet_precheck(p, problems):
+        problems.append(f"{p}: {size} bytes {_at_most('predictions_bytes')}; not read")
         return None
     try:
-        if suffix == ".parquet":
-            df = pd.read_parquet(p)
-        else:
-            df = pd.read_csv(p, dtype={"track": "string", "scenario_id": "string", "model_id": "string"},
-                             keep_default_na=True, nrows=LIMITS["predictions_rows"] + 1)
+        df = _read_parquet(p, problems) if suffix == ".parquet" else _read_csv(p, problems)
     except Exception as e:  # noqa: BLE001 - any unreadable file (MemoryError included) is one reported problem
-        problems.append(f"{p}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+        problems.append(_unreadable(p, e))
+        return None
+    if df is None:
         return None
     if len(df) > LIMITS["predictions_rows"]:
-        problems.append(f"{p}: more than {LIMITS['predictions_rows']} rows; not read")
+        problems.append(f"{p}: more than {LIMITS['predictions_rows']} rows {_at_most('predictions_rows')}; not read")
         return None
     try:
         return _check_predictions(p, df, problems)
@@ -173,14 +354,6 @@ def read_predictions(path: str | Path, problems: list[str]) -> pd.DataFrame | No
 
 
 def _check_predictions(p: Path, df: pd.DataFrame, problems: list[str]) -> pd.DataFrame | None:
-    missing = [c for c in COLUMNS if c not in df.columns]
-    extra = [c for c in df.columns if c not in COLUMNS and c != FOLD]
-    if missing:
-        problems.append(f"{p}: missing column(s) {', '.join(missing)} (expected exactly {', '.join(COLUMNS)})")
-    if extra:
-        problems.append(f"{p}: unexpected column(s) {', '.join(map(str, extra))} (expected exactly {', '.join(COLUMNS)})")
-    if missing:
-        return None
     df = df[list(COLUMNS) + ([FOLD] if FOLD in df.columns else [])].reset_index(drop=True)
     if FOLD in df.columns:
         f = pd.to_numeric(df[FOLD], errors="coerce")
@@ -322,10 +495,16 @@ class Checked:
 
     meta: dict[str, Any]
     tracks: dict[str, pd.DataFrame] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)  # track -> why it has no data here (not checked)
 
 
 def check_against_tracks(df: pd.DataFrame, source: str, roots: Mapping[str, Any] | None,
-                         splits_dir: Path | None, problems: list[str]) -> dict[str, pd.DataFrame]:
+                         splits_dir: Path | None, problems: list[str],
+                         unavailable: dict[str, str] | None = None) -> dict[str, pd.DataFrame]:
+    """The predictions joined with each track's measured test latencies; every fault appended to
+    ``problems``. A track with no data on this machine is a problem too, unless ``unavailable`` is
+    given: then the track is left out and its reason recorded there (the board's evaluation on a
+    checkout without, say, the public data: the entry is not wrong, it cannot be checked here)."""
     from .tracks import TRACKS, Unavailable, read_split, resolve
 
     out: dict[str, pd.DataFrame] = {}
@@ -337,7 +516,10 @@ def check_against_tracks(df: pd.DataFrame, source: str, roots: Mapping[str, Any]
         track = TRACKS.get(track_name)
         data = resolve(track, roots)
         if isinstance(data, Unavailable):
-            problems.append(f"{source}: track {track_name}: cannot be evaluated here ({data.reason})")
+            if unavailable is not None:
+                unavailable[track_name] = data.reason
+            else:
+                problems.append(f"{source}: track {track_name}: cannot be evaluated here ({data.reason})")
             continue
         split = read_split(track, splits_dir)
         if split is None:
@@ -394,22 +576,24 @@ def check_against_tracks(df: pd.DataFrame, source: str, roots: Mapping[str, Any]
 
 
 def validate(predictions: str | Path, metadata: str | Path, roots: Mapping[str, Any] | None = None,
-             splits_dir: Path | None = None, kind: str | None = None) -> Checked:
+             splits_dir: Path | None = None, kind: str | None = None, skip_unavailable: bool = False) -> Checked:
     """Read and check a submission; raise SubmissionError listing every problem. ``kind=
-    "submission"``: a submitter's files (``kind: baseline`` refused)."""
+    "submission"``: a submitter's files (``kind: baseline`` refused). ``skip_unavailable``: a
+    track without data here is left out (``Checked.unavailable``) instead of refused."""
     problems: list[str] = []
     meta = read_metadata(metadata, problems, kind=kind)
     df = read_predictions(predictions, problems)
     tracks = {}
+    unavailable: dict[str, str] | None = {} if skip_unavailable else None
     if df is not None and not problems:
-        tracks = check_against_tracks(df, str(predictions), roots, splits_dir, problems)
+        tracks = check_against_tracks(df, str(predictions), roots, splits_dir, problems, unavailable)
     elif df is not None:
         # the file itself is broken: still report what the track checks would say
         clean = df.dropna(subset=["track", "scenario_id", "model_id"])
-        check_against_tracks(clean, str(predictions), roots, splits_dir, problems)
+        check_against_tracks(clean, str(predictions), roots, splits_dir, problems, unavailable)
     if problems:
         raise SubmissionError(problems)
-    return Checked(meta=meta or {}, tracks=tracks)
+    return Checked(meta=meta or {}, tracks=tracks, unavailable=unavailable or {})
 
 
 __all__ = ["COLUMNS", "LIMITS", "META_REQUIRED", "Checked", "SubmissionError", "check_entry_name", "read_predictions",

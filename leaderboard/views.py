@@ -67,8 +67,10 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-def _kind(doc: dict[str, Any]) -> str:
-    return str(doc["meta"].get("kind", "submission"))
+def entry_kind(doc: dict[str, Any]) -> str:
+    """``baseline`` or ``submission``: what a result file's metadata says, where it says one of the
+    two (a result file cannot make its row ``published`` or ``floor``, the references' kinds)."""
+    return "baseline" if doc["meta"].get("kind") == "baseline" else "submission"
 
 
 def _per(doc: dict[str, Any], sid: str, metric: str) -> float | None:
@@ -163,7 +165,7 @@ def _per_scenario_table(ctx: Context, metric: str, with_published: bool) -> dict
         cells = [_per(d, s, metric) for s in sids]
         spread = [_per_sd(d, s, metric) for s in sids]
         agg_sd = _num(((d["result"].get("seeds") or {}).get("aggregate_std") or {}).get(metric))
-        row = {"label": d["entry"], "kind": _kind(d), "note": "",
+        row = {"label": d["entry"], "kind": entry_kind(d), "note": "",
                "cells": cells + [_num(d["result"]["aggregate"].get(metric))], "spread": spread + [agg_sd]}
         if metric == ctx.primary:
             row["below_flops"] = [ctx.below_flops.get((s, d["entry"])) for s in sids] + [None]
@@ -232,7 +234,7 @@ def _build_matrix(ctx: Context) -> list[dict[str, Any]]:
     def matrix(value: Callable[[str], float | None]) -> list[list[float | None]]:
         return [[value(where[(r, c)]) if (r, c) in where else None for c in cols] for r in rows]
 
-    layers = [{"label": d["entry"], "kind": _kind(d), "cells": matrix(lambda s, d=d: _per(d, s, metric)),
+    layers = [{"label": d["entry"], "kind": entry_kind(d), "cells": matrix(lambda s, d=d: _per(d, s, metric)),
                "below_flops": matrix(lambda s, d=d: ctx.below_flops.get((s, d["entry"])))}
               for d in ctx.entries]
     if ctx.floor and ctx.floor.get("known"):
@@ -256,7 +258,7 @@ def _group_table(ctx: Context, vid: str, title: str, keyfn: Callable[[dict[str, 
         if k is not None:
             groups.setdefault(k, []).append(sid)
     cols = sorted(groups)
-    rows = [{"label": d["entry"], "kind": _kind(d), "note": "",
+    rows = [{"label": d["entry"], "kind": entry_kind(d), "note": "",
              "cells": [_mean([_per(d, s, metric) for s in groups[c]]) for c in cols], "spread": [None] * len(cols)}
             for d in ctx.entries]
     rows.append(_floor_row(ctx, cols, metric, lambda c: _mean([_floor_per(ctx.floor, s, metric) for s in groups[c]])))
@@ -295,7 +297,7 @@ def _build_published(ctx: Context) -> list[dict[str, Any]]:
         mine = [p for p in pubs if set(p.values) & set(sids)]
         rows = [{"label": p.method, "kind": "published", "note": f"{p.source}. Protocol: {p.protocol}.",
                  "cells": [p.values.get(s) for s in sids], "spread": [None] * len(sids)} for p in mine]
-        rows += [{"label": d["entry"], "kind": _kind(d), "note": "", "cells": [_per(d, s, metric) for s in sids],
+        rows += [{"label": d["entry"], "kind": entry_kind(d), "note": "", "cells": [_per(d, s, metric) for s in sids],
                   "spread": [None] * len(sids)} for d in ctx.entries]
         rows.append(_floor_row(ctx, sids, metric, lambda s: _floor_per(ctx.floor, s, metric)))
         label = METRICS.get(metric).label
@@ -373,4 +375,4 @@ def reference_rows(ctx: Context) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["VIEWS", "View", "Context", "views_for", "reference_rows", "scenario_attributes", "FEW_SCENARIOS"]
+__all__ = ["VIEWS", "View", "Context", "views_for", "reference_rows", "scenario_attributes", "entry_kind", "FEW_SCENARIOS"]

@@ -152,3 +152,24 @@ def test_import_public_skips_what_was_not_pulled_and_the_board_says_why(tmp_path
     r = resolve(TRACKS.get("usc-real-kfold"), {"public": str(out)})
     assert isinstance(r, Unavailable)
     assert r.reason == f"no public data: import-public skipped help, usc ({out / 'SKIPPED.json'} says why)"
+
+
+def test_entries_on_tracks_without_data_here_are_not_rejected(tmp_path):
+    """A committed baseline entry covering public tracks, scored on a checkout without the public
+    data: nothing rejected, no result for those tracks, and the status says why they are missing."""
+    from leaderboard.cli import main as leaderboard
+
+    (tmp_path / "public").mkdir()
+    (tmp_path / "public" / "SKIPPED.json").write_text('{"usc": "not pulled", "help": "not pulled"}\n')
+    entries = tmp_path / "entries"
+    entries.mkdir()
+    (entries / "flops").symlink_to(ROOT / "leaderboard" / "entries" / "public" / "flops")
+    results = tmp_path / "results"
+    assert leaderboard(["--public", str(tmp_path / "public"), "evaluate", "--entries", str(entries),
+                        "--results", str(results)]) == 0
+    assert json.loads((results / "rejected.json").read_text()) == {}
+    assert not list(results.glob("*/flops.json"))
+    status = json.loads((results / "status.json").read_text())
+    assert status["usc-real-kfold"]["available"] is False
+    assert status["usc-real-kfold"]["reason"] == \
+        f"no public data: import-public skipped help, usc ({tmp_path / 'public' / 'SKIPPED.json'} says why)"

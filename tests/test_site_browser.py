@@ -199,3 +199,31 @@ def test_readme_has_the_views_and_reference_rows(site):
         assert heading in text, heading
     assert "| noise floor | floor |" in text and "| HELP (HELP Table 3) | published |" in text
     assert "| outside-method | submission |" in text
+
+
+def test_submitted_text_is_inert_on_the_page(site, browser, tmp_path):
+    """A description (a tooltip) holding markup, terminal escapes and bidi characters, and a result
+    file calling its entry `published`: the page shows the text as written, escaped where it could
+    act (\\u202e, \\x1b), builds no element from it, and shows the entry as a submission."""
+    import json
+    import unicodedata
+
+    from selenium.webdriver.common.by import By
+
+    results = tmp_path / "results"
+    shutil.copytree(site[1].parent.parent / "results", results)
+    doc = json.loads((results / TRACK / "test-median.json").read_text())
+    doc["meta"]["description"] = "<img src=x onerror=\"document.title='pwned'\">\u202eevil\u2066 \x1b[2J\x1b]0;t\x07"
+    doc["meta"]["kind"] = "published"
+    (results / TRACK / "test-median.json").write_text(json.dumps(doc))
+    _, index = render(results, tmp_path / "README.md", tmp_path / "site")
+    _open(browser, (None, index))
+    assert not browser.find_elements(By.CSS_SELECTOR, "img") and browser.title == "latbench leaderboard"
+    row = browser.find_element(By.CSS_SELECTOR, f"table.board[data-track='{TRACK}'] tr[data-entry='test-median']")
+    assert "submission" in row.get_attribute("class") and "submitted" in row.text
+    title = row.find_elements(By.TAG_NAME, "td")[1].get_attribute("title")
+    assert title == "<img src=x onerror=\"document.title='pwned'\">\\u202eevil\\u2066 \\x1b[2J\\x1b]0;t\\x07", title
+    texts = browser.execute_script("return [document.body.innerText].concat("
+                                   "Array.from(document.querySelectorAll('[title]'), e => e.title))")
+    raw = {c for t in texts for c in t if c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")}
+    assert not raw, raw

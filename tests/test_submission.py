@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -46,8 +47,9 @@ def test_a_good_submission_validates_and_scores(entry, public, tmp_path, capsys)
     checked = validate(p, m, public)
     assert len(checked.tracks[TRACK]) == len(df)
     assert main(["--public", public["public"], "--host", public["host"], "validate", str(p), str(m)]) == 0
+    assert f"{TRACK}: {len(df)} predictions" in capsys.readouterr().out
     assert main(["--public", public["public"], "--host", public["host"], "evaluate", str(p), str(m)]) == 0
-    res = json.loads(capsys.readouterr().out.split("valid\n")[-1])
+    res = json.loads(capsys.readouterr().out)
     assert 0.8 < res[TRACK]["aggregate"]["spearman"] <= 1.0 and res[TRACK]["aggregate"]["mape"] > 0
 
 
@@ -112,3 +114,64 @@ def test_file_level_faults(public, tmp_path):
     assert "missing column(s) scenario_id" in text and "unexpected column(s) scenario, extra" in text
     m.write_text("!!python/object/apply:os.system ['echo hi']")
     assert any("unreadable" in x for x in _problems(p, m, public))  # safe_load: tags never execute
+
+
+def test_csv_shape_is_bounded_before_parsing(public, tmp_path):
+    """Columns, line length, cell length and fields per row of a CSV file are checked in one
+    streaming pass before pandas parses it (generators/limits.py SUBMISSION); each refusal is one
+    line naming the file, the line and the bound."""
+    from leaderboard.submission import LIMITS
+
+    m = tmp_path / "m.yaml"
+    m.write_text(yaml.safe_dump(META))
+    p = tmp_path / "pred.csv"
+    head = "track,scenario_id,model_id,predicted_ms\n"
+    good = f"{TRACK},s,m,1.0\n"
+    cases = {
+        "x" * 5000 + "\n": f"line 3: more than {LIMITS['line_chars']} characters (at most {LIMITS['line_chars']}: line_chars",
+        "y" * 10_000: f"line 3: more than {LIMITS['line_chars']} characters",  # no line break at all
+        f"{TRACK},s,{'m' * 300},1.0\n": f"line 3: a cell of 300 characters (at most {LIMITS['cell_chars']}: cell_chars",
+        f'{TRACK},s,"{"m" * 80 + chr(10)}' + ("m" * 80 + "\n") * 5 + '",1.0\n': "line 3: a cell of 486 characters",
+        f'{TRACK},s,"' + ("m" * 100 + "\n") * 2000 + '",1.0\n': f"line 3: a cell of more than {LIMITS['cell_chars']} characters",
+        f"{TRACK},s,m,1.0,extra\n": "line 3: 5 fields, the header has 4",
+    }
+    for body, want in cases.items():
+        p.write_text(head + good + body)
+        (problem,) = _problems(p, m, public)
+        assert problem.startswith(f"{p}: ") and want in problem and problem.endswith("not read"), (want, problem)
+    p.write_text("track,scenario_id,model_id,model_id,predicted_ms\n" + good)
+    assert _problems(p, m, public) == [f"{p}: line 1: duplicate column(s) 'model_id'; not read"]
+    p.write_text("")
+    assert "empty (expected a header line" in _problems(p, m, public)[0]
+    p.write_text(head + good + "\n" + f"{TRACK},s\n")  # a blank line, a row short of fields: pandas reads them
+    text = "\n".join(_problems(p, m, public))
+    assert "not read" not in text and "model_id: 1 empty value(s)" in text, text
+
+
+def test_parquet_shape_is_bounded_before_decoding(public, tmp_path):
+    """Parquet: columns and unpacked size from the footer; then only the used columns, text kept
+    dictionary-encoded until every cell's length is known (a small file of one long string
+    repeated in every row never expands)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from leaderboard.submission import LIMITS
+
+    m = tmp_path / "m.yaml"
+    m.write_text(yaml.safe_dump(META))
+    p = tmp_path / "pred.parquet"
+    n = 100_000
+    zeros = pa.array(np.zeros(n, dtype=np.int32))
+    table = pa.table({"track": pa.DictionaryArray.from_arrays(zeros, [TRACK]), "scenario_id": pa.DictionaryArray.from_arrays(zeros, ["s"]),
+                      "model_id": pa.DictionaryArray.from_arrays(zeros, ["m" * 100_000]), "predicted_ms": pa.array(np.ones(n))})
+    pq.write_table(table, p, compression="zstd")
+    assert p.stat().st_size < 1_000_000  # 10 GB of text when decoded
+    (problem,) = _problems(p, m, public)
+    assert problem == (f"{p}: row 0: model_id: a cell of 100000 characters (at most {LIMITS['cell_chars']}: "
+                       "cell_chars in generators/limits.py); not read")
+    wide = {c: ["x"] for c in ("track", "scenario_id", "model_id")} | {"predicted_ms": [1.0]} | {f"c{i}": [0] for i in range(20)}
+    pd.DataFrame(wide).to_parquet(p, index=False)
+    (problem,) = _problems(p, m, public)
+    assert f"{p}: 24 columns (at most {LIMITS['predictions_columns']}" in problem
+    pd.DataFrame({"track": [TRACK], "scenario_id": ["s"], "model_id": [["a", "b"]], "predicted_ms": [1.0]}).to_parquet(p, index=False)
+    assert "model_id: nested values" in _problems(p, m, public)[0]

@@ -1,5 +1,7 @@
 """Untrusted submissions (issue 15, defects 2, 3, 4, 5, 9): the name policy, baselines' results
-owned by the baselines, bounded reading, strict types, and a board no text can break."""
+owned by the baselines, bounded reading, strict types, and a board no text can break; and the
+three reproductions of the bounds issue: a small wide CSV refused before pandas parses it,
+terminal escapes in submitted text shown inertly, and `validate` refusing what `submit` refuses."""
 from __future__ import annotations
 
 import hashlib
@@ -165,7 +167,7 @@ def test_a_small_parquet_of_many_rows_is_refused_unread(board, public, tmp_path)
     assert p.stat().st_size < 2_000_000
     (tmp_path / "meta.yaml").write_text(yaml.safe_dump(META))
     text = problems(p, tmp_path / "meta.yaml", public)
-    assert f"2500000 rows (at most 2000000); not read" in text
+    assert "2500000 rows (at most 2000000: predictions_rows in generators/limits.py); not read" in text
 
 
 # ---------------------------------------------------------------- 9: types, empty files, JSON, README
@@ -190,12 +192,14 @@ def test_header_only_csv_is_not_an_entry(board, public, tmp_path):
 
 def test_evaluate_prints_strict_json(board, public, tmp_path, capsys):
     _, _, preds = board
+    from leaderboard.submission import LIMITS
+
     huge = preds.copy()
     huge.loc[0, "predicted_ms"] = 1e308
     assert cli(public, "evaluate", *write(tmp_path, huge, suffix=".parquet")) == 1
-    assert "larger than 1e+09 ms" in capsys.readouterr().err
+    assert f"larger than {LIMITS['predicted_ms']:g} ms" in capsys.readouterr().err
     big = preds.copy()
-    big.loc[0, "predicted_ms"] = 9e8
+    big.loc[0, "predicted_ms"] = 0.9 * LIMITS["predicted_ms"]
     assert cli(public, "evaluate", *write(tmp_path, big, suffix=".parquet")) == 0
 
     def refuse(name):
@@ -230,3 +234,115 @@ def test_board_shows_hostile_text_inertly(board, tmp_path):
     line = next(x for x in text.splitlines() if x.startswith("- evil"))
     assert "\\[click\\](http://evil.example)" in line and "&lt;img src=x&gt;" in line and "\\`code\\`" in line
     assert "line 2" in line  # folded onto the one line
+
+
+# ---------------------------------------------------------------- reproductions: wide CSV, escapes, validate == submit
+def timed_cli(public, *args):
+    t0 = time.perf_counter()
+    rc = cli(public, *args)
+    return rc, time.perf_counter() - t0
+
+
+def figure(capsys, text):
+    """A measured figure, printed past the capture (pytest -s shows it)."""
+    with capsys.disabled():
+        print(text)
+
+
+def test_a_small_wide_csv_is_refused_before_parsing(board, public, tmp_path, capsys):
+    """The reproduction: a 200 KB header of 100,000 duplicate names stalled validate (pandas is
+    quadratic on duplicate names) for minutes; now it is one line naming the file, the line and the
+    bound, within a second, in validate, evaluate and submit alike."""
+    from leaderboard.submission import LIMITS
+
+    p = tmp_path / "w.csv"
+    p.write_text("track,scenario_id,model_id,predicted_ms" + ",a" * 100000 + "\n")
+    m = tmp_path / "meta.yaml"
+    m.write_text(yaml.safe_dump(META))
+    subs, res = tmp_path / "subs", tmp_path / "results"
+    want = f"{p}: line 1: more than {LIMITS['line_chars']} characters (at most {LIMITS['line_chars']}: line_chars"
+    for args in (("validate", p, m), ("evaluate", p, m), ("submit", p, m, "--name", "wide", "--submissions", subs,
+                                                          "--results", res)):
+        rc, seconds = timed_cli(public, *args)
+        err = capsys.readouterr().err
+        figure(capsys, f"wide CSV, {args[0]}: exit {rc} in {seconds:.2f} s")
+        assert rc == 1 and err.count("\n") == 1 and err.startswith(f"leaderboard: invalid submission: {want}"), err
+        assert seconds < 30
+    assert not subs.exists() and not res.exists()
+    # under the line bound, the column count refuses it (duplicate names or not)
+    for extra in (",a" * 2000, "".join(f",c{i}" for i in range(13))):
+        p.write_text("track,scenario_id,model_id,predicted_ms" + extra + "\n" + f"{TRACK},s,m,1.0" + ",x" * (extra.count(",")) + "\n")
+        rc, seconds = timed_cli(public, "validate", p, m)
+        err = capsys.readouterr().err
+        n = 4 + extra.count(",")
+        assert rc == 1 and err.count("\n") == 1 and f"{p}: line 1: {n} columns (at most {LIMITS['predictions_columns']}" in err, err
+        assert seconds < 30
+
+
+@pytest.mark.parametrize("where", ["model_id", "metadata key"])
+def test_terminal_escapes_in_submitted_text_are_shown_inertly(board, public, tmp_path, capsys, where):
+    """The reproduction: a model_id (or any submitted text) holding escape sequences (window
+    title, clear screen) and bidi characters reached the reviewer's terminal raw."""
+    _, _, preds = board
+    evil = "\x1b]0;pwned\x07\x1b[2Jevil\u202egnp.exe\u2066\x9b31m"
+    raw = ("\x1b", "\x07", "\u202e", "\u2066", "\x9b")
+    meta = dict(META)
+    if where == "model_id":
+        df = pd.concat([preds, preds.iloc[[0]].assign(model_id=evil)], ignore_index=True)
+    else:
+        df = preds
+        meta[evil] = 1  # an unknown key: quoted in its problem line
+    meta["method"], meta["description"] = f"mine{evil}", f"nice {evil}"
+    p, m = write(tmp_path, df, meta=meta, meta_text=yaml.safe_dump(meta, allow_unicode=True))
+    rc, seconds = timed_cli(public, "validate", p, m)
+    err = capsys.readouterr().err
+    figure(capsys, f"escapes in the {where}: exit {rc} in {seconds:.2f} s")
+    assert rc == 1 and err.count("\n") == 1 and seconds < 30, err
+    assert not any(c in err for c in raw), repr(err)
+    assert "\\x1b]0;pwned\\x07\\x1b[2Jevil\\u202egnp.exe\\u2066\\x9b31m" in err, err
+    # valid files whose method and description hold escapes: filed and scored, nothing raw printed
+    p, m = write(tmp_path, preds, meta={**META, "method": f"mine{evil}", "description": evil})
+    for args in (("validate", p, m), ("submit", p, m, "--name", "escapes", "--submissions", tmp_path / "subs",
+                                      "--results", tmp_path / "results")):
+        assert cli(public, *args) == 0
+        out = capsys.readouterr()
+        assert not any(c in out.out + out.err for c in raw), out
+
+
+CASES = {  # what submit refuses, and how: (metadata, --name, exit status, the problem line's text)
+    "kind baseline": ({**META, "kind": "baseline"}, "mine", 1, "kind: baseline is reserved"),
+    "reserved name": (META, "flops", 2, "--name: entry name 'flops' is reserved"),
+    "path-like name": (META, "a/b", 2, "--name: entry name 'a/b' is not allowed"),
+    "existing entry": (META, "taken", 2, "taken exists (choose another --name, or --replace)"),
+    "baseline's results": (META, "my-baseline", 2, "--name: 'my-baseline' has results of a baseline"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_validate_refuses_what_submit_refuses(board, public, tmp_path, capsys, case):
+    """The reproduction: validate called a `kind: baseline` metadata file valid, then submit refused
+    it. Both run one function (leaderboard.cli.submit_checks): for each of submit's refusals,
+    validate (with the same --name) refuses with the same line and exit status; the
+    kind check needs no name, and evaluate makes it too."""
+    _, results, preds = board
+    meta, name, status, text = CASES[case]
+    p, m = write(tmp_path, preds, meta=meta, suffix=".parquet")
+    subs = tmp_path / "subs"
+    (subs / "taken").mkdir(parents=True)
+    before = digest(results)
+    where = ("--submissions", subs, "--results", results)
+    runs = {"submit": ("submit", p, m, "--name", name, *where), "validate --name": ("validate", p, m, "--name", name, *where)}
+    if status == 1:  # the files' own problem: no name needed, and evaluate (scoring, filing nothing) says it too
+        runs |= {"validate": ("validate", p, m), "evaluate": ("evaluate", p, m)}
+    lines = {}
+    for what, args in runs.items():
+        rc, seconds = timed_cli(public, *args)
+        err = capsys.readouterr().err
+        figure(capsys, f"{case}, {what}: exit {rc} in {seconds:.2f} s")
+        assert rc == status and err.count("\n") == 1 and text in err and seconds < 30, (what, err)
+        lines[what] = err
+    assert len(set(lines.values())) == 1, lines
+    assert digest(results) == before and sorted(x.name for x in subs.iterdir()) == ["taken"]
+    if status == 2:  # the name's refusal comes first, as in submit: the files are fine
+        assert cli(public, "validate", p, m) == 0
+        assert "entry name not checked" in capsys.readouterr().out

@@ -364,6 +364,162 @@ def test_malformed_submissions(public, good_predictions, tmp_path_factory, data)
                for x in (results / TRACK).iterdir())
 
 
+# ---------------------------------------------------------------- submissions past the bounds
+# Shapes that used to stall or flood the reviewer: wide CSVs (duplicate names made pandas quadratic),
+# long lines, huge cells (also one long string dictionary-encoded in every parquet row), terminal
+# escapes and bidi characters in submitted text, and `kind: baseline` (validate must refuse what
+# submit refuses). One child process under 2 GiB of address space; the driver times every job.
+JOB_MEMORY = 2 * 1024**3
+JOB_SECONDS = 10
+TIMED_DRIVER = DRIVER.rsplit("jobs = json.load", 1)[0] + r"""
+import resource, time
+jobs = json.load(open(sys.argv[1]))
+done = []
+for job in jobs:
+    t0 = time.perf_counter()
+    r = run(job)
+    r["seconds"] = time.perf_counter() - t0
+    r["peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the process's so far
+    done.append(r)
+json.dump(done, open(sys.argv[2], "w"))
+"""
+
+
+def _tight_limits() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (JOB_MEMORY, JOB_MEMORY))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE, FILE_SIZE))
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
+
+
+def run_timed(jobs: list[dict], work: Path, cwd: Path) -> list[dict]:
+    """run_bounded under 2 GiB: every job ends in its entry point's own answer, each within
+    JOB_SECONDS of wall time, the process's peak resident memory under 2 GB."""
+    jf, rf = work / "jobs.json", work / "results.json"
+    jf.write_text(json.dumps(jobs))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", TIMED_DRIVER, str(jf), str(rf)], cwd=cwd, capture_output=True,
+                          text=True, timeout=WALL_SECONDS, preexec_fn=_tight_limits, env=env)
+    assert proc.returncode == 0, f"child ended with {proc.returncode}: {proc.stderr[-3000:]}"
+    results = json.loads(rf.read_text())
+    for job, r in zip(jobs, results):
+        assert r["exc"] is None, f"{job}: {r['exc']}"
+        assert r["seconds"] < JOB_SECONDS, (job["argv"][-2:], r["seconds"])
+        assert r["peak_bytes"] < 2 * 10**9, (job["argv"][-2:], r["peak_bytes"])
+    return results
+
+
+HOSTILE_TEXT = st.lists(st.sampled_from(["\x1b]0;title\x07", "\x1b[2J", "\x1b[31m", "\u202e", "\u2066", "\u200f", "\x9b", "\u2028",
+                                         "\r", "\x00", "\ufeff", "ok", "é", "\\x1b"]), min_size=1, max_size=6).map("".join)
+
+
+def _raw_controls(text: str) -> list[str]:
+    import unicodedata
+
+    return [c for c in text if c != "\n" and unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")]
+
+
+@st.composite
+def hostile_shapes(draw, preds: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(name, predictions file content, the text the one refusal line must hold) per case."""
+    from generators.limits import SUBMISSION as LIMITS
+
+    line, cols, cell = LIMITS["line_chars"], LIMITS["predictions_columns"], LIMITS["cell_chars"]
+    head = "track,scenario_id,model_id,predicted_ms"
+    row = ",".join(map(str, preds.iloc[0][["track", "scenario_id", "model_id", "predicted_ms"]]))
+    ids = row.rsplit(",", 2)[0]  # track,scenario_id
+    n = draw(st.integers(cols - 3, 150_000))  # extra columns: more than the bound in all
+    names = draw(st.sampled_from(["a", "dup", "model_id", "c{i}", ""]))  # duplicates, or not
+    extra = "".join("," + names.format(i=i) for i in range(n))
+    wide = f"line 1: {n + 4} columns (at most {cols}" if len(head + extra) <= line else f"line 1: more than {line} characters"
+    long_cell, big = draw(st.integers(line + 1, 2_000_000)), draw(st.integers(cell + 1, line - 100))
+    lines = draw(st.integers(3, 3000))
+    return [
+        ("wide.csv", head + extra + "\n" + (row + "," * n + "\n") * draw(st.integers(0, 3)), wide),
+        ("long.csv", f"{head}\n{row}\n{ids}," + "m" * long_cell + ",1.0" * draw(st.booleans()), f"line 3: more than {line} characters"),
+        ("cell.csv", f"{head}\n{ids}," + "m" * big + ",1.0\n", f"line 2: a cell of {big} characters (at most {cell}"),
+        ("quoted.csv", f'{head}\n{ids},"' + ("m" * 100 + "\n") * lines + '",1.0\n', f"line 2: a cell of"),
+    ]
+
+
+@given(st.data())
+@ONE_BATCH
+def test_submissions_past_the_bounds(public, good_predictions, tmp_path_factory, data):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    preds, baseline_results = good_predictions
+    work = tmp_path_factory.mktemp("bounds")
+    results = work / "results"
+    import shutil
+
+    shutil.copytree(baseline_results, results)
+    subs = work / "submissions"
+    subs.mkdir()
+    roots = ["--public", public["public"], "--host", public["host"]]
+    meta = work / "meta.yaml"
+    meta.write_text(yaml.safe_dump(META))
+    jobs, expect = [], []  # expect: (case, the file its one line names, metadata, what the line says)
+    for name, content, want in data.draw(hostile_shapes(preds)):
+        p = work / name
+        p.write_text(content)
+        jobs.append({"cli": "leaderboard", "argv": [*roots, "validate", str(p), str(meta)]})
+        expect.append(("shape", p, meta, want))
+    # parquet: many columns; one long string dictionary-encoded in every row (decodes to gigabytes)
+    p = work / "wide.parquet"
+    ncols = data.draw(st.integers(17, 400))  # (predictions_columns is 16)
+    pq.write_table(pa.table({f"c{i}": [0] for i in range(ncols)}), p)
+    jobs.append({"cli": "leaderboard", "argv": [*roots, "validate", str(p), str(meta)]})
+    expect.append(("shape", p, meta, f"{ncols} columns (at most "))
+    p = work / "bomb.parquet"
+    k, rows = data.draw(st.integers(257, 1_000_000)), data.draw(st.integers(1, 1_000_000))
+    zeros = pa.array(np.zeros(rows, dtype=np.int32))
+    pq.write_table(pa.table({"track": pa.DictionaryArray.from_arrays(zeros, [TRACK]),
+                             "scenario_id": pa.DictionaryArray.from_arrays(zeros, ["s"]),
+                             "model_id": pa.DictionaryArray.from_arrays(zeros, ["m" * k]),
+                             "predicted_ms": pa.array(np.ones(rows))}), p, compression="zstd")
+    jobs.append({"cli": "leaderboard", "argv": [*roots, "validate", str(p), str(meta)]})
+    expect.append(("shape", p, meta, f"row 0: model_id: a cell of {k} characters"))
+    # escapes and bidi characters in what a submitter writes: model_id, method, description, a key
+    for i in range(2):
+        df = preds.copy()
+        if data.draw(st.booleans()):
+            df = pd.concat([df, df.iloc[[0]].assign(model_id=data.draw(HOSTILE_TEXT))], ignore_index=True)
+        m = {**META, "method": "m" + data.draw(HOSTILE_TEXT), "description": data.draw(HOSTILE_TEXT)}
+        if data.draw(st.booleans()):
+            m[data.draw(HOSTILE_TEXT)] = data.draw(HOSTILE_TEXT)
+        p, mf = work / f"esc{i}{data.draw(st.sampled_from(['.csv', '.parquet']))}", work / f"esc{i}.yaml"
+        df.to_csv(p, index=False) if p.suffix == ".csv" else df.to_parquet(p, index=False)
+        mf.write_text(yaml.safe_dump(m, allow_unicode=True))
+        for cmd in ("validate", "submit"):
+            jobs.append({"cli": "leaderboard", "argv": [*roots, cmd, str(p), str(mf), f"--name=esc{i}", "--submissions",
+                                                         str(subs), "--results", str(results)]})
+            expect.append(("escapes", p, mf, None))
+    # kind: baseline: validate, evaluate and submit refuse it with the same line
+    p, mf = work / "kind.parquet", work / "kind.yaml"
+    preds.to_parquet(p, index=False)
+    mf.write_text(yaml.safe_dump({**META, "kind": "baseline"}))
+    for argv in (["validate", str(p), str(mf)], ["evaluate", str(p), str(mf)],
+                 ["submit", str(p), str(mf), "--name=mine", "--submissions", str(subs), "--results", str(results)]):
+        jobs.append({"cli": "leaderboard", "argv": [*roots, *argv]})
+        expect.append(("kind", mf, mf, "kind: baseline is reserved"))
+    out = run_timed(jobs, tmp_path_factory.mktemp("jobs"), work)
+    kind_lines = set()
+    for (what, p, m, want), r in zip(expect, out):
+        assert not _raw_controls(r["out"] + r["err"]), (what, p.name, r)
+        if what == "escapes":
+            assert r["rc"] in (0, 1), r
+            continue
+        assert r["rc"] == 1, (what, p.name, r)
+        (line,) = r["err"].strip().splitlines()  # one line: the header and the problem together
+        assert line.startswith(f"leaderboard: invalid submission: {p}: ") and want in line, (want, line)
+        assert what != "shape" or "(at most" in line and "generators/limits.py" in line, line
+        kind_lines.add(line) if what == "kind" else None
+    assert len(kind_lines) == 1  # validate, evaluate and submit: the same line
+    submits = [r for job, r in zip(jobs, out) if job["argv"][len(roots)] == "submit" and "--name=mine" not in job["argv"]]
+    assert {x.name for x in subs.iterdir()} == {f"esc{i}" for i, r in enumerate(submits) if r["rc"] == 0}
+
+
 # ---------------------------------------------------------------- public CSV rows
 USC_OPS_HEADER = "model,operation,feature,pixel4|gpu|float,pixel4|gpu|kernel"
 USC_E2E_HEADER = "model,FLOPS,size,pixel4|1large|float|mean,pixel4|1large|float|std"

@@ -1,7 +1,24 @@
 const DATA = JSON.parse(document.getElementById('board-data').textContent);
 const COLORS = ['#1f77b4','#d62728','#2ca02c','#ff7f0e','#9467bd','#8c564b','#e377c2','#17becf','#bcbd22','#7f7f7f'];
 const NS = 'http://www.w3.org/2000/svg';
-function esc(s){return String(s===undefined||s===null?'':s).replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]));}
+// Text from the data (names, descriptions, notes: a submitter's words among them) enters the page only
+// as textContent or a DOM property, never as markup (no innerHTML with data); the renderer already
+// escaped its control and bidi characters (leaderboard/render.py, printable()).
+function node(tag, props, kids){
+  const e=document.createElement(tag);
+  for(const k in (props||{})){const v=props[k];
+    if(k==='text') e.textContent=(v===undefined||v===null)?'':String(v);
+    else if(k==='class') e.className=v;
+    else if(k==='data') Object.assign(e.dataset, v);
+    else e[k]=v;}
+  (kids||[]).forEach(c=>{if(c) e.appendChild(c);});
+  return e;
+}
+function head(table, labels){  // labels: strings, or {text, class, data} for a header cell
+  const tr=table.createTHead().insertRow();
+  labels.forEach(l=>tr.appendChild(node('th', typeof l==='string'?{text:l}:l)));
+  table.createTBody();
+}
 function el(tag, attrs, parent){const e=document.createElementNS(NS,tag);for(const k in attrs)e.setAttribute(k,attrs[k]);if(parent)parent.appendChild(e);return e;}
 function fmt(m, v, sd){
   if (v===null||v===undefined||Number.isNaN(v)) return '–';
@@ -14,8 +31,8 @@ function fmt(m, v, sd){
 }
 function kindCell(td, kind){
   td.textContent=kind;
-  if(kind==='submission'){td.insertAdjacentHTML('beforeend',' <span class="badge">submitted</span>');}
-  if(kind==='published'){td.textContent=''; td.insertAdjacentHTML('beforeend','<span class="pub-badge">published</span>');}
+  if(kind==='submission'){td.appendChild(document.createTextNode(' ')); td.appendChild(node('span',{class:'badge',text:'submitted'}));}
+  if(kind==='published'){td.textContent=''; td.appendChild(node('span',{class:'pub-badge',text:'published'}));}
   if(kind==='floor'){td.textContent='noise';}
 }
 // a cell worse than the flops entry (leaderboard/below_flops.py): marked, the reason as its tooltip
@@ -24,20 +41,19 @@ function belowFlops(td, why){
   const s=document.createElement('sup'); s.textContent='†'; td.appendChild(s);
 }
 function viewTable(v){
-  const wrap=document.createElement('div'); wrap.className='view'; wrap.dataset.view=v.id;
-  wrap.innerHTML=`<h3>${esc(v.title)}</h3><p class="caption">${esc(v.caption)}</p>`;
+  const wrap=node('div',{class:'view',data:{view:v.id}},[node('h3',{text:v.title}),node('p',{class:'caption',text:v.caption})]);
   const t=document.createElement('table'); t.className='view-table'; t.dataset.view=v.id;
   if(v.layers){
     const sel=document.createElement('select'); sel.className='layer-select';
     v.layers.forEach((l,i)=>{const o=document.createElement('option'); o.value=i; o.textContent=l.label+' ('+l.kind+')'; sel.appendChild(o);});
     const draw=()=>{const l=v.layers[+sel.value]; t.dataset.layer=l.label;
-      t.innerHTML='<thead><tr><th></th>'+v.columns.map(c=>`<th>${esc(c)}</th>`).join('')+'</tr></thead><tbody></tbody>';
+      t.replaceChildren(); head(t, [''].concat(v.columns));
       v.row_labels.forEach((r,i)=>{const tr=t.tBodies[0].insertRow(); tr.className=l.kind; tr.insertCell().textContent=r;
         l.cells[i].forEach((x,j)=>{const td=tr.insertCell(); td.dataset.value=(x===null)?'NaN':x; td.textContent=fmt(v.metric,x);
           belowFlops(td, l.below_flops&&l.below_flops[i]?l.below_flops[i][j]:null);});});};
     sel.addEventListener('change',draw); wrap.appendChild(sel); draw();
   } else {
-    t.innerHTML='<thead><tr><th></th><th>kind</th>'+v.columns.map(c=>`<th>${esc(c)}</th>`).join('')+'</tr></thead><tbody></tbody>';
+    head(t, ['', 'kind'].concat(v.columns));
     v.rows.forEach(r=>{const tr=t.tBodies[0].insertRow(); tr.className=r.kind; tr.dataset.label=r.label;
       const c=tr.insertCell(); c.textContent=r.label; c.title=r.note||''; kindCell(tr.insertCell(), r.kind);
       r.cells.forEach((x,i)=>{const td=tr.insertCell(); td.dataset.value=(x===null)?'NaN':x; td.textContent=fmt(v.metric,x,r.spread[i]);
@@ -47,7 +63,7 @@ function viewTable(v){
 }
 function referenceTable(t){
   const tab=document.createElement('table'); tab.className='reference'; tab.dataset.track=t.name;
-  tab.innerHTML='<thead><tr><th>reference</th><th>kind</th>'+t.metrics.map(m=>`<th>${DATA.metrics[m].label}</th>`).join('')+'<th>source, protocol</th></tr></thead><tbody></tbody>';
+  head(tab, ['reference', 'kind'].concat(t.metrics.map(m=>DATA.metrics[m].label), ['source, protocol']));
   t.reference.forEach(r=>{const tr=tab.tBodies[0].insertRow(); tr.className=r.kind; tr.dataset.label=r.label;
     tr.insertCell().textContent=r.label; kindCell(tr.insertCell(), r.kind);
     t.metrics.forEach(m=>{const td=tr.insertCell(); const v=(m in r.aggregate)?r.aggregate[m]:undefined; td.textContent=(v===undefined)?'':fmt(m,v);});
@@ -99,34 +115,35 @@ function sortTable(table, col, metric){
 function build(){
   const root=document.getElementById('tracks');
   DATA.tracks.forEach(t=>{
-    const sec=document.createElement('section'); sec.id='track-'+t.name; sec.className='track';
-    sec.innerHTML=`<h2>${esc(t.name)}: ${esc(t.title)}</h2><p class="desc">${esc(t.description)}</p><p class="desc">${esc(t.info)}</p>`;
-    const absent=t.not_entered.length?'<ul class="not-entered">'+t.not_entered.map(a=>`<li class="missing">not on this track: <b>${esc(a.predictor)}</b>: ${esc(a.why)}</li>`).join('')+'</ul>':'';
-    if(!t.entries.length){sec.insertAdjacentHTML('beforeend','<p>No entries yet.</p>'+absent);root.appendChild(sec);return;}
-    const table=document.createElement('table'); table.className='board'; table.dataset.track=t.name;
-    const head=['#','entry','kind'].concat(t.metrics.map(m=>DATA.metrics[m].label+(m===t.primary?' *':'')));
-    table.innerHTML='<thead><tr>'+head.map((h,i)=>`<th${i>2?` class="sortable" data-metric="${t.metrics[i-3]}"`:''}>${h}</th>`).join('')+'</tr></thead><tbody></tbody>';
+    const sec=node('section',{id:'track-'+t.name,class:'track'},[node('h2',{text:t.name+': '+t.title}),
+      node('p',{class:'desc',text:t.description}),node('p',{class:'desc',text:t.info})]);
+    const absent=()=>t.not_entered.length?node('ul',{class:'not-entered'},t.not_entered.map(a=>node('li',{class:'missing'},
+      [document.createTextNode('not on this track: '),node('b',{text:a.predictor}),document.createTextNode(': '+a.why)]))):null;
+    if(!t.entries.length){sec.appendChild(node('p',{text:'No entries yet.'})); const a=absent(); if(a) sec.appendChild(a); root.appendChild(sec); return;}
+    const table=node('table',{class:'board',data:{track:t.name}});
+    head(table, ['#','entry','kind'].concat(t.metrics.map(m=>({text:DATA.metrics[m].label+(m===t.primary?' *':''),class:'sortable',data:{metric:m}}))));
     t.entries.forEach((d,i)=>{const tr=table.tBodies[0].insertRow(); tr.className=d.kind; tr.dataset.entry=d.entry;
       tr.insertCell().textContent=i+1; const c=tr.insertCell(); c.textContent=d.entry; c.title=d.description||'';
       kindCell(tr.insertCell(), d.kind);
       t.metrics.forEach(m=>{const td=tr.insertCell(); const v=d.aggregate[m]; td.dataset.value=(v===null||v===undefined)?'NaN':v; td.textContent=fmt(m,v,(d.spread||{})[m]);});});
     table.querySelectorAll('th.sortable').forEach(th=>th.addEventListener('click',()=>sortTable(table, Array.from(th.parentNode.children).indexOf(th), th.dataset.metric)));
     sec.appendChild(table);
-    const leg=document.createElement('div'); leg.className='legend';
-    t.entries.forEach((d,i)=>{leg.insertAdjacentHTML('beforeend',`<span><i style="background:${COLORS[i%COLORS.length]}"></i>${esc(d.entry)}</span>`);});
+    const leg=node('div',{class:'legend'});
+    t.entries.forEach((d,i)=>{const sw=node('i'); sw.style.background=COLORS[i%COLORS.length];
+      leg.appendChild(node('span',{},[sw,document.createTextNode(d.entry)]));});
     sec.appendChild(leg);
     const plots=document.createElement('div'); plots.className='plots'; sec.appendChild(plots);
     scatter(plots,t.entries); cdf(plots,t.entries);
-    if(t.seeds){sec.insertAdjacentHTML('beforeend',`<p class="desc">${esc(t.seeds)}</p>`);}
+    if(t.seeds){sec.appendChild(node('p',{class:'desc',text:t.seeds}));}
     sec.insertAdjacentHTML('beforeend','<h3>Reference rows</h3><p class="caption">Not entries: the noise floor (one measurement of a network against another), the perfect predictor (the true latency scored against the recorded figure, which carries its own noise: an estimate of the best an entry can do, pessimistic where one outlying process inflated the spread; &ldquo;(retest)&rdquo;: the same from the test networks measured again in a later session, which also sees the machine&rsquo;s wander over a sweep) and published results, marked as published, with their source and how their protocol differs.</p>');
     sec.appendChild(referenceTable(t));
     const views=document.createElement('div'); views.className='views'; t.views.forEach(v=>views.appendChild(viewTable(v))); sec.appendChild(views);
-    sec.insertAdjacentHTML('beforeend',absent);
+    const a=absent(); if(a) sec.appendChild(a);
     root.appendChild(sec);
   });
-  if(DATA.missing.length){const sec=document.createElement('section'); sec.id='missing';
-    sec.innerHTML='<h2>Tracks waiting for data</h2><ul>'+DATA.missing.map(m=>`<li class="missing"><b>${esc(m.name)}</b> (${esc(m.title)}): ${esc(m.reason)}</li>`).join('')+'</ul>';
-    root.appendChild(sec);}
+  if(DATA.missing.length){
+    root.appendChild(node('section',{id:'missing'},[node('h2',{text:'Tracks waiting for data'}),node('ul',{},DATA.missing.map(m=>
+      node('li',{class:'missing'},[node('b',{text:m.name}),document.createTextNode(' ('+m.title+'): '+m.reason)])))]));}
   document.body.dataset.ready='1';
 }
 build();
