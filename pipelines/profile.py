@@ -25,6 +25,13 @@ record's folder:
 Precision ``auto`` reads it from the file: a TFLite file whose conv/fc weights are int8 is
 int8, float16 weights fp16, else fp32; a TorchScript file with ``quantized::`` operators is
 int8, else fp32. The scenario id says which precision ran.
+
+Before anything reads the file into objects, inflates it or runs it, :func:`check_model_file`
+holds it to the bounds of ``generators/limits.py``: its size (``MODEL_FILE_BYTES``); a TorchScript
+file's zip directory (``ARCHIVE_MEMBERS``, ``ARCHIVE_UNPACKED_BYTES``, ``ARCHIVE_RATIO``); a TFLite
+file's operators (``GRAPH_NODES``) and every tensor's shape (``TENSOR_ELEMENTS``: what a runtime
+would allocate), as the importers check them; and ``--shape`` (``TENSOR_ELEMENTS``). A refusal is
+one line naming the file and the bound.
 """
 from __future__ import annotations
 
@@ -89,7 +96,29 @@ def framework_of(path: Path) -> str:
 
 
 def model_id_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def check_model_file(path: Path, framework: str, shape: list[int] | None = None) -> None:
+    """The bounds of generators/limits.py on a user's model file (see the module docstring),
+    checked before torch or LiteRT opens it; ProfileError names the file and the bound."""
+    from generators.importers.common import UnsupportedModelError, check_zip, read_model_file, too_many_elements
+    from generators.importers.tflite import check_tflite
+
+    try:
+        if framework == "pytorch":
+            check_zip(path)  # a TorchScript file is a zip archive: its directory, before torch inflates it
+        else:
+            check_tflite(read_model_file(path, "TFLite file"), str(path))
+    except UnsupportedModelError as e:
+        raise ProfileError(str(e)) from None
+    fault = too_many_elements(shape or [], "--shape")
+    if fault:
+        raise ProfileError(f"{path}: {fault}")
 
 
 def _read_tflite(path: Path):
@@ -137,6 +166,8 @@ def static_tflite(path: Path, out: Path, shape: list[int] | None = None) -> tupl
     from ai_edge_litert.interpreter import Interpreter
     from ai_edge_litert.tools import flatbuffer_utils
 
+    from generators.importers.common import too_many_elements
+
     model = _read_tflite(path)
     free = [(g, i) for g, sg in enumerate(model.subgraphs) for i, t in enumerate(sg.tensors)
             if t.shapeSignature is not None and len(t.shapeSignature) and (np.asarray(t.shapeSignature) < 0).any()]
@@ -159,6 +190,10 @@ def static_tflite(path: Path, out: Path, shape: list[int] | None = None) -> tupl
     except (RuntimeError, ValueError) as e:
         raise ProfileError(f"{path}: the interpreter cannot propagate input shape {want}: {str(e).splitlines()[0]}") from None
     shapes = {t["index"]: [int(v) for v in t["shape"]] for t in it.get_tensor_details()}
+    for t in it.get_tensor_details():  # the shapes the input shape gives the tensors, before a runtime allocates them
+        fault = too_many_elements(shapes[t["index"]], f"tensor {t['name']!r} of propagated shape")
+        if fault:
+            raise ProfileError(f"{path}: with input shape {'x'.join(map(str, want))}, {fault}")
     main = model.subgraphs[0]
     for i, t in enumerate(main.tensors):  # the main subgraph: tensor index = interpreter index
         if i in shapes and (shape is not None or any(g == 0 and j == i for g, j in free)):
@@ -211,6 +246,7 @@ def run_profile(cfg: Any, req: ProfileRequest, *, device: Device | None = None, 
         raise ProfileError(f"{path}: --device gpu runs TFLite files only (the suite's GPU runner is LiteRT's)")
     if framework == "pytorch" and req.shape is None:
         raise ProfileError(f"{path}: a TorchScript file does not say its input shape: pass --shape, e.g. 1x3x224x224")
+    check_model_file(path, framework, req.shape)  # before torch or LiteRT reads, inflates or runs it
     precision = req.precision
     if precision == "auto":
         precision = tflite_precision(path) if framework == "tflite" else torchscript_precision(path)
@@ -341,5 +377,5 @@ def summary_lines(p: Profile, top: int = 8) -> list[str]:
     return lines
 
 
-__all__ = ["FRAMEWORK_BY_SUFFIX", "Profile", "ProfileError", "ProfileRequest", "device_config", "framework_of",
-           "run_profile", "static_tflite", "summary_lines", "tflite_precision", "torchscript_precision"]
+__all__ = ["FRAMEWORK_BY_SUFFIX", "Profile", "ProfileError", "ProfileRequest", "check_model_file", "device_config",
+           "framework_of", "run_profile", "static_tflite", "summary_lines", "tflite_precision", "torchscript_precision"]

@@ -414,6 +414,41 @@ def test_bad_files(tmp_path):
         import_onnx(bad)
 
 
+def _const_model(nodes, consts):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Constant", [], [n], value=helper.make_tensor(n, TensorProto.INT64, [len(v)], v))
+                               for n, v in consts.items()] + nodes, "consts",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+BIG = 2**15  # two such dims: 2**30 elements, past limits.TENSOR_ELEMENTS (2**28)
+EVALUATED = [
+    ("ConstantOfShape", {"s": [BIG, BIG]}, [("ConstantOfShape", ["s"])], r"the ConstantOfShape output of shape \[32768, 32768\]"),
+    ("Expand", {"a": [1], "s": [BIG, BIG]}, [("Expand", ["a", "s"])], r"the Expand output of shape \[32768, 32768\]"),
+    ("Range", {"a": [0], "b": [2**40], "d": [1]}, [("Range", ["a", "b", "d"])], r"the Range output of shape \[1099511627776\]"),
+    ("broadcast Mul", {"a": [1], "s": [1, 1], "e1": [2**14, 1], "e2": [1, 2**15]},
+     [("Reshape", ["a", "s"], "a2"), ("Expand", ["a2", "e1"], "a3"), ("Expand", ["a2", "e2"], "b3"), ("Mul", ["a3", "b3"])],
+     r"the Mul of constants of shape \[16384, 32768\]"),
+]
+
+
+@pytest.mark.parametrize("what,consts,nodes,message", EVALUATED, ids=[e[0] for e in EVALUATED])
+def test_evaluated_constants_are_bounded(what, consts, nodes, message):
+    """A constant the importer computes (shape arithmetic) is held to limits.TENSOR_ELEMENTS
+    before numpy allocates it: one line naming the node."""
+    from onnx import helper
+
+    made = [helper.make_node(op, ins, [out[0] if out else "k"], name=f"n{i}")
+            for i, (op, ins, *out) in enumerate(nodes)]
+    made.append(helper.make_node("Reshape", ["x", "k"], ["y"], name="r"))
+    with pytest.raises(UnsupportedModelError, match=r"^consts: ONNX node 'n\d' \(\w+\): " + message +
+                       r" has more than 268435456 elements \(limits.TENSOR_ELEMENTS\)$"):
+        import_onnx(_const_model(made, consts))
+
+
 # ------------------------------------------------------------------ the predict loader
 def test_predict_loader_reads_onnx(tmp_path):
     from pipelines.predict import load_model

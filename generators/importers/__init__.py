@@ -11,9 +11,27 @@
 
 All raise :class:`UnsupportedModelError`, one line naming the model, the node and the op.
 :mod:`.common` holds what the three share (that error, the walk's error translation, the
-handler tables, node names, pending patterns, the finishing of the graph).
+handler tables, node names, pending patterns, the finishing of the graph, and the bounds of
+generators/limits.py on a model file from outside, the zip check among them). The importers
+load on first use of their names (``from generators.importers import import_onnx``), so the
+processes that only check a file (the torch runner's worker, the HELP importer) import
+:mod:`.common` alone.
 """
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from .common import UnsupportedModelError  # noqa: F401
-from .pytorch import PytorchImportConfig, import_module, import_pytorchcv  # noqa: F401
-from .onnx import import_onnx  # noqa: F401  (imports onnx only when called)
-from .tflite import import_tflite  # noqa: F401  (reads the schema only when called)
+
+_LAZY = {"PytorchImportConfig": "pytorch", "import_module": "pytorch", "import_pytorchcv": "pytorch",
+         "import_onnx": "onnx", "import_tflite": "tflite"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["UnsupportedModelError", *_LAZY]

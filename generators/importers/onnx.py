@@ -51,6 +51,18 @@ Mapping
 - Anything else raises :class:`UnsupportedModelError` (the importers' one type, :mod:`.common`), one
   line naming the model, the ONNX node and its op_type.
 
+Bounds (:mod:`generators.limits`)
+---------------------------------
+A file's size is checked before it is read (``MODEL_FILE_BYTES``); its nodes are counted in the
+protobuf wire format before it is parsed (:func:`count_nodes`: those of the graph, of the
+subgraphs in node attributes and of the model's functions, ``GRAPH_NODES``); after parsing and
+before any node is mapped, every tensor the graph declares (inputs, outputs, value_info,
+initializers, ``Constant`` values) and ``input_shape`` must have at most ``TENSOR_ELEMENTS``
+elements, as must each constant the importer evaluates whose size can outgrow its inputs'
+(``ConstantOfShape``, ``Expand``, ``Range``, broadcasting arithmetic, ``MatMul``, ``Concat``,
+``Gather``, ``Where``, ``Equal``), checked before it is computed. Each refusal is one line naming
+the file and the node or tensor.
+
 The pool-geometry helpers at the end are shared with the TFLite importer.
 """
 from __future__ import annotations
@@ -65,7 +77,8 @@ import numpy as np
 from ..ir import Graph, split_ref
 from .common import Unsupported as _Unsupported
 from .common import UnsupportedModelError, finish, handler_registry, materialized, node_errors, prelu_parameters
-from .common import reciprocal, unique_name
+from .common import check_bytes, check_elements, check_graph_nodes, quoted, read_model_file, reciprocal
+from .common import too_many_elements, unique_name
 
 if TYPE_CHECKING:  # onnx is imported on first use
     import onnx
@@ -317,6 +330,9 @@ def _gemm(c: _Converter, ins, a, node):
 def _matmul(c: _Converter, ins, a, node):
     x, w = ins
     if isinstance(x, _Const) and isinstance(w, _Const):
+        if len(x.shape) >= 2 and len(w.shape) >= 2:
+            batch = np.broadcast_shapes(x.shape[:-2], w.shape[:-2])
+            _evaluated(c, (*batch, x.shape[-2], w.shape[-1]), "the MatMul of constants")
         return _Const(np.matmul(x.value, w.value))
     x = _fc_input(c, x)
     if not isinstance(w, _Const) or len(w.shape) != 2:
@@ -435,6 +451,7 @@ def _binary(c: _Converter, ins, a, node):
     op = node.op_type
     x, y = ins
     if isinstance(x, _Const) and isinstance(y, _Const):
+        _evaluated(c, np.broadcast_shapes(x.shape, y.shape), f"the {op} of constants")
         return _Const(_const_binary(op, x.value, y.value))
     if op in ("Add", "Mul") and isinstance(x, _Const):
         x, y = y, x
@@ -657,6 +674,7 @@ def _transpose(c: _Converter, ins, a, node):
 @_handler("Concat")
 def _concat(c: _Converter, ins, a, node):
     if all(isinstance(x, _Const) for x in ins):
+        _evaluated(c, [sum(math.prod(x.shape) for x in ins)], "the Concat of constants")
         return _Const(np.concatenate([np.atleast_1d(x.value) for x in ins], axis=int(a["axis"])))
     if any(isinstance(x, _Const) for x in ins):
         raise _Unsupported("Concat of a computed tensor and a constant (the IR has no weights)")
@@ -868,11 +886,21 @@ def _constant(c: _Converter, ins, a, node):
     raise _Unsupported(f"Constant with attribute(s) {sorted(a)}")
 
 
+def _evaluated(c: _Converter, shape: list[int] | tuple[int, ...], what: str) -> None:
+    """A constant the importer is about to evaluate: at most ``limits.TENSOR_ELEMENTS`` elements."""
+    if any(int(d) < 0 for d in shape):
+        raise _Unsupported(f"{what} of shape {[int(d) for d in shape][:8]} has a negative dimension")
+    fault = too_many_elements(shape, f"{what} of shape")
+    if fault:
+        raise _Unsupported(fault)
+
+
 @_handler("ConstantOfShape")
 def _constant_of_shape(c: _Converter, ins, a, node):
     from onnx import numpy_helper
 
     shape = [int(v) for v in _const(c, ins[0], "the ConstantOfShape shape").reshape(-1)]
+    _evaluated(c, shape, "the ConstantOfShape output")
     value = np.zeros(1, np.float32)
     for attr in node.attribute:
         if attr.name == "value":
@@ -889,10 +917,14 @@ def _shape(c: _Converter, ins, a, node):
     return _Const(shape[start: rank if end is None else int(end)])
 
 
-def _const_only(fn: Callable[..., np.ndarray]):
+def _const_only(fn: Callable[..., np.ndarray], out_shape: Callable[..., tuple[int, ...]] | None = None):
+    """The handler of an operator the importer evaluates on constants only; ``out_shape(shapes,
+    attrs)``, when the output can outgrow the inputs, is its shape, checked before evaluating."""
     def handler(c: _Converter, ins, a, node):
         if not all(x is None or isinstance(x, _Const) for x in ins):
             raise _Unsupported(f"{node.op_type} of a computed tensor (supported on constants only)")
+        if out_shape is not None:
+            _evaluated(c, out_shape([None if x is None else x.shape for x in ins], a), f"the {node.op_type} output")
         return _Const(fn(c, [None if x is None else x.value for x in ins], a))
 
     return handler
@@ -922,41 +954,211 @@ def _gather(c, vals, a):
     return np.take(vals[0], vals[1].astype(np.int64), axis=int(a.get("axis", 0)))
 
 
+def _gathered(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, ...]:
+    data, idx = shapes[0], shapes[1]
+    axis = axis + len(data) if axis < 0 else axis
+    return (*data[:axis], *idx, *data[axis + 1:])
+
+
+def _range(c, vals):
+    start, limit, delta = (np.asarray(v).reshape(-1)[0] for v in vals[:3])
+    if delta == 0:
+        raise _Unsupported("Range with delta 0")
+    n = math.ceil((float(limit) - float(start)) / float(delta))
+    _evaluated(c, [max(n, 0)] if math.isfinite(n) else [2 ** 63], "the Range output")
+    return np.arange(start, limit, delta)
+
+
+def _expand(c, vals):
+    shape = tuple(int(d) for d in np.asarray(vals[1]).reshape(-1))
+    if any(d < 0 for d in shape):
+        raise _Unsupported(f"the Expand output of shape {list(shape)[:8]} has a negative dimension")
+    _evaluated(c, np.broadcast_shapes(np.shape(vals[0]), shape), "the Expand output")
+    return vals[0] * np.ones(shape, dtype=vals[0].dtype)
+
+
 HANDLERS.update({
     "Unsqueeze": _const_only(_unsqueeze),
     "Squeeze": _const_only(_squeeze),
-    "Gather": _const_only(_gather),
+    "Gather": _const_only(_gather, lambda s, a: _gathered(s, int(a.get("axis", 0)))),
     "Floor": _const_only(lambda c, v, a: np.floor(v[0])),
     "Ceil": _const_only(lambda c, v, a: np.ceil(v[0])),
     "Sqrt": _const_only(lambda c, v, a: np.sqrt(v[0])),
     "Neg": _const_only(lambda c, v, a: np.negative(v[0])),
-    "Range": _const_only(lambda c, v, a: np.arange(v[0], v[1], v[2])),
-    "Equal": _const_only(lambda c, v, a: np.equal(v[0], v[1])),
-    "Where": _const_only(lambda c, v, a: np.where(v[0], v[1], v[2])),
-    "Expand": _const_only(lambda c, v, a: v[0] * np.ones(tuple(int(d) for d in v[1]), dtype=v[0].dtype)),
+    "Range": _const_only(lambda c, v, a: _range(c, v)),
+    "Equal": _const_only(lambda c, v, a: np.equal(v[0], v[1]), lambda s, a: np.broadcast_shapes(*s[:2])),
+    "Where": _const_only(lambda c, v, a: np.where(v[0], v[1], v[2]), lambda s, a: np.broadcast_shapes(*s[:3])),
+    "Expand": _const_only(lambda c, v, a: _expand(c, v)),
     "ReduceProd": _const_only(lambda c, v, a: np.prod(v[0], axis=None if _axes(v, a) is None else tuple(_axes(v, a)),
                                                       keepdims=bool(a.get("keepdims", 1)))),
 })
 
 
 # ---------------------------------------------------------------- the entry point
-def _load(model: Any) -> tuple["onnx.ModelProto", str, str]:
-    """(ModelProto, default name, base dir of external data)."""
+def _load(model: Any, name: str | None = None) -> tuple["onnx.ModelProto", str, str, str]:
+    """(ModelProto, default name, base dir of external data, what a refusal names: the file's
+    path, else the name), the model's size and node count checked (generators/limits.py)."""
     import onnx
 
     if isinstance(model, onnx.ModelProto):
-        return model, model.graph.name or "onnx-model", ""
+        where = name or model.graph.name or "onnx-model"
+        check_graph_nodes(_proto_nodes(model), where)
+        return model, model.graph.name or "onnx-model", "", where
     if isinstance(model, (bytes, bytearray, memoryview)):
-        m = onnx.load_model_from_string(bytes(model))
-        return m, m.graph.name or "onnx-model", ""
-    path = Path(model)
-    if not path.is_file():
-        raise UnsupportedModelError(f"{path}: no such ONNX file")
+        data, default, base_dir = bytes(model), None, ""
+        where = name or "onnx-model"
+        check_bytes(data, where)
+    else:
+        path = Path(model)
+        if not path.is_file():
+            raise UnsupportedModelError(f"{path}: no such ONNX file")
+        data = read_model_file(path, "ONNX file")  # its size checked before it is read
+        where, default, base_dir = str(path), path.stem, str(path.parent)
+    check_graph_nodes(count_nodes(data, where), where)  # before the protobuf parser makes an object per node
     try:
-        m = onnx.load(str(path), load_external_data=False)  # weights are read for their shapes only
+        m = onnx.load_model_from_string(data)  # external data (weights) is never read: only their shapes are
     except Exception as e:  # DecodeError and friends: not an ONNX file
-        raise UnsupportedModelError(f"{path}: not a readable ONNX model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
-    return m, path.stem, str(path.parent)
+        raise UnsupportedModelError(f"{where}: not a readable ONNX model ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    if default is None and not name:
+        where = m.graph.name or where
+    return m, default or m.graph.name or "onnx-model", base_dir, where
+
+
+# -------- the bounds (generators/limits.py), before parsing and before mapping
+def _node_paths() -> dict[str, dict[int, str]]:
+    """For each ONNX message type that can hold nodes (directly or in a nested message): field
+    number -> the message type of that field, for the fields that lead to a NodeProto."""
+    import onnx
+
+    root = onnx.ModelProto.DESCRIPTOR
+    types, todo = {}, [root]
+    while todo:  # every message type reachable from ModelProto
+        d = todo.pop()
+        if d.full_name in types:
+            continue
+        types[d.full_name] = d
+        todo += [f.message_type for f in d.fields if f.message_type is not None]
+    node = onnx.NodeProto.DESCRIPTOR.full_name
+    leads = {node}
+    changed = True
+    while changed:  # fixed point: types with a field whose type leads to a node
+        changed = False
+        for name, d in types.items():
+            if name not in leads and any(f.message_type is not None and f.message_type.full_name in leads
+                                         for f in d.fields):
+                leads.add(name)
+                changed = True
+    return {name: {f.number: f.message_type.full_name for f in d.fields
+                   if f.message_type is not None and f.message_type.full_name in leads}
+            for name, d in types.items() if name in leads}
+
+
+_NODE_PATHS: dict[str, dict[int, str]] | None = None
+
+
+def _varint(buf: bytes, i: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if i >= end or shift > 63:
+            raise ValueError(f"damaged varint at byte {i}")
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, i
+        shift += 7
+
+
+def count_nodes(buf: bytes, model: str) -> int:
+    """The nodes of the ONNX model ``buf`` (protobuf wire format, nothing parsed into objects):
+    those of its graph, of subgraphs in node attributes (If, Loop, Scan), of training graphs and
+    of functions. Counting stops past ``limits.GRAPH_NODES`` (it returns bound + 1), so the work
+    is bounded whatever the file holds; damaged wire format is an UnsupportedModelError."""
+    import onnx
+
+    from .. import limits
+
+    global _NODE_PATHS
+    if _NODE_PATHS is None:
+        _NODE_PATHS = _node_paths()
+    node_type = onnx.NodeProto.DESCRIPTOR.full_name
+    n = 0
+    stack = [(onnx.ModelProto.DESCRIPTOR.full_name, 0, len(buf))]
+    try:
+        while stack:
+            typ, i, end = stack.pop()
+            wanted = _NODE_PATHS[typ]
+            while i < end:
+                key, i = _varint(buf, i, end)
+                field, wire = key >> 3, key & 7
+                if wire == 0:
+                    _, i = _varint(buf, i, end)
+                    continue
+                if wire == 1:
+                    size = 8
+                elif wire == 5:
+                    size = 4
+                elif wire == 2:
+                    size, i = _varint(buf, i, end)
+                else:
+                    raise ValueError(f"wire type {wire} at byte {i}")
+                if i + size > end:
+                    raise ValueError(f"field {field} runs past its message at byte {i}")
+                child = wanted.get(field) if wire == 2 else None
+                if child is not None:
+                    if child == node_type:
+                        n += 1
+                        if n > limits.GRAPH_NODES:
+                            return n
+                    stack.append((child, i, i + size))
+                i += size
+    except ValueError as e:
+        raise UnsupportedModelError(f"{model}: not a readable ONNX model (damaged protobuf: {e})") from None
+    return n
+
+
+def _proto_nodes(m: "onnx.ModelProto") -> int:
+    """The nodes of a parsed model (as :func:`count_nodes` counts them in a file)."""
+    from .. import limits
+
+    n, graphs = 0, [m.graph, *(t.initialization for t in m.training_info), *(t.algorithm for t in m.training_info)]
+    nodes = [node for f in m.functions for node in f.node]
+    while graphs or nodes:
+        if graphs:
+            nodes += list(graphs.pop().node)
+            continue
+        node = nodes.pop()
+        n += 1
+        if n > limits.GRAPH_NODES:
+            return n
+        for a in node.attribute:
+            graphs += [*([a.g] if a.HasField("g") else []), *a.graphs]
+    return n
+
+
+def _dims(t: Any) -> list[int]:
+    """The declared dims of a ValueInfoProto of tensor type (free dims as -1), else []."""
+    if not t.type.HasField("tensor_type") or not t.type.tensor_type.HasField("shape"):
+        return []
+    return [d.dim_value if d.HasField("dim_value") else -1 for d in t.type.tensor_type.shape.dim]
+
+
+def check_declared_tensors(graph: Any, model: str) -> None:
+    """Every tensor the graph declares (inputs, outputs, value_info, initializers, sparse
+    initializers, ``Constant`` node values) has at most ``limits.TENSOR_ELEMENTS`` elements."""
+    for kind, vis in (("input", graph.input), ("output", graph.output), ("value_info", graph.value_info)):
+        for vi in vis:
+            check_elements(_dims(vi), model, f"{kind} {quoted(vi.name)} of shape")
+    for t in graph.initializer:
+        check_elements(t.dims, model, f"initializer {quoted(t.name)} of shape")
+    for t in graph.sparse_initializer:
+        check_elements(t.dims, model, f"sparse initializer {quoted(t.values.name)} of shape")
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.HasField("t"):
+                    label = node.name or (node.output[0] if node.output else "")
+                    check_elements(a.t.dims, model, f"the value of Constant node {quoted(label)} of shape")
 
 
 def _input_shape(vi: Any, model: str, override: list[int] | None) -> list[int]:
@@ -1000,9 +1202,12 @@ def import_onnx_with_origins(model: Any, input_shape: list[int] | tuple[int, ...
     """:func:`import_onnx`, plus for each IR node (but the inputs) the positions in
     ``model.graph.node`` of the ONNX node(s) it came from: a conv's ``Conv``, an fc's ``Gemm``
     or ``MatMul`` and bias ``Add``. Whoever holds the weights can carry them over with it."""
-    proto, default_name, base_dir = _load(model)
+    proto, default_name, base_dir, where = _load(model, name)  # size and node count checked
     name = name or default_name
     graph = proto.graph
+    check_declared_tensors(graph, where)  # before any node is mapped
+    if input_shape is not None:
+        check_elements(input_shape, where, "input_shape")
     opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=1)
     initializers = {t.name: t for t in graph.initializer}
     real_inputs = [vi for vi in graph.input if vi.name not in initializers]

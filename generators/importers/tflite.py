@@ -60,6 +60,12 @@ Mapping
   constant).
 - Anything else raises :class:`UnsupportedModelError`, one line naming the model, the
   operator's index, its output tensor and its builtin name.
+
+Bounds (:mod:`generators.limits`): a file's size is checked before it is read
+(``MODEL_FILE_BYTES``); :func:`check_tflite` counts the operators of all subgraphs
+(``GRAPH_NODES``) and checks every tensor's shape and shape signature and ``input_shape``
+(``TENSOR_ELEMENTS``) before anything is imported (``latbench profile`` runs the same check
+before a runtime allocates a tensor). Each refusal is one line naming the file and the tensor.
 """
 from __future__ import annotations
 
@@ -73,7 +79,8 @@ import numpy as np
 from ..ir import Graph
 from .common import Unsupported as _Unsupported
 from .common import UnsupportedModelError, finish, handler_registry, materialized, node_errors, prelu_parameters
-from .common import reciprocal, unique_name
+from .common import check_bytes, check_elements, check_graph_nodes, quoted, read_model_file, reciprocal
+from .common import unique_name
 from .onnx import f32, match_pool, slice_as_split, symmetric_conv_padding
 
 __all__ = ["import_tflite", "UnsupportedModelError"]
@@ -976,13 +983,51 @@ def _quantize(c: _Converter, i, ins, tin, tout, o):
 
 
 # ---------------------------------------------------------------- the entry point
-def _load(model: Any) -> tuple[bytes, str]:
+def _load(model: Any, name: str | None = None) -> tuple[bytes, str, str]:
+    """(the flatbuffer, default name, what a refusal names: the file's path, else the name),
+    its size checked before it is read."""
     if isinstance(model, (bytes, bytearray, memoryview)):
-        return bytes(model), "tflite-model"
+        check_bytes(model, name or "tflite-model")
+        return bytes(model), "tflite-model", name or "tflite-model"
     path = Path(model)
     if not path.is_file():
         raise UnsupportedModelError(f"{path}: no such TFLite file")
-    return path.read_bytes(), path.stem
+    return read_model_file(path, "TFLite file"), path.stem, str(path)
+
+
+def _tensor_name(t: Any) -> str:
+    return quoted((t.Name() or b"").decode(errors="replace"))
+
+
+def check_tflite(buf: bytes, model: str) -> None:
+    """The bounds of generators/limits.py on a TFLite flatbuffer, read through the schema
+    without unpacking it: at most ``GRAPH_NODES`` operators over all subgraphs (and subgraphs),
+    and every tensor's shape and shape signature at most ``TENSOR_ELEMENTS`` elements.
+    UnsupportedModelError names the model (``model``) and the subgraph and tensor."""
+    if len(buf) < 8 or buf[4:8] != b"TFL3":
+        raise UnsupportedModelError(f"{model}: not a TFLite flatbuffer (no TFL3 identifier)")
+    try:
+        m = _schema().Model.GetRootAs(buf, 0)
+        n_sub = m.SubgraphsLength()
+        check_graph_nodes(n_sub, model, "subgraphs")
+        ops = 0
+        for k in range(n_sub):
+            ops += m.Subgraphs(k).OperatorsLength()
+            check_graph_nodes(ops, model, "operators")
+        for k in range(n_sub):
+            sg = m.Subgraphs(k)
+            for i in range(sg.TensorsLength()):
+                t = sg.Tensors(i)
+                for dims, what in ((t.ShapeAsNumpy() if t.ShapeLength() else (), "shape"),
+                                   (t.ShapeSignatureAsNumpy() if t.ShapeSignatureLength() else (), "shape signature")):
+                    if len(dims):
+                        check_elements(dims.tolist(), model, lambda: f"tensor {_tensor_name(t)} (subgraph {k}, index {i}) "
+                                                                       f"of {what}")
+    except UnsupportedModelError:
+        raise
+    except Exception as e:  # a damaged flatbuffer fails anywhere in the generated reader
+        raise UnsupportedModelError(f"{model}: unreadable TFLite flatbuffer ({type(e).__name__}: "
+                                    f"{str(e).splitlines()[0] if str(e) else ''})") from None
 
 
 def _input_shape(c: _Converter, t: _Tensor, override: list[int] | None) -> list[int]:
@@ -1029,10 +1074,13 @@ def import_tflite_with_origins(model: Any, input_shape: list[int] | tuple[int, .
     operators of subgraph 0 it came from (a conv's ``CONV_2D``; a batch norm's ``MUL`` and
     ``ADD``; an average pool's pool and correction ``MUL``). Whoever holds the weights can
     carry them over with it."""
-    buf, default_name = _load(model)
+    buf, default_name, where = _load(model, name)
     name = name or default_name
     if len(buf) < 8 or buf[4:8] != b"TFL3":
         raise UnsupportedModelError(f"{name}: not a TFLite flatbuffer (no TFL3 identifier)")
+    check_tflite(buf, where)  # operators and tensor shapes, before anything is read into objects
+    if input_shape is not None:
+        check_elements(input_shape, where, "input_shape")
     try:
         r = _Reader(buf, name)
     except UnsupportedModelError:

@@ -10,10 +10,13 @@ From the folder ``HelpConfig.path``, one of two layouts:
 - HELP's own files (repository HayeonLee/HELP, ``data/nasbench201/``): ``latency/<device>.pt``
   (also accepted directly in the folder), each a ``torch.save``-d list of 15,625 latencies in ms
   in NAS-Bench-201 index order, read with ``torch.load(weights_only=True)`` (plain data, no
-  pickled code); ``str_arch2idx.pt`` beside them, when present, is cross-checked.
+  pickled code) after the file's size and, for the zip format, its archive directory are held
+  to generators/limits.py (``generators.importers.common.check_torch_file``); ``str_arch2idx.pt``
+  beside them, when present, is cross-checked.
 
 Each row is checked: the index is in 0..15624 and its cell string equals
-``generators.nasbench201.arch_str(index)`` (NAS-Bench-201's own shuffled order).
+``generators.nasbench201.arch_str(index)`` (NAS-Bench-201's own shuffled order); a latency must
+be positive and at most ``limits.LATENCY_MS`` (else the value is a problem and skipped).
 
 What it produces
 ----------------
@@ -43,9 +46,10 @@ from typing import Any
 
 from .importers import CsvTable, Device, ImportProblem, ImportResult, PublicDataError, check_config_fields
 from .importers import blank_device, data_folder, device_from_entry, finish, not_in_catalog, parse_number
-from .importers import select_devices
+from .importers import latency_fault, select_devices
 from .schema import TableBuilder
 from generators.configs import coerce
+from generators.importers.common import UnsupportedModelError, check_torch_file
 from pipelines.devices.catalog import Catalog, as_catalog
 from pipelines.scenarios import make_scenario_id, slug
 
@@ -212,7 +216,7 @@ def _read_csv(path: Path, root: Path, cfg: HelpConfig, problems: list[ImportProb
             continue
         seen[idx] = (t.name, line)
         for col in cols:
-            v = parse_number(row[col.column], t, line, col.column)
+            v = parse_number(row[col.column], t, line, col.column, unit="ms")
             if v is not None:
                 col.values[idx] = float(v)
                 col.rows[idx] = line
@@ -233,14 +237,18 @@ def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[Impo
     if index_file is not None:
         name = index_file.relative_to(root).as_posix() if root in index_file.parents else index_file.name
         try:
+            check_torch_file(index_file)
             mapping = torch.load(index_file, map_location="cpu", weights_only=True)
             bad = [(a, i) for a, i in mapping.items() if not isinstance(i, int) or not 0 <= i < NUM_ARCHS
                    or arch_str(i) != a]
             if bad:
                 problems.append(ImportProblem(name, None, None, f"{len(bad)} cell string(s) map to another index than "
                                               f"NAS-Bench-201's (first {bad[0]!r}): the .pt files may use another order"))
+        except UnsupportedModelError as e:  # beyond the bounds: reported, never inflated
+            problems.append(ImportProblem(name, None, None, f"{_fault(e, index_file)}; not cross-checked"))
         except Exception as e:  # noqa: BLE001 - an unreadable side file is reported, the latencies still import
-            problems.append(ImportProblem(name, None, None, f"unreadable ({type(e).__name__}: {e}); not cross-checked"))
+            problems.append(ImportProblem(name, None, None, f"unreadable ({type(e).__name__}: "
+                                          f"{str(e).splitlines()[0] if str(e) else ''}); not cross-checked"))
     kept = []
     for path in files:
         fname = path.relative_to(root).as_posix()
@@ -254,6 +262,11 @@ def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[Impo
         dev = path.stem
         fname = path.relative_to(root).as_posix()
         if dev not in selected:
+            continue
+        try:
+            check_torch_file(path)
+        except UnsupportedModelError as e:  # beyond the bounds: reported, never inflated
+            problems.append(ImportProblem(fname, None, None, f"{_fault(e, path)}; file skipped"))
             continue
         try:
             data = torch.load(path, map_location="cpu", weights_only=True)
@@ -278,10 +291,20 @@ def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[Impo
             if not ok:
                 problems.append(ImportProblem(fname, None, f"[{i}]", f"not a positive latency: {v!r}; value skipped"))
                 continue
+            fault = latency_fault(v, "ms")
+            if fault:
+                problems.append(ImportProblem(fname, None, f"[{i}]", f"{fault}; value skipped"))
+                continue
             col.values[i] = float(v)
         cols.append(col)
     seen = {i: (c.file, -1) for c in cols for i in c.values}
     return cols, dict(sorted(seen.items()))
+
+
+def _fault(e: Exception, path: Path) -> str:
+    """A refusal of :func:`check_torch_file` without its leading file path (the problem names the file)."""
+    text = str(e)
+    return text[len(str(path)) + 2:] if text.startswith(f"{path}: ") else text
 
 
 def find_layout(root: Path, catalog: Catalog | None = None) -> tuple[str, Any]:

@@ -100,8 +100,8 @@ def data_folder(path: str, section: str) -> Path:
     PublicDataError saying how to get the files when it is not there."""
     root = Path(path)
     if not root.is_dir():
-        raise PublicDataError(f"{root}: folder not found ({section}.path); pull the files with `dvc import` "
-                              "(see docs/dataset.md)")
+        raise PublicDataError(f"{root}: folder not found ({section}.path); bring the files with "
+                              f"`python -m pipelines.dataset.pull {section}` (docs/dataset.md)")
     return root
 
 
@@ -188,13 +188,27 @@ class CsvTable:
 
 
 MAX_EXACT_INT = limits.TABLE_EXACT_INT
+MS_PER_UNIT = {"ms": 1.0, "us": 1e-3}  # the units public files state latencies in
+
+
+def latency_fault(value: float, unit: str) -> str | None:
+    """Why ``value`` (a latency in ``unit``, a key of MS_PER_UNIT) is no latency: above
+    ``limits.LATENCY_MS`` once in milliseconds (a unit error or a corrupt cell); else None."""
+    ms = value * MS_PER_UNIT[unit]
+    if ms <= limits.LATENCY_MS:
+        return None
+    shown = f"{value:g} {unit}" + (f" = {ms:g} ms" if unit != "ms" else "")
+    return (f"latency {shown} is above {limits.LATENCY_MS:g} ms (limits.LATENCY_MS: one inference takes less than an "
+            "hour)")
 
 
 def parse_number(text: str, table: CsvTable, line: int, column: str, *, positive: bool = True,
-                 integer: bool = False) -> float | int | None:
+                 integer: bool = False, unit: str | None = None) -> float | int | None:
     """A numeric cell: None when empty or '-' (not measured / not applicable); a problem (and
     None) when it is not a finite number, or not > 0 for ``positive``, or (``integer``) not an
-    integer of at most 2**53 in magnitude (1e30 would overflow the int64 columns)."""
+    integer of at most 2**53 in magnitude (1e30 would overflow the int64 columns), or (``unit``:
+    the cell is a latency in that unit, "ms" or "us") above ``limits.LATENCY_MS`` once converted
+    (:func:`latency_fault`)."""
     t = text.strip()
     if t in ("", "-", "nan", "NaN"):
         return None
@@ -209,6 +223,11 @@ def parse_number(text: str, table: CsvTable, line: int, column: str, *, positive
     if positive and v <= 0:
         table.problem(line, column, f"latency must be > 0, got {t}; cell skipped")
         return None
+    if unit is not None:
+        fault = latency_fault(v, unit)
+        if fault:
+            table.problem(line, column, f"{fault}; cell skipped")
+            return None
     if integer:
         if abs(v) > MAX_EXACT_INT:
             table.problem(line, column, f"integer out of range (more than 2**53 in magnitude): {t[:40]!r}; cell skipped")

@@ -17,7 +17,9 @@ GPU ops, PyTorch Mobile    cnn_real_ops_gpu_torch.csv          dataset/torch_cnn
 e2e files: one row per model (a pytorchcv name), then ``<device>|<cores>|<float|quant>|<mean|std>``
 columns in microseconds (converted to ms here). GPU op files: one row per (model, op), the op's
 configuration as a Python-dict literal (read with ``ast.literal_eval``, never ``eval``), and per
-device the time of the GPU kernel that executed the op (us) and the kernel's name.
+device the time of the GPU kernel that executed the op (us) and the kernel's name. A latency (a
+mean, a std, an op's time) above ``limits.LATENCY_MS`` once in milliseconds is a problem: the
+cell is skipped (a std is left empty), as an unreadable cell is.
 
 What it produces
 ----------------
@@ -58,7 +60,7 @@ from typing import Any
 
 from .importers import CsvTable, Device, ImportProblem, ImportResult, PublicDataError, check_config_fields
 from .importers import blank_device, data_folder, device_from_entry, finish, not_in_catalog, parse_cores
-from .importers import parse_number, select_devices
+from .importers import latency_fault, parse_number, select_devices
 from .schema import TableBuilder
 from generators import limits
 from generators.configs import coerce
@@ -513,13 +515,16 @@ def import_usc(cfg: Any = None, progress: bool = False, catalog: Catalog | str |
                 continue
             seen[name] = line
             for (dev, cores, prec), cols in f.groups.items():
-                mean = parse_number(row[cols["mean"]], t, line, cols["mean"])
+                mean = parse_number(row[cols["mean"]], t, line, cols["mean"], unit="us")
                 if mean is None:
                     empty += row[cols["mean"]].strip() in ("", "-")
                     continue
                 std = parse_number(row[cols["std"]], t, line, cols["std"], positive=False) if "std" in cols else None
                 if std is not None and std < 0:
                     t.problem(line, cols["std"], f"negative standard deviation {std}; std left empty")
+                    std = None
+                if std is not None and latency_fault(std, "us"):
+                    t.problem(line, cols["std"], f"standard deviation: {latency_fault(std, 'us')}; std left empty")
                     std = None
                 sid = scen.get(devices[dev], f.framework, cores, prec, t.name,
                                f"{dev}|{cores}|{prec}", f.parts.get((dev, cores)))
@@ -635,7 +640,7 @@ def _import_ops(f: _OpsFile, ok: set[str], ids: dict[str, str], scen: _Scenarios
         next_kernel: dict[str, int] = {}
         for line, name, op_index, item in parsed:
             row = item["row"]
-            lat = parse_number(row[cols["float"]], t, line, cols["float"])
+            lat = parse_number(row[cols["float"]], t, line, cols["float"], unit="us")
             kname = row[cols["kernel"]].strip() if "kernel" in cols else ""
             kname = kname or None
             if lat is None and row[cols["float"]].strip() not in ("", "-"):

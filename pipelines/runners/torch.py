@@ -349,6 +349,12 @@ def _check_args(args, model: Path) -> None:
 def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: str) -> int:
     model = Path(args.model)
     _check_args(args, model)
+    from generators.importers.common import UnsupportedModelError, check_zip
+
+    try:  # the artifact is a zip archive: its directory is held to generators/limits.py before torch inflates it
+        check_zip(model)
+    except UnsupportedModelError as e:
+        raise _Fail(EXIT_INVALID, str(e)) from None
     shapes = _input_shapes(model, args.input_shape)
     kind = KINDS[model.suffix]
 
