@@ -4,7 +4,8 @@ the farm's cost per pair against a local sweep of the same phone.
     python benchmarks/bench_farm.py [--models 8] [--runs 10] [--processes 2]
 
 Everything runs on this machine: a Ray cluster on loopback (a head for the driver and two farm
-hosts, Ray's cluster_utils), each host with its own adb server and two adbd emulators
+hosts, Ray's cluster_utils; with token authentication, as a farm runs), each host with its own
+adb server and two adbd emulators
 (tests/adbd_emulator.py) as its phones; the networks are NAS-Bench-201 cells generated and
 exported into a temporary folder. The emulated phones run latbench-run on this machine's CPUs,
 so with more phones than CPUs they compete for them: the scaling printed is that of this
@@ -57,12 +58,15 @@ def main() -> None:
     from adbd_emulator import AdbServer, EmulatorProcess
     from pipelines.config import compose, validate
     from pipelines.devices import make_device
-    from pipelines.farm.driver import run_farm_measure
+    from pipelines.farm.driver import run_farm_measure, use_auth
     from pipelines.farm.host import start_agent
+    from pipelines.farm.auth import FarmAuth, ensure_token
     from pipelines.farm.resources import NAMESPACE, discover_phones, host_resources
     from pipelines.measure import run_measure
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-farm-"))
+    ensure_token(tmp / "farm_token")
+    use_auth(FarmAuth(tmp / "farm_token"))  # before Ray starts: its nodes and workers inherit it
     data = tmp / "data"
     prepare(data, a.models)
     servers = {h: AdbServer().start() for h in ("hostA", "hostB")}

@@ -70,6 +70,9 @@ SUBMISSION = {
     "predicted_ms": LATENCY_MS,  # largest prediction: larger is a unit error
 }
 
+# ---------------------------------------------------------------- the device farm
+TOKEN_FILE_BYTES = 4 * KiB  # a farm token file holds one line (the head writes 64 hex digits)
+
 # ---------------------------------------------------------------- saved predictors
 PREDICTOR_META_BYTES = 128 * MiB  # predictor.json (forests as arrays: a few MB each)
 PREDICTOR_META_VALUES = 50_000_000

@@ -355,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--retry-failed", action="store_true", help="measure again pairs whose failure is on record")
     m.add_argument("--farm", default=None, metavar="ADDRESS", help="measure on every phone named device.name in "
                    "the Ray device farm at ADDRESS (HOST:PORT; docs/farm.md)")
+    m.add_argument("--farm-token-file", default=None, metavar="FILE",
+                   help="--farm: the farm's token file (default: $LATBENCH_FARM_TOKEN_FILE, else "
+                        "~/.latbench/farm_token; docs/farm.md)")
     m.add_argument("--farm-serials", nargs="*", default=None, help="--farm: only these phones")
     m.add_argument("--farm-no-reassign", action="store_true", help="--farm: leave the pairs of a vanished phone "
                    "to the next run instead of giving them to the other phones")

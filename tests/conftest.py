@@ -8,6 +8,11 @@ import pytest
 # the helpers in tests/support/ assert too: pytest explains their failures as it does a test's
 pytest.register_assert_rewrite("support")
 
+# Ray resolves 127.0.0.1 to the machine's outward address unless told it runs on one machine,
+# and reads this once, when it is first imported: set before any test module imports it, so the
+# farm tests' clusters stay on loopback whichever module imports Ray first
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("LATBENCH_SHARED", ROOT.parent / "shared"))
 

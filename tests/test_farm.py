@@ -1,6 +1,7 @@
 """The device farm on Ray (pipelines/farm/) on one machine: a Ray cluster of three nodes on
 loopback (Ray's own ``cluster_utils.Cluster``: a head where the driver runs and two farm hosts),
-each host with its own adb server and adbd emulators (tests/adbd_emulator.py) as its phones.
+each host with its own adb server and adbd emulators (tests/adbd_emulator.py) as its phones. The
+cluster authenticates with a token file as a farm does (tests/test_farm_auth.py checks that part).
 
 Checked: the hosts advertise one resource per phone and one for themselves; a farm sweep spreads
 the pairs over phones of both hosts and writes records of the local sweep's form, each naming the
@@ -25,15 +26,15 @@ from pathlib import Path
 
 import pytest
 
-# Ray resolves 127.0.0.1 to the machine's outward address unless told it runs on one machine:
-# the test cluster stays on loopback (read when ray is imported; its nodes and workers inherit this)
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+# (tests/conftest.py keeps Ray on loopback: RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, inherited by the
+# cluster's nodes and workers)
 ray = pytest.importorskip("ray", reason="ray is not installed (pyproject.toml lists it: bash scripts/setup.sh)")
 
 from adbd_emulator import AdbServer, EmulatorProcess, exported_models  # noqa: E402
 from pipelines.devices import DeviceBusy, make_device  # noqa: E402
-from pipelines.farm.driver import farm_hosts, run_farm_measure  # noqa: E402
+from pipelines.farm.driver import farm_hosts, run_farm_measure, use_auth  # noqa: E402
 from pipelines.farm.host import start_agent  # noqa: E402
+from pipelines.farm.auth import FarmAuth, ensure_token  # noqa: E402
 from pipelines.farm.resources import NAMESPACE, discover_phones, host_resources  # noqa: E402
 from support.native import build_native  # noqa: E402
 from test_adb_device import measure_cfg, record_files, record_form  # noqa: E402
@@ -41,6 +42,7 @@ from test_adb_device import measure_cfg, record_files, record_form  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 N_MODELS = 3  # one pair per phone in the three-phone sweep; enough for a share of two on one
 ADB = {"retry_wait": 0.2}
+AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_USAGE_STATS_ENABLED")
 
 
 class Farm:
@@ -55,6 +57,11 @@ class Farm:
         self.phones = {h: discover_phones(h, self.servers[h].address,
                                           connect=[self.emus[k].serial for k in ks])
                        for h, ks in self.phones_of.items()}
+        # the cluster authenticates as a farm does (docs/farm.md): one token file, in this process's
+        # environment before Ray starts, so its nodes, workers and the tests' drivers all use it
+        self.auth_env = {k: os.environ.get(k) for k in AUTH_ENV}
+        ensure_token(base / "farm_token")
+        use_auth(FarmAuth(base / "farm_token"))
         # no dashboard: nothing reads it, and on a loaded 2-CPU machine its start-up costs seconds
         self.cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1",
                                                                      "include_dashboard": False})
@@ -80,6 +87,15 @@ class Farm:
     def close(self) -> None:
         ray.shutdown()
         self.cluster.shutdown()
+        for k, v in self.auth_env.items():  # this process's Ray as before (its token file goes with the tmp folder)
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
         for emu in self.emus.values():
             emu.kill()
         for srv in self.servers.values():

@@ -3,7 +3,8 @@
 ``run_farm_measure(cfg, framework, precision, cores, address=...)`` is ``run_measure`` with the
 phones of a Ray cluster instead of one configured device (``latbench measure --farm ADDRESS``).
 The device name is the config's (``device.name``: pixel4); every online phone of that name in
-the farm takes part (``serials`` narrows them). Then:
+the farm takes part (``serials`` narrows them). The driver joins the cluster with the farm's
+token (:func:`connect`; docs/farm.md). Then:
 
 1. Claim: one :class:`pipelines.farm.host.PhoneWorker` per phone, placed by the phone's resource
    on its host. A phone whose resource stays taken for ``lock_wait`` seconds is swept by another
@@ -34,6 +35,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import json
+import os
 import statistics
 import time
 import warnings
@@ -49,6 +51,7 @@ from pipelines.measure import (StageScenario, Sweep, _read_json, _write_json, gr
 
 from .host import PhoneWorker
 from .phone import ArtifactCache, FarmPhone, one_line
+from .auth import FarmAuth, farm_auth, probe_head
 from .resources import NAMESPACE, agent_name, hosts_of
 
 
@@ -67,15 +70,37 @@ class FarmWarning(RuntimeWarning):
     """The sweep is done, but the farm is not as it should be after it (a phone still taken); one line."""
 
 
-def connect(address: str | None) -> None:
-    """Joins the Ray cluster at ``address`` as a driver (no-op when already connected)."""
+def connect(address: str | None, auth: FarmAuth | None = None) -> None:
+    """Joins the Ray cluster at ``address`` as a driver (no-op when already connected), with
+    ``auth`` (default: the token file the environment names, or the default one; see
+    :func:`pipelines.farm.auth.farm_auth`). The head is asked first whether it takes the
+    token: a missing or refused token is one line naming the file."""
     if ray.is_initialized():
         return
+    if not address:
+        raise FarmError("farm: no address of the farm's head (HOST:PORT, as `latbench farm join --head` prints it)")
+    try:
+        auth = auth or farm_auth()
+        probe_head(address, auth)
+    except ValueError as e:
+        raise FarmError(one_line(e)) from None
+    use_auth(auth)
     try:
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, include_dashboard=False,
                  logging_level="WARNING")
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise FarmError(f"farm {address}: cannot join the Ray cluster: {one_line(e)}") from None
+
+
+def use_auth(auth: FarmAuth) -> None:
+    """Sets ``auth``'s environment in this process (for Ray here and the processes it starts)
+    and has Ray read it again: Ray keeps its configuration and token from when it first read
+    them (ray/_private/authentication_test_utils.py ``reset_auth_token_state`` does the same)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    auth.apply_env(os.environ)
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def farm_hosts(timeout: float = 30.0) -> list[dict]:
