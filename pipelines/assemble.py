@@ -71,7 +71,7 @@ from .dataset.opfeatures import (
 from .dataset.schema import TABLES, TableBuilder
 from .prune import is_dropped
 from .release import released_pairs
-from .runners import RUNNERS
+from .runners import RUNNERS, runner_for
 from .runners.records import GPU_EVENT_KEYS, RECORD_SCHEMA
 
 DATASET = "latbench"
@@ -81,10 +81,6 @@ FAILURE_COLUMNS = ("model_id", "scenario_id", "kind", "error", "processes_done",
 LATENCY_STAT = "median_of_process_medians"
 # the parameters of a stopping rule that apply to it (the record keeps all of the config section)
 STOPPING_PARAMS = {"fixed": ("runs",), "adaptive": ("rel_width", "level", "batch", "max_processes")}
-# (framework, accelerator) -> how the scenario description names the runtime
-FRAMEWORK_NAMES = {("tflite", "cpu"): "TFLite (LiteRT runtime, XNNPACK)",
-                   ("tflite", "gpu"): "TFLite (LiteRT runtime, GPU accelerator over WebGPU/Vulkan)",
-                   ("pytorch", "cpu"): "PyTorch (TorchScript)"}
 # kernel source -> what timed its kernels (kernels.config.timing)
 KERNEL_TIMING = {"xnnpack": "litert_profiler", "builtin": "litert_profiler", "gpu": "gpu_timestamps"}
 # what a kernels row keeps in config of its aggregated entry (the keys it has)
@@ -282,7 +278,8 @@ def scenario_row(folder: ScenarioFolder, versions: list[str], rel: str, engines:
     cpus = ",".join(map(str, sc.get("cpus") or []))
     engine = f" ({', '.join(engines)} quantized engine)" if engines and sc.get("precision") == "int8" else ""
     acc = sc.get("accelerator", "cpu")
-    runtime = f"{FRAMEWORK_NAMES.get((fw, acc), fw)}{' ' + version if version else ''}"
+    runner = runner_for(fw, acc)
+    runtime = f"{runner.title if runner and runner.title else fw}{' ' + version if version else ''}"
     gpu = dev.get("gpu") if isinstance(dev.get("gpu"), str) else None
     if acc == "gpu":  # no core set: the precision is the GPU's compute precision (docs/gpu.md)
         desc = (f"{where}, {runtime} on the GPU{f' ({gpu})' if gpu else ''}: {sc.get('precision')} compute, "

@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from .devices.base import Device
 
-FRAMEWORK_BY_SUFFIX = {".tflite": "tflite", ".pt": "pytorch", ".ptl": "pytorch"}
 PROFILE_SOURCE = "profile"  # the record's generator source: the model came from the user, not a generator
 # TFLite tensor types of weights (schema TensorType) that decide the precision of a file
 _TFLITE_FLOAT16, _TFLITE_INT8, _TFLITE_UINT8 = 1, 9, 3
@@ -88,10 +87,13 @@ class Profile:
 
 # ---------------------------------------------------------------- the file
 def framework_of(path: Path) -> str:
-    fw = FRAMEWORK_BY_SUFFIX.get(path.suffix.lower())
+    from .runners import framework_by_suffix
+
+    known = framework_by_suffix()
+    fw = known.get(path.suffix.lower())
     if fw is None:
         raise ProfileError(f"{path}: unknown model kind {path.suffix or '(no suffix)'!r} (profile takes "
-                           f"{', '.join(FRAMEWORK_BY_SUFFIX)}; bring an ONNX model into the IR and export it first)")
+                           f"{', '.join(known)}; bring an ONNX model into the IR and export it first)")
     return fw
 
 
@@ -377,5 +379,5 @@ def summary_lines(p: Profile, top: int = 8) -> list[str]:
     return lines
 
 
-__all__ = ["FRAMEWORK_BY_SUFFIX", "Profile", "ProfileError", "ProfileRequest", "check_model_file", "device_config",
+__all__ = ["Profile", "ProfileError", "ProfileRequest", "check_model_file", "device_config",
            "framework_of", "run_profile", "static_tflite", "summary_lines", "tflite_precision", "torchscript_precision"]

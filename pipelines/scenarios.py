@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pipelines.devices.topology import Cluster, CoreSet, core_combinations, core_set, cpu_mask, parse_label
-from pipelines.runners import missing_precision
+from pipelines.runners import accelerators, frameworks, missing_precision
 
-FRAMEWORKS = ("tflite", "pytorch")
-ACCELERATORS = ("cpu", "gpu")
+FRAMEWORKS = frameworks()  # the runner registry's (pipelines/runners)
+ACCELERATORS = accelerators()
 PRECISIONS = ("fp32", "fp16", "int8")
 CLUSTER_TAG_WORDS = ("large", "small")  # plus med, medb, medc, ... (topology.cluster_names)
 

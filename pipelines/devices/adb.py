@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from generators.atomic import atomic_path, write_text
 
+from ..runners import phone_frameworks
 from ..runners.litert import litert_version
 from ..runners.records import EXIT_KINDS, NativeRun, NativeRunError, read_records
 from .android import (RC_MARK, AdbFault, PhoneError, cpu_state_command, ensure_server, fault_types, one_line,
@@ -138,7 +139,7 @@ class AdbDevice:
     timeout_slack: float = 5.0  # seconds the adb round trip may add to a run's timeout
     # the machine the phone hangs on (provenance); a farm host sets its own id
     host: str = field(default_factory=socket.gethostname)
-    frameworks = ("tflite",)  # PyTorch Mobile is not built for phones here
+    frameworks = phone_frameworks()  # the runtimes built for phones (pipelines/runners)
 
     _phone: Any = field(default=None, init=False, repr=False)
     _props: dict | None = field(default=None, init=False, repr=False)

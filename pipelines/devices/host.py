@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..runners import frameworks as runner_frameworks
 from .base import check_run, register_device_kind, sweep_lock
 from .topology import CPU_DIR, Cluster, CoreSet, core_combinations, list_cpus, read_clusters
 
@@ -99,7 +100,7 @@ class HostDevice:
     name: str = "host"
     root: str = "/"
     gpu_setting: str | None = None
-    frameworks = ("tflite", "pytorch")
+    frameworks = runner_frameworks()  # every framework the suite has a runner for
 
     @classmethod
     def from_config(cls, cfg) -> "HostDevice":

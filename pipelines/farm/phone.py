@@ -30,6 +30,7 @@ import ray
 
 from generators.atomic import write_bytes, write_text
 from pipelines.devices.base import check_run
+from pipelines.runners import phone_frameworks
 from pipelines.runners.records import NativeRun, NativeRunError
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class FarmPhone:
     :class:`pipelines.devices.Device`."""
 
     kind = "adb"
-    frameworks = ("tflite",)
+    frameworks = phone_frameworks()  # the runtimes built for phones (pipelines/runners)
 
     def __init__(self, info: dict, worker: Any, begun: dict, artifacts: ArtifactCache):
         self.info, self.worker, self.artifacts = info, worker, artifacts

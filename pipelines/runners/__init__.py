@@ -4,7 +4,9 @@ One registered :class:`Runner` per (framework, accelerator) says which artifact 
 runs, which granularities its processes record, and why the other granularities and precisions
 are not offered (the reasons end up in SCENARIO.json and every record). The measure stage, the
 scenario grid and the devices ask this registry (:func:`runner_for`, :data:`RUNNERS`); a pair
-absent here has no runner in the suite.
+absent here has no runner in the suite. It is the one list of frameworks and accelerators
+(:func:`frameworks`, :func:`accelerators`), of how each runtime is named (``title``) and of the
+model files each framework takes (``suffixes``): nothing else in the suite spells them.
 
 The modules of this package:
 
@@ -42,6 +44,9 @@ class Runner:
 
     formats: dict[str, str]  # precision -> export format (generators/export/formats.py)
     granularities: tuple[str, ...]
+    title: str = ""  # how the dataset card and scenario descriptions name the runtime
+    suffixes: tuple[str, ...] = ()  # model files of this framework that `latbench profile` takes
+    android: bool = False  # its runtime is built for phones too (scripts/cross-build.sh --android)
     missing_granularities: dict[str, str] = field(default_factory=dict)  # granularity -> why not
     missing_precisions: dict[str, str] = field(default_factory=dict)  # precision -> why not
     launch: str = ""  # "<module>:<function>" running one measuring process here
@@ -82,6 +87,26 @@ def runner_for(framework: str, accelerator: str) -> Runner | None:
     return _RUNNERS.get((framework, accelerator))
 
 
+def frameworks() -> tuple[str, ...]:
+    """The frameworks the suite has a runner for, in registration order: the one list of them."""
+    return tuple(dict.fromkeys(f for f, _ in _RUNNERS))
+
+
+def accelerators() -> tuple[str, ...]:
+    """The accelerators some runner measures on, in registration order."""
+    return tuple(dict.fromkeys(a for _, a in _RUNNERS))
+
+
+def phone_frameworks() -> tuple[str, ...]:
+    """The frameworks whose runtime is built for Android phones (the adb and farm devices run these)."""
+    return tuple(dict.fromkeys(f for (f, _), r in _RUNNERS.items() if r.android))
+
+
+def framework_by_suffix() -> dict[str, str]:
+    """Model file suffix (``.tflite``) -> the framework whose runners take such files."""
+    return {s: f for (f, _), r in _RUNNERS.items() for s in r.suffixes}
+
+
 def missing_precision(precision: str, framework: str | None = None, accelerator: str | None = None) -> str | None:
     """Why the suite does not offer ``precision`` for ``framework`` on ``accelerator`` (None:
     any): the reason of the registered runners of that framework and accelerator when none of
@@ -96,12 +121,14 @@ def missing_precision(precision: str, framework: str | None = None, accelerator:
 # ------------------------------------------------------------------ the suite's runners
 register_runner("tflite", "cpu", Runner(
     {"fp32": "tflite_fp32", "fp16": "tflite_fp16", "int8": "tflite_int8"}, ("e2e", "op", "kernel"),
+    title="TFLite (LiteRT runtime, XNNPACK)", suffixes=(".tflite",), android=True,
     launch="pipelines.runners.litert:launch"))
 # On the GPU the precision is the compute precision (LiteRT GPU option `precision`), not the
 # weights' type: both run the fp32 artifact, so the two scenarios differ in that alone
 # (as the USC study's TFLite GPU fp16 runs, docs/gpu.md).
 register_runner("tflite", "gpu", Runner(
     {"fp16": "tflite_fp32", "fp32": "tflite_fp32"}, ("e2e", "kernel"),
+    title="TFLite (LiteRT runtime, GPU accelerator over WebGPU/Vulkan)", suffixes=(".tflite",),
     missing_granularities={"op": "LiteRT's profiler is not implemented for the GPU accelerator (\"Profile is "
                                  "not implemented\"); kernel records come from the Vulkan timestamp layer"},
     missing_precisions={"int8": "int8 is CPU-only (the GPU accelerator runs float models)"},
@@ -109,6 +136,7 @@ register_runner("tflite", "gpu", Runner(
     steps="pipelines.runners.litert_gpu"))  # outputs checked against the CPU, dispatches labelled
 register_runner("pytorch", "cpu", Runner(
     {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
+    title="PyTorch (TorchScript)", suffixes=(".pt", ".ptl"),
     missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
     missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"},
     launch="pipelines.runners.torch:launch",
