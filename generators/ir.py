@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import limits
-from .atomic import write_text
+from foundation import limits
+from foundation.atomic import write_text
 from .ops import OpError, config_id, op_config, op_spec, normalize_attrs
-from .safeload import MAX_BYTES, LoadError, load_json_text, read_text
+from foundation.safeload import MAX_BYTES, LoadError, load_json_text, read_text
 
 FORMAT = "latbench-ir"
 VERSION = 1
@@ -374,7 +374,7 @@ class Graph:
     @classmethod
     def from_json(cls, text: str, where: str = "IR") -> "Graph":
         """Parse IR text through the bounded loader (size, depth, integers: see
-        :mod:`generators.safeload`); every fault is one IRError line naming ``where``."""
+        :mod:`foundation.safeload`); every fault is one IRError line naming ``where``."""
         if len(text) > MAX_FILE_BYTES:
             raise IRError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
         try:

@@ -59,7 +59,7 @@ from typing import Any, Iterator
 
 from .ir import Graph
 from .sources import register_source
-from .configs import coerce
+from foundation.configs import coerce
 
 SOURCE = "nasbench201"
 OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import limits
+from foundation import limits
 
 Shape = list[int]
 

@@ -14,7 +14,7 @@ import re
 from typing import Callable
 
 from .ir import Graph, IRError, split_ref
-from .registry import Registry
+from foundation.registry import Registry
 
 GraphPass = Callable[[Graph], Graph]
 PASSES: Registry[GraphPass] = Registry("graph pass")

@@ -4,7 +4,7 @@ A source is registered with ``register_source(name, Config, validate_config, gen
 which enters a :class:`Source` with
 - ``Config``: a dataclass (Hydra structured config) for its section under ``generator.<name>``;
 - ``validate_config(cfg)``: ``cfg`` (a ``Config``, a mapping or an OmegaConf node) as a checked
-  ``Config``: types from the schema (``generators.configs.coerce``), values by the source; raises
+  ``Config``: types from the schema (``foundation.configs.coerce``), values by the source; raises
   ``ValueError("<field>: <what is wrong>")`` (one line; the config loader prefixes
   ``generator.<name>.``);
 - ``generate(cfg, seed) -> Iterator[Graph]``: deterministic for the same config and seed,
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .registry import Registry
+from foundation.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from .blocks import classifier, conv_bn_act, depthwise_separable, inverted_resid
 from .ir import Graph
 from .ops import OPS
 from .sources import register_source
-from .configs import coerce
+from foundation.configs import coerce
 
 SOURCE = "synthetic"
 SPACE = "usc"
@@ -116,7 +116,7 @@ class SyntheticConfig:
 
 
 # ---------------------------------------------------------------- configuration checks
-# Types come from the schema (SyntheticConfig's annotations, checked by generators.configs.coerce);
+# Types come from the schema (SyntheticConfig's annotations, checked by foundation.configs.coerce);
 # these are the value checks.
 def _err(key: str, msg: str) -> ValueError:
     return ValueError(f"{key}: {msg}")  # the config loader prefixes generator.synthetic.
@@ -233,7 +233,7 @@ def validate_config(cfg: SyntheticConfig | Mapping | None) -> SyntheticConfig:
 
 def coerce_config(cfg: Any) -> SyntheticConfig:
     """``cfg`` (a SyntheticConfig, mapping, OmegaConf node or None) as a SyntheticConfig whose
-    field types are checked against the schema (generators.configs.coerce)."""
+    field types are checked against the schema (foundation.configs.coerce)."""
     return coerce(SyntheticConfig, cfg)
 
 

@@ -45,7 +45,7 @@ class Reason:
 def load_reasons(path: str | Path = REASONS_FILE) -> list[Reason]:
     """The curated reasons, in file order; a missing file is no reasons. A malformed rule is an
     error naming the file, the rule's position and the key."""
-    from generators.safeload import load_yaml
+    from foundation.safeload import load_yaml
 
     p = Path(path)
     if not p.is_file():

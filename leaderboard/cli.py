@@ -23,7 +23,7 @@ through one function (:func:`submit_checks`), so ``validate`` refuses what ``sub
 same line (``validate --name`` adds the name, folder and results checks ``submit`` makes).
 
 Everything printed that a submitter controls (ids, names, file names, problem lines) goes through
-:func:`generators.printable.printable`: no terminal escape or bidi character reaches the reviewer.
+:func:`foundation.printable.printable`: no terminal escape or bidi character reaches the reviewer.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from generators.printable import printable
+from foundation.printable import printable
 
 HERE = Path(__file__).resolve().parent
 
@@ -59,7 +59,7 @@ def _roots(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _value(text: str) -> Any:
-    from generators.safeload import LoadError, load_yaml_text
+    from foundation.safeload import LoadError, load_yaml_text
 
     try:
         return load_yaml_text(text, "--param", max_nodes=10_000)
@@ -249,7 +249,7 @@ def _no_predictions(entry: Path) -> bool:
 
 def _is_result_file(p: Path) -> bool:
     """``<results>/<track>/<entry>.json`` written by evaluate_entry (entry, track, result inside)."""
-    from generators.safeload import LoadError, load_json
+    from foundation.safeload import LoadError, load_json
 
     if p.is_symlink() or not p.is_file():
         return False
@@ -293,7 +293,7 @@ def _copy_submission(pred: str, meta: str, entry: Path) -> None:
 
 def _baseline_result(results: Path, track: str, name: str) -> bool:
     """Whether ``results/<track>/<name>.json`` is a baseline's (its metadata says kind baseline)."""
-    from generators.safeload import LoadError, load_json
+    from foundation.safeload import LoadError, load_json
 
     p = results / track / f"{name}.json"
     if not p.exists():
@@ -395,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from generators.registry import UnknownName
+    from foundation.registry import UnknownName
 
     from .evaluator import EvaluationError
     from .submission import SubmissionError

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 from .metrics import aggregate, compute
 

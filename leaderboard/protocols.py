@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 if TYPE_CHECKING:
     from .tracks import TrackData

@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 # HELP Table 3, FLOPs row (device -> Spearman), for the meta-test devices in the public data
 HELP_TABLE3_FLOPS = {"gold_6226": 0.826, "pixel2": 0.765, "raspi4": 0.846, "eyeriss": 0.437}

@@ -15,7 +15,7 @@ core set x precision and its aggregates). On tracks of repeated draws a figure i
 the seeds, ± their standard deviation. Submissions are marked as such.
 
 Everything shown may come from a submitter (names, descriptions, rejection messages quoting
-their files): every text goes through :func:`generators.printable.printable` (control, terminal
+their files): every text goes through :func:`foundation.printable.printable` (control, terminal
 escape and bidi characters shown as ``\\x1b``, ``\\u202e``: nothing reorders a tooltip or a cell);
 the page embeds its data as JSON with ``<``, ``>`` and ``&`` escaped (``\u003c``), so no text can
 end the script element, and its script puts text in with ``textContent`` and DOM properties, never
@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from generators.printable import printable
+from foundation.printable import printable
 
 from .metrics import METRICS
 from .views import entry_kind
@@ -58,7 +58,7 @@ def _problem_text(problems: Any) -> str:
 
 
 def load_results(results_dir: str | Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    from generators.safeload import LoadError, load_json
+    from foundation.safeload import LoadError, load_json
 
     root = Path(results_dir)
     status_file = root / "status.json"

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from generators.atomic import atomic_path
+from foundation.atomic import atomic_path
 
 from .evaluator import SCENARIO_COLUMNS, Evaluator, scenario_groups
 from .protocols import InsufficientData, training_view

@@ -21,12 +21,12 @@ negative or infinite predictions, unknown track or scenario, predictions for net
 the test split. The board evaluates only what passed.
 
 Files come from strangers, so reading is bounded (:data:`LIMITS`, ``SUBMISSION`` in
-generators/limits.py: bytes, rows, columns, line and cell lengths, metadata size after expanding
+foundation/limits.py: bytes, rows, columns, line and cell lengths, metadata size after expanding
 YAML aliases, text lengths), each bound checked before the expensive part: a CSV's header and
 line lengths in one streaming pass before pandas parses it, a parquet file's rows, columns and
 unpacked size from its footer, then only the used columns read with their text kept dictionary
 encoded until its size is known. Every problem line shows submitted text inertly
-(:func:`generators.printable.printable`: no terminal escape or bidi character reaches a reviewer).
+(:func:`foundation.printable.printable`: no terminal escape or bidi character reaches a reviewer).
 Entry names follow one policy (:func:`check_entry_name`): registered predictor names are the
 baselines', and a submission cannot call itself ``kind: baseline``. docs/leaderboard.md states
 the policy.
@@ -41,8 +41,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from generators import limits
-from generators.printable import printable
+from foundation import limits
+from foundation.printable import printable
 
 COLUMNS = ("track", "scenario_id", "model_id", "predicted_ms")
 FOLD = "fold"  # optional column: required on tracks of repeated draws (seeds), ignored elsewhere
@@ -124,8 +124,8 @@ def check_entry_name(name: Any, kind: str = "submission") -> str | None:
 
 
 def _at_most(key: str) -> str:
-    """A bound as a refusal names it: its value and its key in generators/limits.py."""
-    return f"(at most {LIMITS[key]}: {key} in generators/limits.py)"
+    """A bound as a refusal names it: its value and its key in foundation/limits.py."""
+    return f"(at most {LIMITS[key]}: {key} in foundation/limits.py)"
 
 
 def _unreadable(p: Path, e: BaseException) -> str:
@@ -415,7 +415,7 @@ _URL = re.compile(r"https?://\S+|repo:[\w./-]+")
 def read_metadata(path: str | Path, problems: list[str], kind: str | None = None) -> dict[str, Any] | None:
     """Read and check the metadata; ``kind="submission"`` also refuses ``kind: baseline``
     (what ``leaderboard submit`` and filed submissions pass)."""
-    from generators.safeload import LoadError, load_json_text, load_yaml_text, read_text
+    from foundation.safeload import LoadError, load_json_text, load_yaml_text, read_text
 
     p = Path(path)
     if not p.is_file():

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 import yaml
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 from .metrics import DEFAULT_METRICS, METRICS
 from .protocols import PROTOCOLS, Fold, InsufficientData, ProtocolError

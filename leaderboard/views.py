@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 from .metrics import METRICS
 from .published import published_for

@@ -304,7 +304,7 @@ class Zoo:
     """The committed zoo (or another folder written by :func:`build`)."""
 
     def __init__(self, folder: str | Path = ZOO_DIR):
-        from generators.safeload import LoadError, load_json
+        from foundation.safeload import LoadError, load_json
 
         self.folder = Path(folder)
         f = self.folder / INDEX

@@ -58,7 +58,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from generators.atomic import atomic_path
+from foundation.atomic import atomic_path
 
 from .dataset.opfeatures import (
     TfliteReadError,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from generators.ir import Graph, IRError
-from generators.registry import UnknownName
+from foundation.registry import UnknownName
 
 from .config import PARAMS, ConfigError, compose, load_params, validate, write_params
 

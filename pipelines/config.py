@@ -5,7 +5,7 @@
 file, never ``conf/`` directly, so ``-S`` overrides take effect. Validation happens here
 because DVC composes without our schema: a wrong key, type or value becomes one
 ``ConfigError`` line naming the file and the dotted key. Keys and types are checked by the
-structured schema through ``generators.configs.coerce``, the one path every config section
+structured schema through ``foundation.configs.coerce``, the one path every config section
 built in Python takes too; values by each section's ``validate_*``.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any, Optional
 import yaml
 from omegaconf import OmegaConf
 
-from generators import limits
-from generators.configs import coerce
+from foundation import limits
+from foundation.configs import coerce
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = ROOT / "conf"
@@ -32,7 +32,7 @@ class ConfigError(ValueError):
 
 # ---------------------------------------------------------------- bounds
 # params.yaml may be edited by hand or come with someone else's experiment: reading it goes
-# through the bounded loader (generators.safeload: size, depth, aliases), and counts that make a
+# through the bounded loader (foundation.safeload: size, depth, aliases), and counts that make a
 # stage write files or run for a while are bounded here, so no value can fill the disk.
 MAX_PARAMS_BYTES = limits.PARAMS_BYTES
 MAX_PARAMS_VALUES = limits.PARAMS_VALUES
@@ -174,7 +174,7 @@ def _check_generator(gen: Any, where: str) -> None:
 
 def load_params(path: str | Path = PARAMS) -> Any:
     """Read and validate the composed parameters (default: the project's params.yaml)."""
-    from generators.safeload import LoadError, load_yaml_text, read_text
+    from foundation.safeload import LoadError, load_yaml_text, read_text
 
     path = Path(path)
     if not path.is_file():

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from generators.atomic import atomic_path
+from foundation.atomic import atomic_path
 
 COLUMNS = ("session", "host", "scenario_id", "model_id", "name", "latency_ms", "between_cv", "processes",
            "max_loadavg", "max_foreign_busy_frac", "cpu_freq_khz", "runtime_version", "max_probe_slowdown")

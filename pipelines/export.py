@@ -32,7 +32,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from generators.atomic import remove_orphans, write_text
+from foundation.atomic import remove_orphans, write_text
 from generators.export.formats import FORMATS, exporter_version
 
 from .prune import dropped_sidecar, is_dropped

@@ -23,7 +23,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from generators.atomic import remove_orphans, write_text
+from foundation.atomic import remove_orphans, write_text
 from generators.ir import Graph
 
 INDEX_COLUMNS = ["model_id", "source", "name", "nodes", "flops", "params", "memory_bytes_fp32", "also_from", "meta"]
@@ -87,7 +87,7 @@ def owned_ir_file(f: Path, sources: set[str]) -> bool:
     source, holding a latbench-ir document of that source and id (a file of the same name that
     says anything else, or cannot be read, is someone else's)."""
     from generators.ir import FORMAT
-    from generators.safeload import LoadError, load_json
+    from foundation.safeload import LoadError, load_json
 
     if f.parent.name not in sources or not _MODEL_ID.fullmatch(f.stem) or f.is_symlink() or not f.is_file():
         return False

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from generators.atomic import remove_orphans, write_text
+from foundation.atomic import remove_orphans, write_text
 
 from .machine_load import LoadConfig, LoadWindow, judge, validate_load
 from .runners import RUNNERS, runner_for

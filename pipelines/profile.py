@@ -27,7 +27,7 @@ int8, float16 weights fp16, else fp32; a TorchScript file with ``quantized::`` o
 int8, else fp32. The scenario id says which precision ran.
 
 Before anything reads the file into objects, inflates it or runs it, :func:`check_model_file`
-holds it to the bounds of ``generators/limits.py``: its size (``MODEL_FILE_BYTES``); a TorchScript
+holds it to the bounds of ``foundation/limits.py``: its size (``MODEL_FILE_BYTES``); a TorchScript
 file's zip directory (``ARCHIVE_MEMBERS``, ``ARCHIVE_UNPACKED_BYTES``, ``ARCHIVE_RATIO``); a TFLite
 file's operators (``GRAPH_NODES``) and every tensor's shape (``TENSOR_ELEMENTS``: what a runtime
 would allocate), as the importers check them; and ``--shape`` (``TENSOR_ELEMENTS``). A refusal is
@@ -106,7 +106,7 @@ def model_id_of(path: Path) -> str:
 
 
 def check_model_file(path: Path, framework: str, shape: list[int] | None = None) -> None:
-    """The bounds of generators/limits.py on a user's model file (see the module docstring),
+    """The bounds of foundation/limits.py on a user's model file (see the module docstring),
     checked before torch or LiteRT opens it; ProfileError names the file and the bound."""
     from generators.importers.common import UnsupportedModelError, check_zip, read_model_file, too_many_elements
     from generators.importers.tflite import check_tflite

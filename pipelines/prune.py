@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generators.atomic import write_text
+from foundation.atomic import write_text
 
 DROPPED = "dropped"  # the sidecar's kind: <format>.dropped.json
 

@@ -66,7 +66,7 @@ def skipped_datasets(p: PublicConfig) -> dict[str, str]:
 def run_public_import(cfg: Any, progress: bool = True) -> dict[str, Any]:
     """Import the selected public datasets that are there into ``<data_dir>/<public.out>``;
     ``skipped`` in the result (and SKIPPED.json) names the others and why."""
-    from generators.atomic import write_text
+    from foundation.atomic import write_text
 
     from .dataset.import_public import run_import
     from .dataset.load import save_tables

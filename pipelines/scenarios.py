@@ -141,9 +141,9 @@ class ScenarioGridConfig:
     gpu_precisions: Any = None  # precisions of the GPU scenarios; None: the same as `precisions`
 
     def validate(self) -> "ScenarioGridConfig":
-        """Check every field (types against the schema, in place: generators.configs.check_fields;
+        """Check every field (types against the schema, in place: foundation.configs.check_fields;
         then the values); a wrong one is a one-line ValueError naming the field."""
-        from generators.configs import check_fields
+        from foundation.configs import check_fields
 
         check_fields(self)
         for name, known, what in (("frameworks", FRAMEWORKS, "framework"),
@@ -180,9 +180,9 @@ class ScenarioGridConfig:
 
     @classmethod
     def from_config(cls, cfg: Any) -> "ScenarioGridConfig":
-        """From a mapping or an OmegaConf node (Hydra), checked (generators.configs.coerce) and
+        """From a mapping or an OmegaConf node (Hydra), checked (foundation.configs.coerce) and
         validated."""
-        from generators.configs import coerce
+        from foundation.configs import coerce
 
         return coerce(cls, cfg).validate()
 

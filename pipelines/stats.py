@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from scipy.stats import binom
 
-from generators.configs import check_fields, plain
+from foundation.configs import check_fields, plain
 
 NS_PER_MS = 1e6
 
@@ -138,7 +138,7 @@ class FixedRuns(_Rule):
     policy = "fixed"
 
     def __post_init__(self):
-        check_fields(self)  # the types: the annotations (generators.configs)
+        check_fields(self)  # the types: the annotations (foundation.configs)
         if self.runs < 1:
             raise ValueError(f"runs: expected a positive integer, got {self.runs!r}")
 
@@ -164,7 +164,7 @@ class AdaptiveStopper(_Rule):
     policy = "adaptive"
 
     def __post_init__(self):
-        check_fields(self)  # the types: the annotations (generators.configs)
+        check_fields(self)  # the types: the annotations (foundation.configs)
         if not self.rel_width > 0:
             raise ValueError(f"rel_width: expected a positive number, got {self.rel_width!r}")
         if not 0 < self.level < 1:

@@ -1,11 +1,11 @@
-"""generators.atomic: a file is written whole or not at all, whoever else writes it."""
+"""foundation.atomic: a file is written whole or not at all, whoever else writes it."""
 from __future__ import annotations
 
 import threading
 
 import pytest
 
-from generators.atomic import atomic_path, write_bytes, write_text
+from foundation.atomic import atomic_path, write_bytes, write_text
 
 
 def test_writes_the_file_and_its_folder_and_leaves_no_temporary(tmp_path):
@@ -77,10 +77,10 @@ def test_a_killed_writers_temporary_is_removed_and_a_live_ones_kept(tmp_path):
     import subprocess
     import sys
 
-    from generators.atomic import remove_orphans, temporary_beside
+    from foundation.atomic import remove_orphans, temporary_beside
 
     target = tmp_path / "sub" / "model.tflite"
-    code = ("import sys, time; from pathlib import Path; from generators.atomic import atomic_path\n"
+    code = ("import sys, time; from pathlib import Path; from foundation.atomic import atomic_path\n"
             "with atomic_path(Path(sys.argv[1])) as tmp:\n"
             "    tmp.write_bytes(b'x' * 1000); print(tmp, flush=True); time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True)

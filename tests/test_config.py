@@ -74,8 +74,8 @@ def test_bad_values_are_one_line_errors_naming_the_key(composed, path, value, me
 
 def test_sections_built_in_python_meet_the_schema_types(composed):
     """A section built in Python (a dataclass or a mapping) is type-checked by the same schema, with
-    the same one-line message, as the section read from params.yaml (generators.configs)."""
-    from generators.configs import coerce
+    the same one-line message, as the section read from params.yaml (foundation.configs)."""
+    from foundation.configs import coerce
     from generators.synthetic import SyntheticConfig, validate_config
     from pipelines.dataset.usc import UscConfig, validate_config as validate_usc
     from pipelines.scenarios import ScenarioGridConfig

@@ -118,7 +118,7 @@ def test_file_level_faults(public, tmp_path):
 
 def test_csv_shape_is_bounded_before_parsing(public, tmp_path):
     """Columns, line length, cell length and fields per row of a CSV file are checked in one
-    streaming pass before pandas parses it (generators/limits.py SUBMISSION); each refusal is one
+    streaming pass before pandas parses it (foundation/limits.py SUBMISSION); each refusal is one
     line naming the file, the line and the bound."""
     from leaderboard.submission import LIMITS
 
@@ -168,7 +168,7 @@ def test_parquet_shape_is_bounded_before_decoding(public, tmp_path):
     assert p.stat().st_size < 1_000_000  # 10 GB of text when decoded
     (problem,) = _problems(p, m, public)
     assert problem == (f"{p}: row 0: model_id: a cell of 100000 characters (at most {LIMITS['cell_chars']}: "
-                       "cell_chars in generators/limits.py); not read")
+                       "cell_chars in foundation/limits.py); not read")
     wide = {c: ["x"] for c in ("track", "scenario_id", "model_id")} | {"predicted_ms": [1.0]} | {f"c{i}": [0] for i in range(20)}
     pd.DataFrame(wide).to_parquet(p, index=False)
     (problem,) = _problems(p, m, public)

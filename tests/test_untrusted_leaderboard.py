@@ -167,7 +167,7 @@ def test_a_small_parquet_of_many_rows_is_refused_unread(board, public, tmp_path)
     assert p.stat().st_size < 2_000_000
     (tmp_path / "meta.yaml").write_text(yaml.safe_dump(META))
     text = problems(p, tmp_path / "meta.yaml", public)
-    assert "2500000 rows (at most 2000000: predictions_rows in generators/limits.py); not read" in text
+    assert "2500000 rows (at most 2000000: predictions_rows in foundation/limits.py); not read" in text
 
 
 # ---------------------------------------------------------------- 9: types, empty files, JSON, README

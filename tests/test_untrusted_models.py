@@ -1,5 +1,5 @@
 """Model files from strangers (``latbench profile``, ``latbench predict``, the importers, the torch
-runner): each is held to the bounds of generators/limits.py before it is parsed, inflated or run.
+runner): each is held to the bounds of foundation/limits.py before it is parsed, inflated or run.
 
 - a ``.pt`` zip bomb (a TorchScript zip with a member of deflated zeros), a zip whose members
   overlap (one stored member named by thousands of directory entries: gigabytes declared) and a
@@ -35,7 +35,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from generators import limits
+from foundation import limits
 
 ROOT = Path(__file__).resolve().parents[1]
 GiB = 1024**3

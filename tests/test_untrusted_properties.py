@@ -421,7 +421,7 @@ def _raw_controls(text: str) -> list[str]:
 @st.composite
 def hostile_shapes(draw, preds: pd.DataFrame) -> list[tuple[str, str, str]]:
     """(name, predictions file content, the text the one refusal line must hold) per case."""
-    from generators.limits import SUBMISSION as LIMITS
+    from foundation.limits import SUBMISSION as LIMITS
 
     line, cols, cell = LIMITS["line_chars"], LIMITS["predictions_columns"], LIMITS["cell_chars"]
     head = "track,scenario_id,model_id,predicted_ms"
@@ -513,7 +513,7 @@ def test_submissions_past_the_bounds(public, good_predictions, tmp_path_factory,
         assert r["rc"] == 1, (what, p.name, r)
         (line,) = r["err"].strip().splitlines()  # one line: the header and the problem together
         assert line.startswith(f"leaderboard: invalid submission: {p}: ") and want in line, (want, line)
-        assert what != "shape" or "(at most" in line and "generators/limits.py" in line, line
+        assert what != "shape" or "(at most" in line and "foundation/limits.py" in line, line
         kind_lines.add(line) if what == "kind" else None
     assert len(kind_lines) == 1  # validate, evaluate and submit: the same line
     submits = [r for job, r in zip(jobs, out) if job["argv"][len(roots)] == "submit" and "--name=mine" not in job["argv"]]

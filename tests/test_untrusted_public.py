@@ -101,7 +101,7 @@ def test_usc_latencies_above_the_bound_are_problems(tmp_path, usc_dir):
     left empty), the rest imported; strict mode refuses the import."""
     import pytest
 
-    from generators import limits
+    from foundation import limits
     from pipelines.dataset import PublicDataError
 
     d = small_usc(usc_dir, tmp_path / "usc")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..ir import Graph
-from ..registry import Registry
+from foundation.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..atomic import write_text
+from foundation.atomic import write_text
 from ..ir import Graph, Node, split_ref
 
 FORMAT = "nnmeter-ir"

@@ -79,7 +79,7 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import write_bytes
+from foundation.atomic import write_bytes
 from ..ir import Graph, split_ref
 from ..ops import op_spec
 from .names import unique_name

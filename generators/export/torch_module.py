@@ -45,7 +45,7 @@ from torch import nn
 from torch.ao.nn.quantized import FloatFunctional
 from torch.ao.quantization import DeQuantStub, MinMaxObserver, QuantStub
 
-from ..atomic import atomic_path
+from foundation.atomic import atomic_path
 from ..ir import Graph, Node, split_ref
 from .names import unique_name
 from .weights import example_input, graph_weights

@@ -12,7 +12,7 @@
 All raise :class:`UnsupportedModelError`, one line naming the model, the node and the op.
 :mod:`.common` holds what the three share (that error, the walk's error translation, the
 handler tables, node names, pending patterns, the finishing of the graph, and the bounds of
-generators/limits.py on a model file from outside, the zip check among them). The importers
+foundation/limits.py on a model file from outside, the zip check among them). The importers
 load on first use of their names (``from generators.importers import import_onnx``), so the
 processes that only check a file (the torch runner's worker, the HELP importer) import
 :mod:`.common` alone.

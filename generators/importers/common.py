@@ -12,7 +12,7 @@ h-swish) until an operator outside the pattern needs its IR node. Shared here:
 - :func:`prelu_parameters`, the IR's rule for PReLU slopes, and :func:`reciprocal`, the
   factor of the ``scale`` a division by a scalar becomes;
 - :func:`finish`: the outputs set, dead nodes dropped, the graph validated;
-- the bounds on a model file from outside (:mod:`generators.limits`), checked before the
+- the bounds on a model file from outside (:mod:`foundation.limits`), checked before the
   expensive part: :func:`read_model_file` (its size before it is read), :func:`check_elements`
   and :func:`check_graph_nodes` (a graph's declared tensors and node count before it is
   imported), :func:`check_zip` (a zip archive's central directory before anything inflates
@@ -27,7 +27,7 @@ import struct
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .. import limits
+from foundation import limits
 from ..ir import Graph, IRError, split_ref
 
 #: Python errors a handler raises on a construct it did not expect: the walker reports them

@@ -51,7 +51,7 @@ Mapping
 - Anything else raises :class:`UnsupportedModelError` (the importers' one type, :mod:`.common`), one
   line naming the model, the ONNX node and its op_type.
 
-Bounds (:mod:`generators.limits`)
+Bounds (:mod:`foundation.limits`)
 ---------------------------------
 A file's size is checked before it is read (``MODEL_FILE_BYTES``); its nodes are counted in the
 protobuf wire format before it is parsed (:func:`count_nodes`: those of the graph, of the
@@ -997,7 +997,7 @@ HANDLERS.update({
 # ---------------------------------------------------------------- the entry point
 def _load(model: Any, name: str | None = None) -> tuple["onnx.ModelProto", str, str, str]:
     """(ModelProto, default name, base dir of external data, what a refusal names: the file's
-    path, else the name), the model's size and node count checked (generators/limits.py)."""
+    path, else the name), the model's size and node count checked (foundation/limits.py)."""
     import onnx
 
     if isinstance(model, onnx.ModelProto):
@@ -1024,7 +1024,7 @@ def _load(model: Any, name: str | None = None) -> tuple["onnx.ModelProto", str, 
     return m, default or m.graph.name or "onnx-model", base_dir, where
 
 
-# -------- the bounds (generators/limits.py), before parsing and before mapping
+# -------- the bounds (foundation/limits.py), before parsing and before mapping
 def _node_paths() -> dict[str, dict[int, str]]:
     """For each ONNX message type that can hold nodes (directly or in a nested message): field
     number -> the message type of that field, for the fields that lead to a NodeProto."""
@@ -1076,7 +1076,7 @@ def count_nodes(buf: bytes, model: str) -> int:
     is bounded whatever the file holds; damaged wire format is an UnsupportedModelError."""
     import onnx
 
-    from .. import limits
+    from foundation import limits
 
     global _NODE_PATHS
     if _NODE_PATHS is None:
@@ -1119,7 +1119,7 @@ def count_nodes(buf: bytes, model: str) -> int:
 
 def _proto_nodes(m: "onnx.ModelProto") -> int:
     """The nodes of a parsed model (as :func:`count_nodes` counts them in a file)."""
-    from .. import limits
+    from foundation import limits
 
     n, graphs = 0, [m.graph, *(t.initialization for t in m.training_info), *(t.algorithm for t in m.training_info)]
     nodes = [node for f in m.functions for node in f.node]

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..ir import Graph
 from ..sources import register_source
-from ..configs import coerce
+from foundation.configs import coerce
 from .common import Unsupported as _Unsupported
 from .common import UnsupportedModelError, finish, materialized, node_errors
 

@@ -61,7 +61,7 @@ Mapping
 - Anything else raises :class:`UnsupportedModelError`, one line naming the model, the
   operator's index, its output tensor and its builtin name.
 
-Bounds (:mod:`generators.limits`): a file's size is checked before it is read
+Bounds (:mod:`foundation.limits`): a file's size is checked before it is read
 (``MODEL_FILE_BYTES``); :func:`check_tflite` counts the operators of all subgraphs
 (``GRAPH_NODES``) and checks every tensor's shape and shape signature and ``input_shape``
 (``TENSOR_ELEMENTS``) before anything is imported (``latbench profile`` runs the same check
@@ -1000,7 +1000,7 @@ def _tensor_name(t: Any) -> str:
 
 
 def check_tflite(buf: bytes, model: str) -> None:
-    """The bounds of generators/limits.py on a TFLite flatbuffer, read through the schema
+    """The bounds of foundation/limits.py on a TFLite flatbuffer, read through the schema
     without unpacking it: at most ``GRAPH_NODES`` operators over all subgraphs (and subgraphs),
     and every tensor's shape and shape signature at most ``TENSOR_ELEMENTS`` elements.
     UnsupportedModelError names the model (``model``) and the subgraph and tensor."""

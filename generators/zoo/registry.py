@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..ir import Graph
-from ..registry import Registry
+from foundation.registry import Registry
 
 INPUT_SHAPE = [1, 3, 224, 224]
 NUM_CLASSES = 1000

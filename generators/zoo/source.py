@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from ..ir import Graph
-from ..registry import UnknownName
+from foundation.registry import UnknownName
 from ..sources import register_source
 from .registry import FAMILIES, INPUT_SHAPE
 from .sampler import ReferenceSampler, Sampler, VariantSampler
-from ..configs import coerce
+from foundation.configs import coerce
 
 SOURCE = "zoo"
 # The twelve families of nn-Meter's dataset, in the paper's order (Table 2).

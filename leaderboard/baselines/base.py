@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 PREDICTORS: Registry[type] = Registry("predictor")
 

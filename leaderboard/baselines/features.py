@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 # The raw configuration of an op; every derived feature is a function of these.
 RAW = ("in_hw", "in_channels", "out_hw", "out_channels", "kernel", "stride", "padding", "groups", "n_inputs")

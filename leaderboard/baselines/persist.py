@@ -16,7 +16,7 @@ one of those is refused with a message naming the file, the library and both ver
 ``allow_version_mismatch=True`` to try anyway).
 
 A saved predictor may have been edited or come from someone else, so loading is bounded and
-checked: ``predictor.json`` goes through the bounded loader (:mod:`generators.safeload`), side
+checked: ``predictor.json`` goes through the bounded loader (:mod:`foundation.safeload`), side
 files have size limits, and every predictor's ``_set_state`` reads the state through the
 typed accessors below (:func:`array`, :func:`number`, :func:`integer`, ...), which refuse
 missing keys, wrong types, NaN/infinite numbers and inconsistent shapes; forests and LightGBM
@@ -34,8 +34,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from generators import limits
-from generators.atomic import write_text
+from foundation import limits
+from foundation.atomic import write_text
 
 FORMAT = "latbench-predictor"
 FORMAT_VERSION = 1
@@ -162,7 +162,7 @@ class Store:
         return name
 
     def get_text(self, name: str) -> str:
-        from generators.safeload import LoadError, read_text
+        from foundation.safeload import LoadError, read_text
 
         p = self._checked(name)
         try:
@@ -239,7 +239,7 @@ def load_predictor(path: str | Path, allow_version_mismatch: bool = False) -> An
     """Read a predictor written by :func:`save_predictor` (any registered predictor)."""
     from .base import PREDICTORS
 
-    from generators.safeload import LoadError, load_json
+    from foundation.safeload import LoadError, load_json
 
     root = Path(path)
     f = root / META

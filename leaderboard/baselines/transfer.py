@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 from .base import Networks, Predictor, register_predictor
 

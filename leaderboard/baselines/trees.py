@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from generators import limits
+from foundation import limits
 
 
 def log_target(y: np.ndarray) -> np.ndarray:

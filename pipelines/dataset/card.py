@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from generators.atomic import write_text
+from foundation.atomic import write_text
 
 from .load import Dataset, load_dataset
 from .schema import SCHEMA_VERSION, TABLES, markdown

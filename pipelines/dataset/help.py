@@ -11,7 +11,7 @@ From the folder ``HelpConfig.path``, one of two layouts:
   (also accepted directly in the folder), each a ``torch.save``-d list of 15,625 latencies in ms
   in NAS-Bench-201 index order, read with ``torch.load(weights_only=True)`` (plain data, no
   pickled code) after the file's size and, for the zip format, its archive directory are held
-  to generators/limits.py (``generators.importers.common.check_torch_file``); ``str_arch2idx.pt``
+  to foundation/limits.py (``generators.importers.common.check_torch_file``); ``str_arch2idx.pt``
   beside them, when present, is cross-checked.
 
 Each row is checked: the index is in 0..15624 and its cell string equals
@@ -48,7 +48,7 @@ from .importers import CsvTable, Device, ImportProblem, ImportResult, PublicData
 from .importers import blank_device, data_folder, device_from_entry, finish, not_in_catalog, parse_number
 from .importers import latency_fault, select_devices
 from .schema import TableBuilder
-from generators.configs import coerce
+from foundation.configs import coerce
 from generators.importers.common import UnsupportedModelError, check_torch_file
 from pipelines.devices.catalog import Catalog, as_catalog
 from pipelines.scenarios import make_scenario_id, slug

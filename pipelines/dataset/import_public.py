@@ -10,7 +10,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from generators.atomic import atomic_path
+from foundation.atomic import atomic_path
 
 from .help import import_help
 from .importers import ImportProblem, ImportResult, merge_tables

@@ -37,7 +37,7 @@ from typing import Any
 
 import pandas as pd
 
-from generators import limits
+from foundation import limits
 
 from .schema import TABLES, check_tables, schema
 
@@ -90,7 +90,7 @@ def finish(dataset: str, tables: dict[str, pd.DataFrame], problems: list[ImportP
 # ---------------------------------------------------------------- config and folder
 def check_config_fields(cfg: Any) -> None:
     """The value checks of the fields every importer's config has (their types are the schema's,
-    checked by ``generators.configs.coerce``): ValueError("<field>: ...") on the first fault."""
+    checked by ``foundation.configs.coerce``): ValueError("<field>: ...") on the first fault."""
     if not cfg.path:
         raise ValueError(f"path: expected a folder path, got {cfg.path!r}")
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from generators.atomic import write_text
+from foundation.atomic import write_text
 
 EXTERNAL = Path("external")
 MISSING = "MISSING.txt"

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from generators.atomic import atomic_path
+from foundation.atomic import atomic_path
 
 SCHEMA_VERSION = "1.4"
 TABLES = ("models", "scenarios", "e2e", "ops", "kernels")

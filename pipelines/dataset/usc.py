@@ -62,8 +62,8 @@ from .importers import CsvTable, Device, ImportProblem, ImportResult, PublicData
 from .importers import blank_device, data_folder, device_from_entry, finish, not_in_catalog, parse_cores
 from .importers import latency_fault, parse_number, select_devices
 from .schema import TableBuilder
-from generators import limits
-from generators.configs import coerce
+from foundation import limits
+from foundation.configs import coerce
 from pipelines.devices.catalog import Catalog, as_catalog
 from pipelines.scenarios import make_scenario_id, slug
 

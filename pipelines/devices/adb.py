@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from generators.atomic import atomic_path, write_text
+from foundation.atomic import atomic_path, write_text
 
 from ..runners import phone_frameworks
 from ..runners.litert import litert_version

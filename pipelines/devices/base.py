@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
-from generators.registry import Registry
+from foundation.registry import Registry
 
 if TYPE_CHECKING:
     from pipelines.runners.records import NativeRun

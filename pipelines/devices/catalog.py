@@ -27,8 +27,8 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 
-from generators import limits
-from generators.atomic import write_text
+from foundation import limits
+from foundation.atomic import write_text
 
 CATALOG_PATH = Path(__file__).resolve().with_name("catalog.yaml")
 ROOT = Path(__file__).resolve().parents[2]

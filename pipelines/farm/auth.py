@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import MutableMapping
 
-from generators import limits
+from foundation import limits
 
 TOKEN_FILE_ENV = "LATBENCH_FARM_TOKEN_FILE"
 INSECURE_ENV = "LATBENCH_FARM_INSECURE_NO_AUTH"

@@ -25,7 +25,7 @@ from typing import Any
 
 import ray
 
-from generators.atomic import write_bytes
+from foundation.atomic import write_bytes
 
 from .resources import NAMESPACE, PhoneInfo, agent_name, discover_phones, host_resource
 

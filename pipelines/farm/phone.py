@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from generators.atomic import write_bytes, write_text
+from foundation.atomic import write_bytes, write_text
 from pipelines.devices.base import check_run
 from pipelines.runners import phone_frameworks
 from pipelines.runners.records import NativeRun, NativeRunError

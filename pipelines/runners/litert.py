@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from generators.atomic import write_text
+from foundation.atomic import write_text
 
 from . import runner_for
 from .process import cpus_arg, exit_failure, native_run

@@ -97,7 +97,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from generators.atomic import atomic_path, write_text
+from foundation.atomic import atomic_path, write_text
 
 # NB: no torch import at module level: main() pins the CPUs before torch exists.
 from . import allocator
@@ -351,7 +351,7 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
     _check_args(args, model)
     from generators.importers.common import UnsupportedModelError, check_zip
 
-    try:  # the artifact is a zip archive: its directory is held to generators/limits.py before torch inflates it
+    try:  # the artifact is a zip archive: its directory is held to foundation/limits.py before torch inflates it
         check_zip(model)
     except UnsupportedModelError as e:
         raise _Fail(EXIT_INVALID, str(e)) from None
