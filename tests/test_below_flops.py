@@ -42,7 +42,15 @@ def test_every_committed_cell_below_flops_has_a_reason():
 def test_the_board_lists_and_marks_them():
     status, by_track = load_results(RESULTS)
     md = render_markdown(status, by_track)
-    assert "## Below FLOPs" in md and "help-nb201-n10 help-raspi4-cpu:" in md
+    head = md.splitlines()[:40]  # the overview and the contents open the board
+    assert "## Overview" in head and any(ln.startswith("**Contents:** [Overview](#overview)") for ln in head)
+    assert any(ln.startswith("| [help-nb201-n10](#track-help-nb201-n10) |") for ln in head)
+    # a cell below FLOPs carries a footnote; the footnote under its track gives the reason
+    raspi = next(ln for ln in md.splitlines() if ln.startswith("| transfer | baseline |") and "[^help-nb201-n10-" in ln)
+    mark = raspi[raspi.index("[^help-nb201-n10-"):].split("]")[0] + "]"
+    why = flagged(status, by_track, load_reasons())
+    reason = next(f["why"] for f in why if f["track"] == "help-nb201-n10" and f["entry"] == "transfer")
+    assert f"{mark}: Below FLOPs: {reason[:60]}" in md.replace("\\", "")
     track = next(t for t in site_data(status, by_track)["tracks"] if t["name"] == "help-nb201-n10")
     view = next(v for v in track["views"] if v["id"] == "per-scenario-spearman")
     rows = {r["label"]: r for r in view["rows"]}

@@ -227,3 +227,23 @@ def test_submitted_text_is_inert_on_the_page(site, browser, tmp_path):
                                    "Array.from(document.querySelectorAll('[title]'), e => e.title))")
     raw = {c for t in texts for c in t if c not in "\n\t" and unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")}
     assert not raw, raw
+
+
+def test_overview_and_track_selector(site, browser):
+    """The page opens with the overview (a row per track: best entry, FLOPs, noise floor) and a
+    selector that shows one track's section alone, or all again."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _open(browser, site)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#overview table.overview tbody tr")
+    tracks = [s.get_attribute("id").removeprefix("track-") for s in browser.find_elements(By.CSS_SELECTOR, "section.track")]
+    assert [r.get_attribute("data-track") for r in rows] == tracks and TRACK in tracks
+    row = next(r for r in rows if r.get_attribute("data-track") == TRACK)
+    assert row.find_elements(By.TAG_NAME, "td")[3].text.startswith("test-reported-flops ")  # the best entry
+    select = Select(browser.find_element(By.ID, "track-select"))
+    select.select_by_value(TRACK)
+    shown = [s.get_attribute("id") for s in browser.find_elements(By.CSS_SELECTOR, "section.track") if s.is_displayed()]
+    assert shown == [f"track-{TRACK}"]
+    select.select_by_value("")
+    assert all(s.is_displayed() for s in browser.find_elements(By.CSS_SELECTOR, "section.track"))

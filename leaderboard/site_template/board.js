@@ -112,7 +112,29 @@ function sortTable(table, col, metric){
     const nx=Number.isNaN(x), ny=Number.isNaN(y); if(nx||ny) return nx-ny; return dir==='asc'?x-y:y-x;});
   rows.forEach((r,i)=>{r.cells[0].textContent=i+1; body.appendChild(r);});
 }
+// the overview: one row per track (best entry, FLOPs, noise floor on its primary metric) and a
+// selector that shows one track's section, or all of them
+function overview(){
+  const box=document.getElementById('overview');
+  const sel=node('select',{id:'track-select'},[node('option',{value:'',text:'all tracks'})].concat(
+    DATA.overview.map(r=>node('option',{value:r.track,text:r.track+': '+r.title}))));
+  const show=name=>{document.querySelectorAll('section.track').forEach(s=>{
+    s.style.display=(!name||s.id==='track-'+name)?'':'none';});};
+  sel.addEventListener('change',()=>show(sel.value));
+  const table=node('table',{class:'overview'});
+  head(table, ['track','data','primary metric','best entry','FLOPs','noise floor']);
+  DATA.overview.forEach(r=>{const tr=table.tBodies[0].insertRow(); tr.dataset.track=r.track;
+    const a=node('a',{href:'#track-'+r.track,text:r.track});
+    a.addEventListener('click',()=>{sel.value=r.track; show(r.track);});
+    tr.insertCell().appendChild(a);
+    [r.data, r.metric_label, r.best?(r.best+' '+r.best_value):'no entries yet', r.flops, r.floor]
+      .forEach(v=>{tr.insertCell().textContent=v;});});
+  box.appendChild(node('h2',{text:'Overview'}));
+  box.appendChild(node('p',{},[node('label',{text:'Show: '}),sel]));
+  box.appendChild(table);
+}
 function build(){
+  overview();
   const root=document.getElementById('tracks');
   DATA.tracks.forEach(t=>{
     const sec=node('section',{id:'track-'+t.name,class:'track'},[node('h2',{text:t.name+': '+t.title}),
