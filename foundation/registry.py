@@ -1,7 +1,17 @@
-"""One small registry type for everything that registers itself (sources, model families;
-later predictors and tracks): adding one is adding one decorated definition in one file."""
+"""One small registry type for everything that registers itself (generator sources, model
+families, exporters, devices, predictors, tracks, ...): adding one is adding one decorated
+definition in one file.
+
+A registry that names an entry-point group (``Registry("predictor", entry_points=
+"latbench.predictors")``) also takes what installed packages declare there, so a third party
+extends the suite without editing it: an entry point ``name = "package.module:Object"`` in the
+group registers ``Object`` under ``name`` (or, when loading the module registers it itself with
+the decorator, that). Entry points load on the registry's first lookup; one that cannot be
+loaded is a one-line :class:`RegistryError` naming it, never skipped in silence.
+"""
 from __future__ import annotations
 
+from importlib import metadata
 from typing import Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -12,10 +22,16 @@ class UnknownName(KeyError):
         return self.args[0]
 
 
+class RegistryError(RuntimeError):
+    """An entry point of a registry's group that cannot be loaded (one line naming it)."""
+
+
 class Registry(Generic[T]):
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, entry_points: str | None = None):
         self.kind = kind
+        self.group = entry_points  # the entry-point group third parties register into
         self._items: dict[str, T] = {}
+        self._loaded = entry_points is None
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:
@@ -26,16 +42,35 @@ class Registry(Generic[T]):
 
         return deco
 
+    def _load_entry_points(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True  # before loading: a module loaded here registers through this registry
+        for ep in sorted(metadata.entry_points(group=self.group), key=lambda e: e.name):
+            try:
+                obj = ep.load()
+            except Exception as e:  # any failure of a third party's import: one line naming it
+                raise RegistryError(f"{self.kind} {ep.name!r} (entry point {ep.value} in group {self.group}): "
+                                    f"cannot be loaded: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+            if ep.name not in self._items:
+                self._items[ep.name] = obj
+            elif self._items[ep.name] is not obj:
+                raise RegistryError(f"{self.kind} {ep.name!r} (entry point {ep.value} in group {self.group}): "
+                                    f"the name is taken by {self._items[ep.name]!r}")
+
     def get(self, name: str) -> T:
+        self._load_entry_points()
         try:
             return self._items[name]
         except KeyError:
             raise UnknownName(f"unknown {self.kind} {name!r} (known: {', '.join(sorted(self._items))})") from None
 
     def names(self) -> list[str]:
+        self._load_entry_points()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
+        self._load_entry_points()
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:

@@ -47,7 +47,7 @@ class Metric:
         return a > b if self.higher_is_better else a < b
 
 
-METRICS: Registry[Metric] = Registry("metric")
+METRICS: Registry[Metric] = Registry("metric", entry_points="latbench.metrics")
 
 
 def register_metric(name: str, higher_is_better: bool, unit: str, label: str):

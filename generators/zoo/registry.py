@@ -34,7 +34,7 @@ class Family:
     params: int | None = None  # its well-known parameter count (None: no agreed number)
 
 
-FAMILIES: Registry[Family] = Registry("model family")
+FAMILIES: Registry[Family] = Registry("model family", entry_points="latbench.model_families")
 
 
 def register_family(name: str, reference: str, params: int | None = None) -> Callable[[Builder], Builder]:

@@ -9,7 +9,9 @@ returns self, ``predict(X)`` returns a float64 array of ms, and ``get_params``/`
 
 Predictors register themselves (``@register_predictor("flops")``) in :data:`PREDICTORS`;
 ``make_predictor(name, **params)`` builds one. Adding a predictor is adding one file under
-``leaderboard/baselines/`` and importing it in ``leaderboard/baselines/__init__.py``.
+``leaderboard/baselines/`` and importing it in ``leaderboard/baselines/__init__.py``, or, from a
+package of one's own, an entry point in the ``latbench.predictors`` group;
+``leaderboard.baselines.check_predictor`` checks a class against this contract.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from foundation.registry import Registry
 
-PREDICTORS: Registry[type] = Registry("predictor")
+PREDICTORS: Registry[type] = Registry("predictor", entry_points="latbench.predictors")
 
 
 def register_predictor(name: str) -> Callable[[type], type]:

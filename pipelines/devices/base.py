@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from .topology import Cluster
 
-DEVICE_KINDS: Registry[type] = Registry("device kind")
+DEVICE_KINDS: Registry[type] = Registry("device kind", entry_points="latbench.devices")
 
 
 class Device(Protocol):
