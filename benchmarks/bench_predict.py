@@ -8,7 +8,7 @@ predictor trained on ``--train`` other cells first, untimed):
 
 - ``cold``: featurize from IR graphs already in memory (op lists, interning of op configurations,
   derived features) + predict. Building the graphs from their cell strings is reported apart
-  (it is the IR generator's cost, about 5 ms per cell, not the predictor's).
+  (it is the IR generator's cost, not the predictor's).
 - ``warm``: ``predict(Networks)`` again: the per-graph op lists are cached, so this is
   concatenating them + evaluating each distinct op configuration once + the per-network sums.
 - ``featurized``: ``predict_frame`` on an op frame built beforehand (op-wise predictors only):

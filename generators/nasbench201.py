@@ -1,52 +1,15 @@
 """NAS-Bench-201: all 15,625 cells as full CIFAR networks, indexed as NAS-Bench-201 indexes them.
 
-The index
----------
-A cell string lists the 6 edges node by node,
-``|op~0|+|op~0|op~1|+|op~0|op~1|op~2|`` = edges 0->1, 0->2, 1->2, 0->3, 1->3, 2->3, each one of
-``none, skip_connect, nor_conv_1x1, nor_conv_3x3, avg_pool_3x3``. NAS-Bench-201's index is
-*not* a mixed-radix number of the edges: the benchmark enumerated the 5**6 cells in
-lexicographic order (edges in the order above, the last edge 2->3 varying fastest, ops in
-the order above) and then shuffled that list once with Python's ``random`` seeded with 88;
-the index is the position in the shuffled list. Python's shuffle has been the same
-algorithm since 3.2, so :func:`arch_str` reproduces it exactly (the tests check all 15,625
-rows of HELP's latency table, which carries NAS-Bench-201's indices).
-
-The network
------------
-NAS-Bench-201's CIFAR skeleton (its ``TinyNetwork`` with an inference cell), 32x32x3 input:
-stem conv 3x3 16 ch (no bias) + BN; three stages of 5 cells with C = 16, 32, 64, separated by
-residual reduction blocks (ResNet basic block, stride 2, ReLU-Conv-BN ordering:
-ReLU-conv3x3/s2-BN, ReLU-conv3x3-BN, shortcut avgpool 2x2/s2 + conv1x1 without BN, then the
-sum); then BN + ReLU, global average pooling and an FC layer to 10 classes (with bias).
-All convolutions are bias-free, all batch norms affine (eps 1e-5). In a cell, node 0 is the
-cell input, node j = sum over i < j of edge_{i->j}(node i), node 3 is the output; edge ops:
-``nor_conv_kxk`` = ReLU-Conv(kxk, pad k//2)-BN, ``avg_pool_3x3`` = 3x3 average pooling,
-stride 1, pad 1, ``count_include_pad=False``; ``skip_connect`` = identity.
-
-``none`` edges: the network as NAS-Bench-201 runs it
-----------------------------------------------------
-NAS-Bench-201 evaluates the cell as written: every edge is computed, ``none`` being its
-``Zero`` op, ``x.mul(0.)``, added into the node sum like any other edge. So a ``nor_conv_3x3`` whose input node receives only ``none`` edges still runs (on
-zeros), and so does one whose output only feeds ``none`` edges. The IR keeps exactly that
-computation: a ``none`` edge is a ``scale`` node with factor 0 and every node sums all its
-incoming edges (one n-ary ``add``). It is exact (same function as the PyTorch network in eval
-mode), every node is used (no pruning, no dead nodes, every network valid, including the
-341 architectures whose cell output is cut off from the cell input, where NAS-Bench-201
-computes all-zero cell outputs), and the 15,625 indices are 15,625 distinct graphs
-(distinct ``model_id``; checked once, too slow for the test suite).
-
-Why not prune the edges that only carry zeros (an "information-flow" reading, 9,445
-distinct networks)? Because the measured latencies say the devices ran those ops: in HELP's table
-(latency.csv), cells that differ only by a ``nor_conv_3x3`` on such a dead edge are slower
-on every device (median ratio per device 1.2-2.2x), and FLOPs counted over all edges rank
-the latencies far better than FLOPs over live edges only (Spearman on HELP's test split,
-gold_6226: 0.83 vs 0.69; pixel2 0.77 vs 0.67), matching HELP Table 3's FLOPs baseline
-(0.826 / 0.765). A predictor fed this IR sees the work the device did.
-(One exception in that data: pixel3 and raspi4, whose toolchain removed the ops that only feed
-``none`` edges into the cell output and folded what then computed on constants only; their
-scenarios name those rewrites, ``graph_passes: nb201_output_zeros_dce,fold_constants`` in
-generators/passes.py, and predictors read the graph that ran.)
+The index is NAS-Bench-201's own: the 5**6 cell strings in lexicographic order, shuffled once
+with Python's ``random`` seeded with 88 (not a mixed-radix number of the edges);
+:func:`arch_str` and :func:`index_of` reproduce it both ways (the tests check all 15,625 rows of
+HELP's latency table). The network is NAS-Bench-201's CIFAR skeleton with an inference cell
+(:func:`build`). A ``none`` edge is kept as NAS-Bench-201 computes it, ``x * 0`` (a ``scale``
+node with factor 0) added into the node sum like any other edge, so the IR is the computation
+the devices ran: every node used, every network valid, 15,625 distinct graphs. pixel3 and
+raspi4, whose toolchain removed some of that work, name the rewrite in their scenarios
+(``graph_passes``, generators/passes.py). docs/generators.md (*NAS-Bench-201*) has the skeleton,
+the cell, and why the ``none`` edges stay.
 """
 from __future__ import annotations
 

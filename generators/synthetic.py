@@ -1,39 +1,13 @@
 """The synthetic NAS space of Li, Paolieri and Golubchik (USC), section 4.3.2 and Fig. 11.
 
 A network is: input ``input_size`` x ``input_size`` x 3 -> a stem (3x3 conv, stride 2, as in
-MobileNetV2) -> ``num_blocks`` (9) blocks connected sequentially -> a 1x1 conv to C10
-channels -> global average pooling -> a fully connected classifier. Each block's type is
-drawn uniformly from ``block_types``:
-
-- ``conv``: a KxK convolution (K in 3/5/7), optionally grouped with ``4k`` channels per
-  group (1 <= k <= 16);
-- ``dwsep``: a depthwise-separable convolution (KxK depthwise + 1x1 pointwise);
-- ``bottleneck``: MobileNetV2's linear bottleneck (expansion 1/3/6, optional
-  squeeze-and-excite);
-- ``pool``: an average or max pooling layer, window 1x1 or 3x3;
-- ``split``: a split into 2/3/4 tensors along the channels, one element-wise op per
-  tensor, and a concatenation.
-
-Output channels C1..C9 are drawn uniformly from per-block ranges ([8, 80] for blocks 1-5,
-[80, 400] for blocks 6-9) and C10 from [1200, 1800]. The paper leaves some points open;
-the choices made here are all fields of :class:`SyntheticConfig` (see the comments
-there and docs), in short:
-
-- Resolution: the stem has stride 2 and the blocks follow ``strides`` (default
-  1,2,1,2,1,2,1,2,1: 112 -> 56 -> 28 -> 14 -> 7, MobileNetV2's schedule). Every layer uses
-  "same" padding (``k // 2``), so a stride-s layer maps H to ceil(H / s) whatever its type.
-- ``pool`` and ``split`` have no weights and keep their input's channels (their C_i is
-  drawn but unused) unless ``project_pool_split`` adds a 1x1 conv to C_i. A ``split``
-  block at a stride-2 position first downsamples with a 3x3 pool (``split_downsample``).
-- Channel compatibility is solved when channels are chosen, not by rejection: a grouped
-  conv with group size ``gs`` needs input channels divisible by ``gs`` (groups = Cin / gs)
-  and output channels divisible by the groups; an equal split into n needs input channels
-  divisible by n. Each channel-changing block (or the stem) rounds its drawn C_i to the
-  multiple of these divisors nearest to the draw within its range, adding them greedily
-  in order (its own groups first, then its consumers'; for a grouped consumer it also
-  keeps at least ``min_groups`` groups when the range allows); a divisor that cannot be
-  met is dropped: that conv falls back to groups=1 (``requested_group_size`` stays in the
-  meta), that split uses near-equal sections.
+MobileNetV2) -> ``num_blocks`` (9) blocks connected sequentially, each of a type drawn uniformly
+from ``block_types`` (``conv``, ``dwsep``, ``bottleneck``, ``pool``, ``split``) -> a 1x1 conv to
+C10 channels -> global average pooling -> a fully connected classifier. Output channels C1..C9
+are drawn from per-block ranges and C10 from its own. What the paper leaves open (stride
+schedule, padding, channels of weightless blocks, the group/channel compatibility rule) is a
+field of :class:`SyntheticConfig`; docs/generators.md (*Synthetic NAS space*) lists every choice
+and why. Channel compatibility is solved when channels are drawn, not by rejection.
 
 Network ``i`` is a pure function of (seed, i, the space parameters): it draws from its own
 ``random.Random(f"synthetic/{seed}/{i}")`` stream, so ``n=50`` extends ``n=20`` and output

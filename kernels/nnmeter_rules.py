@@ -293,8 +293,8 @@ TEST_OPS: dict[str, tuple[Callable[[Graph, str, str], str], tuple[int, ...]]] = 
     "concat": (lambda g, x, inp: g.add("concat", [x, inp] if g.tensor_shape(x)[2:] == g.tensor_shape(inp)[2:] else [x, x]), (4,)),
 }
 #: Default test tensors (NCHW): small enough for well under a second per case, large enough
-#: that an element-wise operator (about 2.5 us here) stands out of a 3x3 convolution's noise
-#: (8 channels: about 50 us, so 1% noise is 0.5 us).
+#: that an element-wise operator (microseconds) stands out of a 3x3 convolution's noise (at 8
+#: channels tens of microseconds, so its 1% noise is well below the element-wise time).
 SHAPE4 = (1, 8, 64, 64)
 SHAPE2 = (1, 1024)
 
@@ -505,7 +505,7 @@ def host_measure(workdir: str | Path, runs: int = 30, warmup: int = 5, repeats: 
 
     def many(cases: Sequence[TestCase]) -> dict[str, float]:
         """The cases' times, measured in rounds: a round runs each case once, so a slow episode
-        of the machine (about 2x for seconds to minutes on a shared VM, docs/measure.md) falls on
+        of the machine (everything slower for seconds to minutes on a shared VM, docs/measure.md) falls on
         the cases of a round alike, not on one case's processes only, which decided a pair's
         inequality when each case's processes ran back to back."""
         models = {c.key: model_of(c) for c in cases}

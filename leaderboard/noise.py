@@ -1,55 +1,19 @@
 """The noise references of a track: the noise floor and the perfect predictor's score.
 
-The noise floor is how well one independent measurement of a network predicts another: the
-agreement between two measurements of the same network in the same scenario, scored with the
-track's own metrics (MAPE, +-10% accuracy, Spearman, ...) on the track's test networks. It
-says how far re-measuring would move the figures. It is not quite a bound on predictors: where
-each recorded headline pools several measurements (the suite's median of processes), a
-predictor is scored against that steadier headline and can come closer than one measurement
-comes to another (host-random's fp32 2-large: 75% within 10% against a floor of 64%). The
-perfect predictor's score, below, estimates the bound.
+The noise floor is how well one independent measurement of a network predicts another, scored
+with the track's own metrics on its test networks: how far measuring again would move the
+figures. What a source records decides how it is estimated; estimators register in
+:data:`ESTIMATORS` and the first whose ``applies`` accepts a scenario's e2e rows is used
+(``processes`` for the suite's records, from ``between_cv``; ``repeat-std`` for the USC CSVs,
+from each cell's standard deviation; otherwise the floor is unknown, and said so).
 
-What a source records decides how the floor is estimated; estimators register in
-:data:`ESTIMATORS` and the first one whose ``applies`` accepts a scenario's e2e rows is used:
-
-- ``processes`` (the suite's own records): each e2e row is the median of several fresh
-  measuring processes and carries ``between_cv``, the coefficient of variation of the
-  per-process medians. One process's median against another's is modelled as two independent
-  draws around the headline with that spread (the dataset keeps the spread, not each
-  process's median, so two disjoint halves of the processes cannot be compared directly).
-- ``repeat-std`` (the USC CSVs): each cell is a mean with its standard deviation over the
-  timed runs; one run against another is modelled the same way with that standard deviation.
-  Some cells have a standard deviation near or above their mean (runs disturbed by background
-  work): the draws are lognormal with the cell's mean and standard deviation, so a measurement
-  stays positive and such cells give the long tail they would give on the phone.
-  This is the floor of single runs: the board's targets are means, whose own scatter is lower
-  by the square root of the (unstated) number of runs, and drift between sessions is not in it.
-- otherwise (HELP: one value per network, no spread) the floor is unknown, and said so.
-
-Beside the floor, a track gets the score of a **perfect predictor** where the source says how its
-headline was formed: a predictor that knows each network's true latency is still scored against
-the recorded headline, which carries its own measuring noise. The suite's headline is the median
-of ``processes`` per-process medians, so the perfect predictor is simulated as the centre against
-the median of that many draws with the spread above. It estimates the best score a predictor can
-get on the track: a goal well above it (say 99% within 10% on a scenario whose slowest networks
-scatter by 20% between processes) cannot be met by predicting better, only by measuring each
-test network more times. It is an estimate under a model, and a pessimistic one where the spread
-is one outlying process among three to five (a process slowed by a neighbour): between_cv, a
-standard deviation, grows with the outlier, while the median the headline takes ignores it; the
-lognormal draws with that spread move the simulated median as the real one did not. So an entry
-can pass it: nnmeter_xnnpack on host-random's fp32 2-large scenario, 90% within 10% against the
-estimate's 88% (between_cv there ranges from 1% to 22% between the 10th and 90th percentile of
-rows, far wider than three to five samples of one spread would give). The USC CSVs do not say how
-many runs their means average, so their tracks' perfect predictor is unknown.
-
-Where the release holds a **retest** (``retest.csv`` beside the dataset, pipelines/retest.py:
-the test networks measured again in a later session), a second perfect predictor,
-``perfect_retest``, is estimated from it per retested scenario: each network's log(retest /
-released) around the session's median ratio is taken as the sum of two independent, alike label
-errors, so a label's own error is that residual over sqrt 2, and the true latency is the label
-with it removed. Unlike the estimate above it sees what moves a label over the hours a sweep
-takes (the machine's wander between the networks' turns), which between_cv, the spread of one
-pair's processes within minutes, cannot; it is an estimate too (alike errors, a median factor).
+The perfect predictor knows each network's true latency and is still scored against the
+recorded headline, which carries its own measuring noise: it estimates the best score a
+predictor can get on the track. ``perfect`` simulates it from the headline's protocol (the
+median of several processes' medians); ``perfect_retest`` estimates it from the release's
+retest (``retest.csv``, pipelines/retest.py), which also sees the machine's wander over the
+hours a sweep takes. Both are estimates under a model; docs/leaderboard.md says where each is
+pessimistic and what it means for a goal.
 
 The draws are seeded (numpy PCG64, :data:`SEED`) and repeated :data:`REPLICATES` times; the
 floor is the mean of each metric over the replicates, so the figures are reproducible.

@@ -5,39 +5,16 @@ as a paper or its authors' repository give them, with the source (paper, table, 
 tracks the row stands beside, the metric, one value per scenario of the track (``None`` where
 the source has no figure: the row's note says so; nothing is estimated or filled in) and one
 line stating how the published protocol differs from the track's. The board marks every such
-row as published; docs/leaderboard.md lists them.
+row as published. The sources (HELP Table 3, NASFLAT's result file, the USC study's Tables
+C.5/C.7, nn-Meter's Table 8) are pinned in the rows themselves; docs/leaderboard.md lists them.
 
-Sources:
-- HELP (Lee et al., NeurIPS'21), Table 3, as given in the authors' repository README
-  (HayeonLee/HELP @45f70eb): Spearman on NAS-Bench-201 per meta-test device, rows FLOPs,
-  Layer-wise Predictor, BRP-NAS (900 and 3200 target samples) and HELP (10 target samples).
-  Table 3 has no 20-sample column.
-- NASFLAT (Akhauri & Abdelfattah, MLSys'24, "On Latency Predictors for NAS"): the authors'
-  result file abdelfattah-lab/nasflat_latency @488ecd6,
-  correlation_trainer/correlation_results/all_results/study_6_5_f_900/nb201_samp_eff.csv, run
-  uid 295310485 (HELP's nine source devices, 900 samples each, representation
-  adj_gin_a2vcatezcp, ensemble GNN, CATE sampler, 5 trials): columns spr / spr_std at
-  transfer_sample_size 10 and 20.
-- The USC study (Li, Paolieri, Golubchik), Appendix C, Tables C.5 (TFLite) and C.7 (PyTorch
-  Mobile): MAPE of end-to-end latency of the 102 real-world CNNs, per phone, on one large CPU
-  core (fp32) and on the GPU, for Lasso, RF, GBDT and MLP trained on 30, 100 or 900 synthetic
-  networks. Tables C.4/C.6 (synthetic networks) have no counterpart in the public data.
-- nn-Meter (Zhang et al., MobiSys'21), Sec. 7.2.2 and Table 8: +-10% accuracy on its 26,000
-  models (mobile CPU 99.0%, mobile GPU 99.1%, Intel VPU 83.4%).
-
-HELP's FLOPs row is also reproduced here (:func:`help_flops_spearman`). HELP does not define
-its FLOPs. Two readings of "FLOPs" of the IR are compared on the ``help-nb201-*`` tracks'
-frozen test split (NAS-Bench-201 indices 900-1899 without each device's 10% fastest and
-slowest, as HELP's loader does):
-
-- ``macs``: multiply-accumulates of the convolutions and the FC layer (the IR's ``flops``,
-  nn-Meter's definition), over every edge of the cell as NAS-Bench-201 computes it;
-- ``executed``: those MACs plus one operation per output element of every other node that
-  computes something (batch norm, ReLU, pooling, the ``none`` edges' multiply-by-zero, the
-  node sums), i.e. every executed op counted, the way profilers' FLOP counters count
-  element-wise work.
-
-Figures and the reasoning are in docs/leaderboard.md; tests/test_help_flops.py checks them.
+HELP's FLOPs row is also reproduced here (:func:`help_flops_spearman`). HELP does not define its
+FLOPs, so two readings of "FLOPs" of the IR are compared on the ``help-nb201-*`` tracks' frozen
+test split: ``macs`` (multiply-accumulates of the convolutions and the FC layer, the IR's
+``flops``, over every edge of the cell as NAS-Bench-201 computes it) and ``executed`` (those
+MACs plus one operation per output element of every other computing node, the way profilers'
+FLOP counters count element-wise work). Figures and the reasoning are in docs/leaderboard.md;
+tests/test_help_flops.py checks them.
 """
 from __future__ import annotations
 

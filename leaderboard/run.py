@@ -176,7 +176,7 @@ def predict_track(data: TrackData, split: Split, make: Callable[[], Any],
                   only: Iterable[str] | None = None, folds: FoldCache | None = None) -> pd.DataFrame:
     """Predictions of one predictor on one track (columns of a submission). With ``resume`` (a
     folder), each scenario's predictions are written there as it finishes and a scenario found
-    there is not fitted again, so a run stopped part-way (hours on the USC 5-fold track) goes on
+    there is not fitted again, so a run stopped part-way (a long run on the USC 5-fold track) goes on
     where it stopped; the caller keys the folder to the predictor, its parameters and the split.
     ``only``: these scenarios of the track and no other (a partial retrain); every scenario is
     fitted on its own, so a scenario's predictions do not depend on which others ran.

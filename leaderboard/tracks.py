@@ -45,9 +45,9 @@ SPLITS_DIR = HERE / "splits"
 # leaderboard/conf/train.yaml and leaderboard/dvc.yaml follow it (data_roots). The host tracks
 # read one release (a release holds one processor, so the board reads one of them): host-v1
 # (AMD EPYC), which holds every scenario the suite's release protocol measures (TFLite fp32 and
-# int8 1-large, fp32 2-large, PyTorch, the software GPU) and the lower noise: measured again
-# under the speed probe, its floor on host-random is 2.9% MAPE at fp32 1-large against the
-# Xeon release's 6.2% (docs/dataset.md). host-xeon-v1 stays a release of its own.
+# int8 1-large, fp32 2-large, PyTorch, the software GPU) and the lower noise floor (the board
+# shows it; why the board moved here: datasets/host-v1/CHANGES.md). host-xeon-v1 stays a release
+# of its own.
 DATA_ROOTS = {"public": "data/public", "host": "datasets/host-v1"}
 ROOT_ENV = {"public": "LATBENCH_PUBLIC_DATA", "host": "LATBENCH_HOST_DATA"}
 
@@ -86,7 +86,7 @@ class Track:
     group_by: tuple[str, ...] = ()  # scenario columns the board also aggregates by
     # what predictors may read of the training networks in the track's scenario besides e2e:
     # "e2e" nothing, "ops" their op and kernel records, "kernels" their kernel records only (the
-    # host's op records are another run's: builtin kernels with XNNPACK off, ~2.4x e2e)
+    # host's op records are another run's: builtin kernels with XNNPACK off, well over e2e)
     uses: str = "e2e"
     reference: str = ""  # where the track comes from (paper, section)
     path: str = ""  # the YAML file

@@ -19,9 +19,9 @@ predicted times, so anyone can check the figure (a test does). On a k-fold track
 Candidates (:data:`READERS`) are the predictors that price a network part by part, so
 ``breakdown`` says where the time goes: the USC op-wise models (Sec. 4.2; per IR op, a batch of
 graphs one vectorised pass over distinct op configurations) and ``additive_mlp`` (per operator
-LiteRT runs, deduced per graph; slower, ~115 NAS-Bench-201 cells a second, and on 105 of the 144
-scenarios far more accurate: host TFLite fp32 4.8% MAPE against usc_rf's 16.3%, int8 6.3% against
-26.2%, the S10's TFLite GPU 5.3% against 12.7%). A :class:`Reader` says how the zoo asks each kind.
+LiteRT runs, deduced per graph; far slower, ``benchmarks/bench_zoo.py`` prints how much, and
+on most scenarios far more accurate: ``zoo/INDEX.json`` states each scenario's choice and its
+accuracy). A :class:`Reader` says how the zoo asks each kind.
 
 Layout (``zoo/``, committed)::
 
@@ -154,9 +154,9 @@ def _operators_breakdown(est: Any, scenario_id: str, graph: Any) -> pd.DataFrame
 #: saw is priced from its sizes alone (its documented design), so nothing is refused.
 OPERATORS = Reader(predict=_operators_predict, breakdown=_operators_breakdown)
 
-#: The candidates, and how the zoo reads each. usc_gbdt is left out: its saved trees take ~3.7 MB
-#: per scenario (75 MB for the 20 scenarios it won) for at most 0.6 points of MAPE over the next
-#: best op-wise candidate there. The GNNs are left out: they give no per-operator breakdown.
+#: The candidates, and how the zoo reads each. usc_gbdt is left out: its saved trees take
+#: megabytes per scenario for little MAPE over the next best op-wise candidate where it won.
+#: The GNNs are left out: they give no per-operator breakdown.
 READERS: dict[str, Reader] = {"usc_lasso": OPWISE, "lookup": OPWISE, "usc_rf": OPWISE, "additive_mlp": OPERATORS}
 CANDIDATES = tuple(READERS)
 

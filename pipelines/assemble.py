@@ -1,49 +1,19 @@
 """The ``assemble`` stage: IR files and measurement records -> the dataset tables and card.
 
-Reads, under ``data_dir``:
+Reads, under ``data_dir``, what the measure stages wrote (``measurements/<device>/<scenario>/``:
+``SCENARIO.json``, one ``<model_id>.json`` record per measured pair, ``<model_id>.error.json``
+per failed pair), the IR of every network a record names (``models/<source>/<model_id>.json``)
+and the measured ``.tflite`` files for the op configuration (a pair whose file ``latbench
+prune`` deleted takes its rows from the release instead). Writes ``dataset/``: the five tables
+(``pipelines/dataset/schema.py``, checked on write), ``failures.csv`` and DATASET.md with its
+figures (``pipelines/dataset/card.py``). Every row has ``dataset = latbench`` and its provenance
+(``source_file`` relative to ``data_dir``, ``source_column`` the JSON path inside it).
 
-- ``measurements/<device>/<scenario>/``: what the measure stage wrote (pipelines/measure.py):
-  ``SCENARIO.json`` (status ``measured`` or ``not_offered`` with the reason), one
-  ``<model_id>.json`` record per measured (model, scenario) pair (schema
-  ``latbench.measurement/1``), ``<model_id>.error.json`` per failed pair;
-- ``models/<source>/<model_id>.json``: the IR of every network a record or failure names;
-- ``artifacts/<model_id>/<format>``: the measured ``.tflite`` files, read for the op
-  configuration (tensor shapes and builtin options of every node); a pair whose file
-  ``latbench prune`` deleted (pipelines/prune.py) takes its rows from the release instead.
-
-Writes ``dataset/``: ``{models,scenarios,e2e,ops,kernels}.parquet`` (schema
-``pipelines/dataset/schema.py``, checked on write), ``failures.csv`` (one line per failed
-pair: ``model_id, scenario_id, kind, error, processes_done, source_file``) and DATASET.md with
-its figures (``pipelines/dataset/card.py``). Every row has ``dataset = latbench`` and its
-provenance: ``source_file`` is the record (or IR / SCENARIO.json) path relative to
-``data_dir``, ``source_column`` the JSON path of the value inside it (``e2e``,
-``op.ops[12]``, ``kernel.kernels[3]``).
-
-What goes where (docs/dataset.md has the full mapping):
-
-- ``models``: every network named by at least one record or failure record, i.e. every
-  network the measure stage was asked about (a network that failed everywhere is in
-  ``models`` and ``failures.csv`` but not in ``e2e``); costs and the IR JSON from its file.
-- ``scenarios``: one per measured scenario folder (also when all its pairs failed).
-- ``e2e``: ``latency_ms`` = the median of the per-process medians
-  (``latency_stat = median_of_process_medians``), the pooled statistics of all timed runs,
-  the protocol (processes, stopping rule, why it stopped) and the drift between processes.
-- ``ops``: one row per op of the op-granularity process: TFLite nodes run by the builtin
-  kernels (XNNPACK off, so every node is timed on its own), torch operators as
-  torch.profiler reports them. ``kernels``: one row per XNNPACK operator (or builtin node not
-  delegated) of the kernel-granularity process, with XNNPACK on as in the e2e runs; in GPU
-  scenarios one row per GPU command (compute dispatch or copy) the Vulkan timestamp layer
-  recorded, typed ``<kernel_kind>[+<fused>...]`` (``conv+bias+clamp``), timed by the GPU's
-  own timestamps, with the layer's identity of the dispatch in ``config`` (docs/dataset.md).
-  GPU scenarios have no op granularity (LiteRT has no profiler for its GPU accelerator).
-- A time is the median over the profiled runs; the profilers tick in whole microseconds, so
-  an op or kernel faster than that can have median 0: then the mean is used when it is > 0,
-  else the time is left missing. ``config`` says which (``latency_stat``).
-
-Deterministic: rows are sorted by their keys and nothing depends on the clock or on the
-order files are listed in, so the same inputs give byte-identical files. A record that
-contradicts its folder (another scenario, another model id, an unknown schema) or names a
-network without an IR file is an :class:`AssembleError` naming the file.
+Deterministic: rows are sorted by their keys and nothing depends on the clock or on the order
+files are listed in, so the same inputs give byte-identical files. A record that contradicts its
+folder (another scenario, another model id, an unknown schema) or names a network without an IR
+file is an :class:`AssembleError` naming the file. docs/dataset.md (*Assembling the suite's own
+measurements*) has what goes into each table, column by column.
 """
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ def measure_control(cfg: Any, session: str | None = None, progress: bool = True,
     measured (scenario, network). A point's ``sources`` still apply (a PyTorch point that
     measures synthetic networks measures only the synthetic control networks). ``sink`` gets
     each point's rows as soon as the point is done: a session stopped part-way (a slow episode
-    kept the Xeon VM's first point busy for 26 minutes) keeps the points it finished."""
+    can keep one point busy for many minutes) keeps the points it finished."""
     if not cfg.measure.control:
         raise ControlError("measure.control: empty; name the networks to measure again every session")
     chosen = control_models(cfg, Path(cfg.data_dir) / "models")
@@ -164,8 +164,8 @@ def drift(rows: list[dict]) -> list[dict]:
     """Per (scenario, session): how far the control networks moved from their reference: the
     first session whose rows record the speed probe's judgement (else the first session). A
     session without it (``judged: False``: rows written before the column, or measured before
-    the probe existed, when processes could run in the VM's slow episodes unseen: host-v1's
-    first session read 2-4x slow) is reported against that reference too."""
+    the probe existed, when processes could run in the VM's slow episodes unseen) is reported
+    against that reference too."""
     ordered = sorted(rows, key=lambda r: (not _judged(r), r["session"]))  # judged sessions first
     ref: dict[tuple[str, str], float] = {}
     for r in ordered:

@@ -1,8 +1,8 @@
 """What the machine was doing while one measuring process ran (the host's /proc and /sys).
 
 A latency measured while another process shares the pinned cores is not the scenario's
-latency (issue 18: a busy core turned the 2-core speed-up of 1.94x into a 0.95x "slow-down"
-and nothing flagged it). :class:`LoadWindow` brackets one measuring process and reports:
+latency (issue 18: a busy core can turn a 2-core speed-up into a "slow-down", and nothing
+flagged it). :class:`LoadWindow` brackets one measuring process and reports:
 
 - ``loadavg_start`` / ``loadavg_end``: the 1-minute load average (/proc/loadavg);
 - ``foreign_busy_s``: CPU time other processes spent on the pinned cores, i.e. the busy time

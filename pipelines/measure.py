@@ -3,49 +3,18 @@
 DVC runs it as a matrix (``measure@<framework>-<precision>-<cores>``, see dvc.yaml) over the
 CPU grid of the ``scenario`` config section, and as ``measure-gpu@<precision>`` over its
 ``gpu_precisions`` (TFLite on the device's GPU, no core set); each stage measures one scenario
-and writes
+into ``<data_dir>/measurements/<device>/<scenario_id>/`` (``SCENARIO.json``, one record or
+error record per pair, traces, ``measure.log``).
 
-```
-<data_dir>/measurements/<device>/<scenario_id>/
-    SCENARIO.json              the scenario, the device description, the protocol, the status
-    <model_id>.json            one record per (model, scenario): e2e statistics, ops, kernels
-    <model_id>.error.json      or the failure (kind, one-line message); the sweep went on
-    <model_id>.<mode>.trace.json   Chrome-trace / Perfetto timelines of the op and kernel runs
-    .work/<model_id>/p<k>.json     finished measuring processes of a pair not yet complete
-    measure.log                the sweep's history (start, failures, end)
-```
-
-Protocol (nnPerf's instrument, the USC paper's coverage; ``measure`` config section):
-
-- Every measuring process is fresh and pinned (the runtime sets the CPU set before its thread
-  pool exists). A (model, scenario) pair is measured in several e2e processes, and the
-  processes of different models are **interleaved** (round k runs process k of every pair not
-  yet done, in a seeded shuffled order), so drift of the shared machine between processes
-  spreads over all models instead of biasing the ones measured last.
-- Stopping: ``fixed`` (``runs`` split evenly over ``processes``, like benchmark_model's
-  ``--num_runs``) or ``adaptive`` (each process adds ``batch`` runs; a pair stops once the
-  order-statistic CI of its pooled median is narrower than ``rel_width`` x median, after at
-  least ``processes`` and at most ``max_processes`` processes). The record says which rule ran,
-  with its parameters, the runs made and why it stopped.
-- Op and kernel granularity come from one extra process each (``op_runs`` timed runs), which
-  also measures the profiler's overhead in-process (``overhead_pairs``: alternating profiled
-  and unprofiled runs). The headline e2e numbers never come from a profiled run.
-- What a (framework, accelerator) can record is its registered runner (pipelines/runners/,
-  :data:`pipelines.runners.RUNNERS`): the artifact per precision, the granularities, and why
-  the others are not offered (PyTorch: no kernels; the GPU: no ops, LiteRT has no profiler for
-  its GPU accelerator). Records and SCENARIO.json state the reason
-  (``granularities_not_offered``). On the GPU the kernel process's records are the GPU
-  commands the Vulkan timestamp layer saw (docs/gpu.md), timed by GPU timestamps; their
-  identity (command kind, shader, dispatch size) and the program labels of
-  pipelines/gpu/programs.py are kept per kernel (:func:`aggregate_events`).
-
-Resumable and loss-free: records are written atomically (temp file + rename); every finished
-process is kept under ``.work/`` until its pair is complete, so a killed sweep restarts where
-it stopped and reuses what it had. A record is reused only if it was made with the same
-protocol (a digest of the measure settings and the scenario). A failure (missing or corrupt
-artifact, impossible core set, unsupported op, crash, timeout) becomes ``<model_id>.error.json``
-and the sweep goes on; ``retry_failed`` retries those (a failure of the device itself, kind
-``device``, is retried by any rerun).
+The protocol is nnPerf's instrument with the USC paper's coverage (``measure`` config section):
+fresh pinned processes, several per pair, interleaved across models so that drift of a shared
+machine spreads over all of them; fixed or adaptive stopping; op and kernel records from one
+extra process each, never the headline. What a (framework, accelerator) can record is its
+registered runner (:data:`pipelines.runners.RUNNERS`), and records state what is not offered
+and why. The stage is resumable and loss-free: records are written atomically, finished
+processes are kept under ``.work/`` until their pair is complete, a record is reused only under
+the same protocol digest, and a failure becomes ``<model_id>.error.json`` while the sweep goes
+on. docs/measure.md has the protocol, the files and the failure kinds.
 """
 from __future__ import annotations
 
@@ -184,7 +153,7 @@ class MeasureConfig:
     reuse_release: bool = True
     # released rows measured under an older protocol count as not released: measured again, and
     # the fresh rows replace them at assemble (the release sweep). Older: no speed-probe verdict
-    # (on the EPYC VM such rows read a median 1.71x slow), or a runner's own columns missing
+    # (their processes may have run in the VM's slow episodes unseen), or a runner's own columns missing
     # (PyTorch rows from glibc's malloc, no page-fault count); pipelines/release.py, docs/dataset.md
     remeasure_outdated: bool = False
     # generator names of the control set, measured again at the start of every release sweep

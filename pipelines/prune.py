@@ -1,8 +1,8 @@
 """``latbench prune``: delete the artifacts no stage of the sweep will read again.
 
-The release sweep's artifacts outgrow a VM's disk: 62 GB for its 1,600 networks (the zoo's
-TFLite files alone 48 GB), where the PyTorch point needs another 11.5 GB of TorchScript and CI
-needs about 10 GB free. An artifact file (a network's ``tflite_fp32``, ``torchscript_fp32``, ...)
+The release sweep's artifacts outgrow a VM's disk (the zoo's 224x224 TFLite files most of all;
+a release's CHANGES.md records the sizes), where the PyTorch point needs its TorchScript files
+too and CI needs room of its own. An artifact file (a network's ``tflite_fp32``, ``torchscript_fp32``, ...)
 is read only by the grid points whose runner measures that format (the format of the point's
 precision, :data:`pipelines.runners.RUNNERS`), for the sources and models the point measures
 (``measure.points``, ``runner_sources``, ``models``). Once the committed release

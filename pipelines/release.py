@@ -28,6 +28,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]*?)-v(?P<version>\d+)$")
 MANIFEST = "RELEASE.json"
+CHANGES = "CHANGES.md"  # a release's history (what each session measured), carried from version to version
 LIMIT_BYTES = 100 * 2**20  # a release is committed to git: it must stay well under this
 
 
@@ -130,9 +131,10 @@ def processors(scenarios: Any) -> dict[str, dict[str, list[str]]]:
 def check_one_machine(scenarios: Any, where: Path) -> None:
     """A release holds one machine's measurements per device name: the sessions of a sweep may
     land on machines of other processors (the project's VM has been an AMD EPYC and an Intel
-    Xeon with AMX: the control set's fp32 latencies moved by a median 44%, int8 by up to 4.6x),
-    and rows of two processors under one device would make every comparison across scenarios
-    (int8 over fp32, two cores over one) a comparison of machines."""
+    Xeon with AMX, whose latencies differ by far more than a sweep's noise, and differently per
+    precision: datasets/host-xeon-v1/CHANGES.md), and rows of two processors under one device
+    would make every comparison across scenarios (int8 over fp32, two cores over one) a
+    comparison of machines."""
     for dev, socs in processors(scenarios).items():
         if len(socs) > 1:
             what = "; ".join(f"{soc}: {', '.join(sorted(sids)[:3])}" for soc, sids in sorted(socs.items()))
@@ -250,6 +252,8 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
     # are appended in the release itself, session after session: they are not in the assembled
     # tables, so carry them over, and the card states what they show (how far the instrument
     # moved between sessions; how far a released label moves when measured again)
+    if (out / CHANGES).is_file():  # the release's history, written by hand: kept as it is
+        shutil.copyfile(out / CHANGES, tmp / CHANGES)
     card = tmp / "DATASET.md"
     for history, section in _histories():
         if (out / history).is_file():

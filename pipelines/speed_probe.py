@@ -1,21 +1,20 @@
 """The speed probe: how fast the pinned CPUs are right before and right after a measuring process.
 
-Why (issue 18): this VM has episodes of about 10 s in which everything runs about 1.75x slower,
-while the guest sees no steal and no other process's CPU time (20 fresh processes of one network
-back to back: twelve at 27 ms, then five in a row at 45-51 ms). The load check
+Why (issue 18): a small VM has episodes of several seconds in which everything runs markedly
+slower, while the guest sees no steal and no other process's CPU time (fresh processes of one
+network back to back run at one speed, then several in a row at a much slower one). The load check
 (:mod:`pipelines.machine_load`) cannot see them, so a process taken in one was kept. The probe
 runs a fixed piece of work (``native/src/probe.c``: float multiply-adds plus a streaming sweep;
-the median of 5 timed reps after an untimed one, about 0.8 ms a rep here) on each of the
+the median of 5 timed reps after an untimed one, under a millisecond a rep) on each of the
 scenario's CPUs, in a thread pinned to that CPU, just before and just after the process; its
 duration over the CPU's reference speed is the *slow-down*. A process whose slow-down exceeds
 ``measure.load.max_slowdown`` is refused and measured again, like a loaded one.
 
 The reference of a CPU is the fastest *median of WINDOW consecutive probes* seen on it in this
-process, not the fastest single probe. The machine's fast mode has a spread of its own (on a
-2-vCPU VM: 0.67-0.87 ms, median 0.79, with a stray 0.56-0.59 now and then, against 1.08-1.40 ms
-in a slow episode): judged against the fastest single probe, which only ever gets faster as
-probes accumulate, ordinary fast-mode readings read 30-45% slow and most processes of a sweep
-were refused (seen: 17 refusals for 4 networks' 12 processes, minutes of waiting). The median
+process, not the fastest single probe. The machine's fast mode has a spread of its own, with a
+stray fast reading now and then: judged against the fastest single probe, which only ever gets
+faster as probes accumulate, ordinary fast-mode readings read slow and most processes of a sweep
+are refused. The median
 of a window ignores a stray reading, and its minimum over the sweep still only gets faster, so
 a long slow phase never becomes the reference once a fast stretch was seen. The sweep starts
 with a short calibration (``calibrate``, more probes than a window). Each record keeps the raw
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 PROBE_LIB = Path(__file__).resolve().parents[1] / "native" / "build" / "liblatbench_probe.so"
-REPS = 5  # timed repetitions of the fixed work per probe, the median kept (about 0.6 ms each here)
+REPS = 5  # timed repetitions of the fixed work per probe, the median kept (under a millisecond each)
 WINDOW = 8  # consecutive probes of a CPU whose median is a candidate reference (3 stray ones change nothing)
 
 _lib = None
@@ -108,8 +107,7 @@ class SpeedProbe:
         self.reps = reps
         self.recent: dict[int, deque[float]] = {c: deque(maxlen=window) for c in self.cpus}
         # fastest median of a full window, per CPU. A session that starts in a long slow phase
-        # would take that phase as its speed and keep processes 1.7x slow (seen on this VM: a
-        # whole session probing 1.1-1.3 ms where earlier ones had 0.6-0.7); the release's
+        # would take that phase as its speed and keep processes of a slow episode; the release's
         # reference from earlier sessions on the same processor (``reference``) is where it
         # starts, so only this session's faster windows lower it.
         self._floor: dict[int, float] = {}
@@ -144,7 +142,7 @@ class SpeedProbe:
 
     def calibrate(self, probes: int = 16, spacing_s: float = 0.25) -> dict[int, float]:
         """A first reference: ``probes`` probes spread over about ``probes * spacing_s`` seconds
-        (4 s: a slow episode lasts about 10 s, so a calibration can fall inside one; later
+        (4 s: a slow episode lasts several seconds, so a calibration can fall inside one; later
         probes then lower the reference, and the records keep the raw durations). 16 probes
         are two full windows."""
         for i in range(probes):

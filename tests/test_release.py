@@ -366,3 +366,13 @@ def test_the_epyc_release_holds_the_synthetic_space_at_every_cpu_point():
     assert ds.e2e["probe_slowdown"].notna().all()
     with_ops = set(ds.ops.loc[ds.ops["scenario_id"] == "host-tflite-cpu-1large-fp32", "model_id"]) & synthetic
     assert len(with_ops) >= 1000
+
+
+def test_a_release_keeps_its_changes_file(tmp_path):
+    """CHANGES.md (a release's history, written by hand) survives writing the release again."""
+    src = Path(__file__).resolve().parents[1] / "datasets" / "host-xeon-v1"
+    out = tmp_path / "datasets" / "xeon-v1"
+    write_release(src, out)
+    (out / "CHANGES.md").write_text("# xeon-v1\n\n## 2026-12-05\n- measured again\n")
+    write_release(src, out)
+    assert (out / "CHANGES.md").read_text() == "# xeon-v1\n\n## 2026-12-05\n- measured again\n"

@@ -89,7 +89,7 @@ def _nnmeter(graph: Graph, path: Path, **options: Any) -> dict[str, Any]:
 
 for _p in ("fp32", "fp16", "int8"):
     _register(ArtifactFormat(f"tflite_{_p}", f"tflite_{_p}.tflite", "tflite", _p, _tflite(_p), _verify_tflite(_p)))
-# fp16 PyTorch is not offered: on a host CPU it is ~25x slower than fp32 (docs/exporters.md).
+# fp16 PyTorch is not offered: on a host CPU it is many times slower than fp32 (docs/exporters.md).
 for _p in ("fp32", "int8"):
     _register(ArtifactFormat(f"torchscript_{_p}", f"torchscript_{_p}.pt", "pytorch", _p, _torch("torchscript", _p), _verify_torch(_p)))
     _register(ArtifactFormat(f"lite_{_p}", f"lite_{_p}.ptl", "pytorch", _p, _torch("lite", _p), _verify_torch(_p)))

@@ -3,70 +3,15 @@
 ``export_tflite(graph, path, precision)`` writes the .tflite atomically and returns its facts
 (op counts read back from the flatbuffer, tensors, parameters, I/O, converter version, time).
 
-The IR is NCHW (PyTorch's layout); the exported model is a normal TFLite model: NHWC inside
-and at its inputs and outputs. Every rank-4 IR tensor ``[1, C, H, W]`` is the TF tensor
-``[1, H, W, C]``; tensors of any other rank keep the IR's order. The model is built as a
-plain TF graph of raw TF ops over constants (no Keras, no variables, no tf.function) whose
-GraphDef goes to the converter as it is, so the flatbuffer holds exactly the operators in
-``TFLITE_FUSIONS``. Weights come from ``export.weights.graph_weights`` (PyTorch layout,
-transposed here: conv OIHW -> HWIO, depthwise [C*m, 1, kh, kw] -> [kh, kw, C, m]; fc stays
-[out, in], FULLY_CONNECTED's own layout, through ``matmul(transpose_b=True)``); the int8
-calibration set is ``example_input(graph, sample=k)`` for k < ``DEFAULT_CALIBRATION_SAMPLES``
-(3: more did not improve the int8/fp32 correlation, each costs ~0.1 s at 224x224).
-
-The function is PyTorch's, up to float rounding (fp32 TFLite matches torch.nn.functional
-within 1e-4 relative, tests/test_export_tflite.py):
-
-- convolution padding: PyTorch's symmetric ``padding=p`` becomes TF ``'SAME'`` only where the
-  two are the same computation (same output size and ``p`` rows/columns before); ``p=0`` is
-  ``'VALID'``; anything else (e.g. a 3x3 stride-2 conv on an even input, where SAME pads
-  0 before and 1 after) is an explicit ``PAD`` + ``'VALID'`` conv, as in converted PyTorch
-  models.
-- batch norm (eval: running statistics, ``eps`` from the IR) that directly follows a conv or
-  fc whose output nothing else reads is folded into its weights and bias here, in float64;
-  any other batch norm is ``x * scale + shift`` (``MUL`` + ``ADD``).
-- avg pool: ``count_include_pad`` and ``ceil_mode`` as PyTorch defines them: ``'VALID'``
-  or ``'SAME'`` where equivalent, otherwise zero ``PAD`` + ``'VALID'`` pool, times a constant
-  per-position correction map where PyTorch's divisor is not ``k*k`` (``MUL``).
-- max pool: ``'VALID'``/``'SAME'`` where equivalent, otherwise edge-replicating
-  ``MIRROR_PAD`` (SYMMETRIC) + ``'VALID'`` pool. For max pooling that equals PyTorch's -inf
-  padding (every window that holds a padded element also holds the edge element it copies)
-  and, unlike a ``PADV2`` with -3.4e38, it cannot ruin the int8 scale: the quantizer has
-  been seen to size a PADV2's scale from its pad value (scale 1e36).
-- hswish = ``x * relu6(x + 3) / 6`` (the converter matches it to ``HARD_SWISH``);
-  hsigmoid = ``relu6(x + 3) / 6``; swish = ``x * sigmoid(x)``; prelu is per channel (or one
-  slope) as ``relu(x) + (-alpha) * relu(-x)`` with the slope shaped [1, 1, C] (the only form
-  the converter matches to ``PRELU``); leaky_relu keeps its alpha.
-- scale = ``x * factor`` (the converter folds it into a preceding conv/fc); clip =
-  ``min(x, max)`` then ``max(., min)`` (torch.clamp; (0, 6) and (-1, 1) become RELU6 and
-  RELU_N1_TO_1); crop = ``SLICE``; upsample 'nearest' = ``RESIZE_NEAREST_NEIGHBOR`` with
-  TF's legacy index rule ``floor(dst * in / out)``, which is PyTorch's.
-- channel_shuffle: PyTorch's ``view(g, C/g) -> transpose -> view`` done on the NHWC channel
-  axis: ``RESHAPE [1, H*W, g, C/g]`` -> ``TRANSPOSE`` -> ``RESHAPE``.
-- flatten / reshape follow NCHW element order. A flatten of a ``[1, C, H, W]`` tensor with
-  ``H*W > 1`` and ``C > 1`` (AlexNet/VGG: 256x6x6) whose readers are all fc layers is an
-  NHWC-order ``RESHAPE``, and the fc weights' input columns are permuted instead
-  (``W_tflite[:, n] = W_torch[:, perm[n]]`` with ``perm = arange(C*H*W).reshape(C, H,
-  W).transpose(1, 2, 0).ravel()``), so no ``TRANSPOSE`` appears; for any other reader the
-  tensor is transposed to NCHW first. A general reshape of a rank-4 tensor transposes to
-  NCHW before, and back to NHWC after when its result is rank 4 (skipped when C or H*W is
-  1: then both orders coincide).
-- softmax / concat / split axes are mapped to NHWC (IR axis 1 of a rank-4 tensor is TF axis
-  3); a softmax over a non-last TF axis gets TRANSPOSE + SOFTMAX + TRANSPOSE. A split whose
-  outputs are not all read becomes one ``SLICE`` per read output (a SPLIT with an unread
-  output made the int8 quantizer nondeterministic: sometimes a float SPLIT between
-  DEQUANTIZE and QUANTIZE).
-
-Conversion uses ``tf.compat.v1.lite.TFLiteConverter`` on that GraphDef: the TF2
-converter's freezing of a concrete function is pure overhead for a graph without variables
-(and copies big constants several times); the CONVERSION_METADATA entry is left out, and
-for float models the final Python buffer de-duplication pass is skipped (a no-op here:
-byte-identical output). Re-exporting an IR gives byte-identical files in every precision.
-Speed on this 2-vCPU VM (another job running): 224x224 MobileNetV2-like nets ~0.23 s fp32,
-~0.25 s fp16, ~0.7 s int8 per model; the USC synthetic space (mean 450 MMACs) 0.32-0.40 s
-fp32, ~0.96-1.1 s int8; the first conversion in a process costs ~4 s more (TF warm-up).
-The models have no SignatureDef (LiteRT's CompiledModel makes a placeholder signature);
-inputs and outputs are in the IR's order, named after the IR inputs and ``output_<k>``.
+The IR is NCHW (PyTorch's layout); the exported model is a normal TFLite model, NHWC inside and
+at its inputs and outputs. It is built as a plain TF graph of raw TF ops over constants (no
+Keras, no variables, no tf.function) whose GraphDef goes to ``tf.compat.v1.lite.TFLiteConverter``
+as it is, so the flatbuffer holds exactly the operators in ``TFLITE_FUSIONS``, and re-exporting
+an IR gives byte-identical files in every precision. The function is PyTorch's up to float
+rounding: padding, pooling divisors, batch-norm folding, flatten order and the activations are
+lowered so that TFLite computes what ``torch.nn.functional`` computes
+(tests/test_export_tflite.py). docs/exporters.md (*The TFLite exporter*) has every lowering rule
+and why.
 """
 from __future__ import annotations
 
@@ -284,9 +229,8 @@ def build_tf_graph(graph: Graph, weights: dict[str, dict[str, np.ndarray]] | Non
     One float32 placeholder per IR input node, in the IR's order (NHWC for rank 4, named
     after the node), and one output tensor per graph output, in order. A plain TF1-style
     graph rather than a ``tf.function``: the converter takes its GraphDef as it is, and
-    large constants are not copied back and forth between function definitions (VGG-16's
-    build went from 10.6 s to 7 s; the converter itself still needs ~20 s for its 138M
-    parameters, AlexNet ~6 s, ResNet-50 ~2 s).
+    large constants are not copied back and forth between function definitions (which costs
+    seconds on VGG-16's 138M parameters; the converter's own time still dominates there).
     """
     tf = _tf()
     graph.validate()
@@ -358,12 +302,12 @@ def convert(graph: Graph, precision: str = "fp32", calibration_samples: int = DE
     tf_graph, inputs, outputs = build_tf_graph(graph)
     conv = tf.compat.v1.lite.TFLiteConverter(tf_graph.as_graph_def(), inputs, outputs)
     # The CONVERSION_METADATA entry costs a Python unpack/repack of the whole flatbuffer
-    # (1.2 s for AlexNet); export_tflite records the converter version itself.
+    # (seconds for a large model); export_tflite records the converter version itself.
     conv.exclude_conversion_metadata = True
     if precision in ("fp32", "fp16"):
         # For float models the converter's last Python pass only de-duplicates identical
         # constant buffers; MLIR already shares equal constants, so here it is a no-op (same
-        # bytes, checked) that costs ~25% of an fp32 conversion. Not for int8: the same
+        # bytes, checked) that costs a good share of an fp32 conversion. Not for int8: the same
         # hook does the quantization.
         conv._optimize_tflite_model = lambda model, *args, **kwargs: model
     if precision == "fp16":
@@ -489,7 +433,7 @@ def export_tflite(
     dtypes (in the IR's input/output order), converter version, seconds taken.
     """
     _check_precision(precision)
-    tf = _tf()  # importing TensorFlow (2.5-5 s, once per process) is not part of the time
+    tf = _tf()  # importing TensorFlow (seconds, once per process) is not part of the time
     t0 = time.perf_counter()
     blob = convert(graph, precision, calibration_samples)
     path = write_bytes(path, blob)

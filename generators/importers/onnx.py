@@ -1,69 +1,21 @@
 """Import ONNX models into the architecture IR.
 
-How
----
 ``import_onnx(path_or_model, input_shape=None, name=None)`` reads the model with the ``onnx``
-package (imported on first use) and walks its nodes in file order (ONNX requires a
-topological order) over IR values: a tensor computed from the input is an IR reference
-whose shape the IR infers; a constant (an initializer, a ``Constant`` node, or anything
-computed from constants and ``Shape``) is a NumPy array, evaluated as it is met, so the
-shape arithmetic a batch-dynamic export leaves behind (``Shape -> Gather -> Unsqueeze ->
-Concat -> Reshape``) resolves to concrete sizes. Weights are read only for their shapes:
-the IR carries no weights. Each IR node is named after the ONNX node it came from
-(``/features/features.0/Conv``; a second IR node of the same ONNX node gets a suffix), so
-the per-op breakdown of ``latbench predict`` names the model's own layers.
+package (imported on first use) and walks its nodes in file order over IR values: a tensor
+computed from the input is an IR reference whose shape the IR infers; a constant (an
+initializer, a ``Constant`` node, anything computed from constants and ``Shape``) is a NumPy
+array evaluated as it is met, so the shape arithmetic of a batch-dynamic export resolves to
+concrete sizes. Weights are read only for their shapes. Each IR node is named after the ONNX node
+it came from, so the per-op breakdown of ``latbench predict`` names the model's own layers. A
+free batch dimension resolves to 1; other free dimensions need ``input_shape`` (NCHW, batch 1).
 
-Input shapes: a free dimension of the batch axis (``N``, ``batch_size``, missing) resolves
-to 1; other free dimensions need ``input_shape``; ``input_shape`` (the IR's layout, NCHW,
-batch 1) replaces the shape of the single graph input outright.
-
-Mapping
--------
-- ``Conv`` (2-d, any group count: grouped and depthwise are ``conv2d`` with ``groups``);
-  symmetric pads become the conv's padding, asymmetric ones (``auto_pad`` SAME_*, TF-style
-  exports) a ``pad`` before it unless the symmetric padding of the leading side gives the
-  same windows.
-- ``Gemm`` (``transA=0``) and ``MatMul`` with a constant ``[K, N]`` operand (+ ``Add`` of a
-  constant bias) -> ``fc``; ``BatchNormalization`` (inference) -> ``batchnorm``.
-- ``Relu``, ``Sigmoid``, ``Tanh``, ``HardSwish``, ``HardSigmoid`` (alpha 1/6, beta 0.5),
-  ``LeakyRelu``, ``PRelu``, ``Softmax`` (one axis) -> the IR activation of that name;
-  ``Clip`` (0, 6) -> ``relu6``, (0, none) -> ``relu``, other finite ranges -> ``clip``.
-- Fusions: ``x * Sigmoid(x)`` -> ``swish``; ``x * HardSigmoid(x)`` -> ``hswish``;
-  ``Clip(x + 3, 0, 6) / 6`` (or ``* 1/6``) -> ``hsigmoid`` and ``x * Clip(x + 3, 0, 6) / 6``
-  -> ``hswish`` (the decomposed h-swish of pytorchcv-style modules); each only when the
-  intermediate tensor has no other reader.
-- ``Add``/``Mul``/``Sum`` of two computed tensors of equal rank -> ``add``/``mul``; ``Mul``
-  or ``Div`` by a scalar constant -> ``scale`` (by 1: nothing); ``Add`` of 0 -> nothing.
-- ``MaxPool``/``AveragePool`` (2-d, no dilation; ONNX's ``count_include_pad`` default 0 is
-  kept), ``GlobalAveragePool`` and ``ReduceMean`` over H, W -> ``global_avgpool`` (+
-  ``flatten`` without keepdims), ``GlobalMaxPool`` -> ``maxpool`` over the whole map.
-- ``Concat``, ``Split`` -> ``concat``, ``split``; ``Flatten`` and ``Reshape`` to ``[1, N]``
-  -> ``flatten``, other reshapes (batch 1) -> ``reshape``; ``Reshape [1, g, C/g, H, W] ->
-  Transpose(0, 2, 1, 3, 4) -> Reshape [1, C, H, W]`` -> ``channel_shuffle``.
-- ``Pad`` (constant mode, H/W only; negative amounts crop), ``Slice`` of H/W with step 1 ->
-  ``crop`` (consecutive slices merge into one); a ``Slice`` of one other axis -> one output
-  of a ``split`` (slices cutting a tensor at the same places, as ``torch.chunk`` exports,
-  share it), ``Resize``/``Upsample`` nearest by integer
-  factors (coordinate modes that pick ``floor(dst / factor)``) -> ``upsample``.
-- ``Identity``, ``Dropout``, ``Cast`` to float vanish; ``Constant``, ``Shape``, ``Gather``,
-  ``Unsqueeze``, ``Squeeze``, ``Concat``, ``Slice``, arithmetic, ... on constants are
-  evaluated.
-- Anything else raises :class:`UnsupportedModelError` (the importers' one type, :mod:`.common`), one
-  line naming the model, the ONNX node and its op_type.
-
-Bounds (:mod:`foundation.limits`)
----------------------------------
-A file's size is checked before it is read (``MODEL_FILE_BYTES``); its nodes are counted in the
-protobuf wire format before it is parsed (:func:`count_nodes`: those of the graph, of the
-subgraphs in node attributes and of the model's functions, ``GRAPH_NODES``); after parsing and
-before any node is mapped, every tensor the graph declares (inputs, outputs, value_info,
-initializers, ``Constant`` values) and ``input_shape`` must have at most ``TENSOR_ELEMENTS``
-elements, as must each constant the importer evaluates whose size can outgrow its inputs'
-(``ConstantOfShape``, ``Expand``, ``Range``, broadcasting arithmetic, ``MatMul``, ``Concat``,
-``Gather``, ``Where``, ``Equal``), checked before it is computed. Each refusal is one line naming
-the file and the node or tensor.
-
-The pool-geometry helpers at the end are shared with the TFLite importer.
+Each ONNX operator (and the decomposed h-swish/h-sigmoid/swish patterns) maps to one IR operator
+or vanishes; anything else raises :class:`UnsupportedModelError` (:mod:`.common`), one line naming
+the model, the node and its op_type. Every bound of :mod:`foundation.limits` is checked before
+the work it bounds: the file's size before reading, its node count in the protobuf wire format
+before parsing (:func:`count_nodes`), every declared and evaluated tensor's size before it is
+used. docs/generators.md (*ONNX importer*) has the mapping and the bounds in full. The
+pool-geometry helpers at the end are shared with the TFLite importer.
 """
 from __future__ import annotations
 

@@ -1,45 +1,19 @@
 """Import PyTorch modules into the architecture IR.
 
-How
----
 The module (eval mode, batch-1 example input) is traced with ``torch.fx.symbolic_trace``;
-modules fx cannot trace (Python control flow on shapes, ``float()`` of a size: BagNet's
-identity crop, EfficientNet-Edge's TF-style "same" padding) fall back to
-``torch.export.export(strict=False)``, whose ATen graph has those shapes resolved. The
-trace is then *interpreted* node by node over IR values: a tensor is an IR reference whose
-shape the IR infers, everything else (sizes, ints, tuples) is a concrete Python value, so
-``x.view(x.size(0), -1)`` resolves to a ``flatten`` without running the model. Parameters
-are only read for their shapes: models can live on the ``meta`` device (no memory, no
-initialisation cost), which :func:`import_pytorchcv` does.
-
-Both front-ends map onto one set of handlers with ``torch.nn.functional`` semantics
-(module calls and ATen ops are translated to them). Each IR node is labelled with the
-module path it came from (``g.block``), e.g. ``features.stage1.unit1.conv1.conv``.
-
-Mapping decisions
------------------
-- Dropout, Identity, ``contiguous``, ``clone`` and reshapes to the same shape vanish.
-- ``x * relu6(x + 3) / 6`` -> ``hswish`` and ``relu6(x + 3) / 6`` -> ``hsigmoid`` (pytorchcv's
-  HSwish/HSigmoid), exact; ``Hardtanh(0, 6)`` / ``clamp(0, 6)`` -> ``relu6``,
-  ``clamp(min=0)`` -> ``relu``, other two-sided clamps -> ``clip``.
-- Multiplication or division by a Python scalar -> ``scale`` (by 1: nothing). Adding a
-  scalar other than 0 outside the h-swish patterns has no IR operator: an error.
-- view -> transpose(1, 2) -> view on ``[1, a, b, H, W]`` -> ``channel_shuffle(groups=a)``
-  (pytorchcv's ``channel_shuffle``/``channel_shuffle2``, ShuffleNet's pattern);
-  ``nn.ChannelShuffle`` directly.
-- ``x.view(1, -1)``/``flatten(x, 1)`` -> ``flatten``, other views -> ``reshape``.
-- ``adaptive_avg_pool2d(x, 1)`` and ``mean`` over H, W -> ``global_avgpool`` (+ ``flatten``
-  without keepdim); adaptive pools whose output divides the input -> ``avgpool``.
-- Spatial slices ``x[:, :, a:b, c:d]`` and negative ``F.pad`` amounts -> ``crop``; nearest
-  ``Upsample``/``interpolate`` by integer factors -> ``upsample``.
-- Batch norm must be affine (the IR counts gamma and beta); a parameter shared by two calls
-  is counted twice by the IR (once per operator), once by PyTorch.
-- Anything else raises :class:`UnsupportedModelError`, one line naming the model, the trace
-  node and the module path.
+modules fx cannot trace (Python control flow on shapes, ``float()`` of a size) fall back to
+``torch.export.export(strict=False)``, whose ATen graph has those shapes resolved. The trace is
+then *interpreted* node by node over IR values: a tensor is an IR reference whose shape the IR
+infers, everything else is a concrete Python value, so shape arithmetic resolves without running
+the model. Parameters are only read for their shapes, so models can live on the ``meta`` device
+(:func:`import_pytorchcv` builds them there). Both front-ends map onto one set of handlers with
+``torch.nn.functional`` semantics, and each IR node is labelled with the module path it came
+from. Anything without an IR operator raises :class:`UnsupportedModelError`, one line naming the
+model, the trace node and the module path.
 
 Costs agree with PyTorch on the 102 CNNs of the USC dataset: parameters exactly, FLOPs
-(multiply-accumulates) exactly half of ``torch.utils.flop_counter.FlopCounterMode``'s count,
-convolution by convolution (see tests/test_import_pytorch.py).
+(multiply-accumulates) exactly half of ``torch.utils.flop_counter.FlopCounterMode``'s count
+(tests/test_import_pytorch.py). docs/generators.md (*PyTorch importer*) has the mapping.
 """
 from __future__ import annotations
 

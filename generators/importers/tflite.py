@@ -1,71 +1,20 @@
 """Import TFLite (LiteRT) flatbuffers into the architecture IR.
 
-How
----
 ``import_tflite(path_or_bytes, input_shape=None, name=None)`` reads the flatbuffer with the
-schema module of the ``ai-edge-litert`` wheel (``schema_py_generated``, the one the exporter
-inspects files with; no TensorFlow) and walks the operators of the main subgraph in order
-(TFLite stores them topologically). Constant tensors (those with a buffer) are read lazily:
-weights only for their shapes (the IR carries no weights), a few small ones for their
-values (shapes, axes, pads, scalar operands, per-position maps). Each IR node is named after
-the output tensor of its operator (the part before the converter's first ``;``).
+schema module of the ``ai-edge-litert`` wheel (no TensorFlow) and walks the operators of the main
+subgraph in order. Constant tensors are read lazily: weights only for their shapes, a few small
+ones for their values. Each IR node is named after the output tensor of its operator.
 
-Layout: TFLite is NHWC, the IR NCHW. A rank-4 TFLite tensor ``[1, H, W, C]`` is the IR
-tensor ``[1, C, H, W]``; other ranks keep their order. The importer tracks, for each tensor,
-the permutation between its TFLite axes and its IR axes, so ``TRANSPOSE`` costs nothing in
-the IR and axis arguments (``CONCATENATION``, ``MEAN``, ``SOFTMAX``, ``SPLIT``, slices,
-pads) map to IR axes. A ``RESHAPE`` is an IR ``reshape``/``flatten`` when the element order
-allows it: its input is in NCHW order (e.g. after ``TRANSPOSE [0, 3, 1, 2]``, as the
-exporter writes a general flatten), or only unit dims move, or every reader is a
-``FULLY_CONNECTED`` (Keras' ``Flatten -> Dense``: the column order is the fc's weights'
-business); a rank-4 result is NCHW-literal until a ``TRANSPOSE [0, 2, 3, 1]`` makes it NHWC.
-Anything else (an NHWC-order reshape read by other ops, a graph output in a transposed
-layout) is an error: the IR has no transpose.
-
-Input shapes: a free batch (``shape_signature`` -1) resolves to 1; other free dimensions
-need ``input_shape``; ``input_shape`` is in the IR's layout (NCHW for rank 4, batch 1) and
-replaces the shape of the single input outright.
-
-Mapping
--------
-- ``CONV_2D`` (grouped when the filter has fewer input channels), ``DEPTHWISE_CONV_2D``
-  (``groups`` = input channels) -> ``conv2d``; a ``PAD`` (zeros) whose sole reader is a
-  VALID conv, and TF ``SAME``, become the conv's symmetric padding where that computes the
-  same windows, else an IR ``pad`` before it; an all-zero bias counts as none (the
-  converter gives a bias-less conv one).
-- ``FULLY_CONNECTED`` -> ``fc`` (a rank > 2 input is flattened first).
-- A fused activation (``RELU``, ``RELU6``, ``RELU_N1_TO_1``, ``TANH``) becomes the IR
-  activation after the op (``relu``, ``relu6``, ``clip(-1, 1)``, ``tanh``).
-- ``ADD``/``MUL`` of two computed tensors -> ``add``/``mul``; ``MUL``/``DIV`` by a scalar ->
-  ``scale``; per-channel constant ``MUL`` (+ ``ADD``) -> ``batchnorm`` (how a standalone
-  batch norm is written); ``ADD(x, 3)`` + ``RELU6`` + ``MUL 1/6`` -> ``hsigmoid`` (and
-  ``x *`` it -> ``hswish``); ``x * LOGISTIC(x)`` -> ``swish``; ``MINIMUM``/``MAXIMUM`` by
-  scalars (or ``MINIMUM`` + ``RELU``) -> ``clip``.
-- ``AVERAGE_POOL_2D``/``MAX_POOL_2D`` (SAME, VALID, after a ``PAD`` or, for max,
-  ``MIRROR_PAD`` SYMMETRIC, and an average pool's per-position ``MUL`` map) -> ``avgpool``/
-  ``maxpool`` with the padding, ``ceil_mode`` and ``count_include_pad`` that compute the
-  same windows and divisors; ``MEAN`` over H, W -> ``global_avgpool`` (+ ``flatten``).
-- ``HARD_SWISH``, ``LOGISTIC``, ``RELU``, ``RELU6``, ``RELU_N1_TO_1``, ``TANH``,
-  ``LEAKY_RELU``, ``PRELU``, ``SOFTMAX`` (beta 1) -> the IR activations.
-- ``CONCATENATION``, ``SPLIT``/``SPLIT_V`` -> ``concat``/``split``; ``RESHAPE``/``SQUEEZE``/
-  ``EXPAND_DIMS`` -> ``reshape``/``flatten`` (above); ``RESHAPE [1, H*W, g, C/g]`` (or
-  ``[1, H, W, g, C/g]``) -> ``TRANSPOSE`` of the last two -> ``RESHAPE [1, H, W, C]`` ->
-  ``channel_shuffle``.
-- ``PAD``/``PADV2`` of H, W -> ``pad``; ``SLICE``/``STRIDED_SLICE`` of H, W with stride 1
-  -> ``crop``, of one other axis -> one output of a ``split`` (the exporter writes a split
-  with unread outputs so; slices cutting at the same places share it);
-  ``RESIZE_NEAREST_NEIGHBOR`` by integer factors (no corner alignment) ->
-  ``upsample``.
-- ``QUANTIZE``/``DEQUANTIZE`` (int8 and fp16 files) vanish (a dequantized constant stays a
-  constant).
-- Anything else raises :class:`UnsupportedModelError`, one line naming the model, the
-  operator's index, its output tensor and its builtin name.
-
-Bounds (:mod:`foundation.limits`): a file's size is checked before it is read
-(``MODEL_FILE_BYTES``); :func:`check_tflite` counts the operators of all subgraphs
-(``GRAPH_NODES``) and checks every tensor's shape and shape signature and ``input_shape``
-(``TENSOR_ELEMENTS``) before anything is imported (``latbench profile`` runs the same check
-before a runtime allocates a tensor). Each refusal is one line naming the file and the tensor.
+TFLite is NHWC, the IR NCHW: the importer tracks, for each tensor, the permutation between its
+TFLite axes and its IR axes, so ``TRANSPOSE`` costs nothing in the IR and axis arguments map to
+IR axes; a ``RESHAPE`` whose element order the IR cannot express is an error (the IR has no
+transpose). A free batch resolves to 1; other free dimensions need ``input_shape`` (the IR's
+layout). Each builtin operator (and the converter's patterns for batch norm, h-swish, swish,
+clip and channel shuffle) maps to one IR operator or vanishes; anything else raises
+:class:`UnsupportedModelError`, one line naming the model, the operator's index, its output
+tensor and its builtin name. Bounds (:mod:`foundation.limits`) are checked before anything is
+imported (:func:`check_tflite`). docs/generators.md (*TFLite importer*) has the layout rules,
+the mapping and the bounds in full.
 """
 from __future__ import annotations
 

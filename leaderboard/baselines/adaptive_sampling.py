@@ -103,7 +103,7 @@ class DeviceKernelMeasurer:
     pinned process (``runs`` timed runs after ``warmup``), the median run being that pass's
     time. The batch is measured ``repeats`` times, pass after pass, and each kernel gets the
     median over passes, in ms: on a shared machine a burst of other work slows every process
-    for seconds at a time (we saw 20x slower kernels in a row), and passes spread over time
+    for seconds at a time (kernels in a row come out many times slower), and passes spread over time
     rarely all meet one. Records are kept beside each model; the models themselves are deleted
     after measuring unless ``keep_models`` (a large conv's .tflite is 100 MB: a few hundred
     samples would fill gigabytes)."""

@@ -1,8 +1,8 @@
 """``additive_mlp``: a network's latency as the sum of its operators' times, each operator's time an
 MLP of its description, the whole fitted to end-to-end latency alone.
 
-**Why.** On host-random the e2e-only predictors err by ~6-7% (log sd) on their own, against the
-labels' ~3.7% (docs/leaderboard.md, "How much of the error is the model's"); the GNN reads the
+**Why.** On host-random the e2e-only predictors' own error is well above their labels' noise
+(docs/leaderboard.md, "How much of the error is the model's"); the GNN reads the
 whole graph and must learn that latency adds up over what runs. nn-Meter's insight is that it
 does: a network's time is the sum of the kernels the runtime executes. This predictor keeps that
 structure and learns the per-operator costs from e2e sums, so it needs no kernel records: the
@@ -11,9 +11,9 @@ operators, the convolution variant XNNPACK picks, builtin kernels), described by
 MACs, weights and memory traffic (:func:`.nnmeter_kernelwise.with_costs`). For scenarios whose
 kernels the deduction does not know (PyTorch, the GPU delegate, and int8: it deduces LiteRT's fp32
 operators) the same operators are the units; their costs are learned from that scenario's
-latencies, so only the decomposition is borrowed, not the times. It is weakest there: on host-v1's
-int8 scenario it fits its own training networks to ~9% (fp32: ~4.6%), the GNN reads what the
-fp32 operators miss.
+latencies, so only the decomposition is borrowed, not the times. It is weakest there: at int8 it
+fits even its own training networks worse than at fp32, and the GNN reads what the fp32 operators
+miss.
 
 **Model.** Per operator ``o`` of network ``n``: ``t_o = exp(f(x_o))``, ``f`` an MLP (``layers``
 hidden layers of ``hidden`` SiLU units) of ``x_o`` = the log1p of :data:`NUMERIC` standardized on
@@ -25,8 +25,8 @@ Adam with a cosine learning rate, mini-batches of ``batch_size`` networks (all o
 (:mod:`.gnn_ensemble`'s reason: it cancels the seed's share of the error).
 
 **Parameters** (``conf/predictor/additive_mlp.yaml``) were chosen on an inner split of
-host-random's *training* networks (the track's test networks were not looked at); the figures
-are in docs/predictors.md.
+host-random's *training* networks (the track's test networks were not looked at);
+docs/predictors.md says what was chosen.
 
 ``predict_parts`` gives each operator's predicted time (``kernel_index``, ``kernel``,
 ``kernel_type`` and the description columns, like nn-Meter's); a network's prediction is their

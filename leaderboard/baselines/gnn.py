@@ -1,54 +1,18 @@
 """A graph convolutional network on the IR graph: the BRP-NAS latency predictor, whole-graph.
 
-BRP-NAS (Dudziak et al., NeurIPS'20, Sec. 3) predicts latency with a GCN over the cell graph
-(one-hot operator per node, adjacency with self loops, 4 GCN layers, a fully connected head);
+BRP-NAS (Dudziak et al., NeurIPS'20, Sec. 3) predicts latency with a GCN over the cell graph;
 nn-Meter (MobiSys'21, Sec. 7.1, baseline 3) extends it to non-cell networks by encoding every
-node of the full model graph and adding the layer configuration to each node's features. This
-is that extended form over our IR:
+node of the full model graph with its layer configuration. This is that extended form over the
+IR: one-hot operator type plus log-scaled shape and cost features per node
+(:func:`node_features`), the symmetrically normalised adjacency with self loops, residual GCN
+layers, and an additive readout (the network's latency is a sum of per-node contributions, so
+networks larger than the training ones extrapolate by adding nodes), trained on log latency with
+an L1 loss (the relative error the metrics count).
 
-- node features (:func:`node_features`): one-hot operator type over the op registry (plus an
-  "other" slot for operators unknown when the predictor was fitted) and log-scaled shape and
-  attribute features: input/output channels, input/output spatial size, kernel, stride,
-  groups, fan-in, MACs ("FLOPs"), parameters, input and output elements. The numeric columns
-  are standardised with the training nodes' mean and standard deviation;
-- adjacency: the data-flow edges made undirected, self loops added, symmetrically normalised
-  ``D^-1/2 (A + I) D^-1/2`` (Kipf & Welling's propagation rule, which BRP-NAS uses);
-- an input projection, then ``layers`` residual GCN layers ``H <- H + relu(Â H W + b)``;
-- readout (``readout``): ``"additive"`` (default) maps each node's final embedding through an
-  MLP to a score ``s_i`` (its log latency share) and predicts the network's log latency as
-  ``log sum_i exp(s_i)``: latency is a sum of node contributions, as in nn-Meter's kernel sum,
-  so a network larger than any training network extrapolates by adding nodes.
-  ``"meansum"`` is the earlier readout: global mean and sum pooling (the sum scaled by 1/100)
-  and an MLP head. It extrapolates through that MLP: on the USC 5-fold track it predicted
-  DenseNet-169 on the Pixel 4 (TFLite, 1 large core) at 6.3x its latency, and the few
-  networks of that kind made most of its MAPE (21.7% there, median error 9%);
-- target: log latency (standardised). Latencies span orders of magnitude across networks and
-  every metric that matters here is relative (MAPE, +-10% accuracy, rank correlation), so the
-  loss is on log latency: ``loss="l1"`` (default), the absolute error of log latency, is the
-  relative error the metrics count (``|log(yhat/y)| ~ |yhat - y| / y``); ``"mse"`` (the
-  earlier loss) squares it, so the few worst networks dominate the fit.
-
-Training is mini-batch Adam with a cosine learning-rate schedule over ``epochs`` epochs, at
-least ``min_steps`` optimizer steps (a training set that fills one batch, HELP's 10 networks,
-gets ``min_steps`` epochs), seeded: weights and dropout draw from torch's generator seeded
-with ``random_state`` inside ``fork_rng`` (the caller's random state is left as it was),
-shuffling from its own generator, and torch's deterministic algorithms are switched on for
-the duration of ``fit``/``predict`` (restored afterwards), so the same data and seed give
-bit-identical predictions on the same machine and thread count.
-
-Speed (the USC 5-fold track fits 675 models): a graph's features and normalised edges are
-computed once per process (:func:`_featurized`, shared by every fold and scenario), each
-fit standardises them once, a batch's adjacency is one block-diagonal CSR matrix built from
-the graphs' sorted edges, and the GCN's sparse product back-propagates through the same
-symmetric matrix (:func:`_symmetric_spmm`) instead of letting torch transpose it every step.
-
-Defaults (hidden 48, 4 layers, 40 epochs of batches of 8, lr 3e-3, cosine schedule, at least
-200 steps, additive readout, L1 loss) were chosen on five scenarios of ``usc-real-kfold`` and
-HELP's NAS-Bench-201 tracks, against the earlier defaults (hidden 96, 200 epochs of batches
-of 32, lr 2e-3, mean+sum readout, squared error): on those five USC scenarios MAPE 16.9% ->
-13.1% (lower on each), in ~13 s of one core per scenario (five fits) instead of ~100 s; HELP
-Spearman N=10 0.847 -> 0.894, N=100 0.878 -> 0.933. The per-scenario comparison is in the
-commit that set them. BRP-NAS uses 600 hidden units: far slower on a 2-core machine; not tried.
+Training is seeded and deterministic (same data and seed, bit-identical predictions on the same
+machine and thread count). A graph's features and normalised edges are computed once per process
+(:func:`_featurized`) and the sparse product back-propagates through the same symmetric matrix
+(:func:`_symmetric_spmm`). docs/predictors.md has the architecture, training, defaults and why.
 
 Saving goes through :func:`.persist.save_predictor`: ``gnn.pt`` holds the module's
 ``state_dict`` (tensors only, read back with ``weights_only=True``) and ``predictor.json`` the
@@ -179,8 +143,8 @@ def _torch_mode(threads: int | None, flush_denormals: bool = False) -> Iterator[
 def _symmetric_spmm():
     """``spmm(adj, h) = adj @ h`` for a sparse CSR ``adj`` that is symmetric, whose backward
     multiplies by ``adj`` itself (the gradient of ``adj @ h`` is ``adj^T @ grad``): torch's own
-    backward builds the transpose on every step. CSR rather than COO: torch's COO product costs
-    ~1 ms per call on a batch of 32 USC networks (~4,800 nodes) whatever the width, CSR 0.1-0.4 ms."""
+    backward builds the transpose on every step. CSR rather than COO: torch's COO product has a
+    fixed cost per call, whatever the width, several times CSR's on a batch of USC networks."""
     import torch
 
     class SymmetricSpMM(torch.autograd.Function):
@@ -246,10 +210,9 @@ class GNNPredictor(Predictor):
     torch's setting), ``readout`` (``additive`` | ``meansum``), ``loss`` (``l1`` | ``mse``),
     ``flush_denormals`` (subnormal floats as zero during fit/predict, on the calling thread: all
     of the work with ``threads=1``). Late in a long fit the activations and gradients carry
-    subnormal floats, which Intel cores multiply through a slow microcode path: 240 epochs on 341
-    host networks took 67 s of one Xeon core with them and 29 s without, and the predictions
-    moved 0.03-0.6% (the way another seed moves them). Off by default: the committed ``gnn``
-    entries were trained without it."""
+    subnormal floats, which Intel cores multiply through a slow microcode path: flushing them
+    makes a long fit on a Xeon core markedly faster, and moves the predictions no more than
+    another seed does. Off by default: the committed ``gnn`` entries were trained without it."""
 
     persist_libraries = ("torch",)
     e2e_only = True  # graphs and training e2e only (base.Predictor.e2e_only)

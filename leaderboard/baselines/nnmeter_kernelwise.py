@@ -2,125 +2,23 @@
 
 nn-Meter (Zhang et al., MobiSys'21) predicts a network's latency as the sum of its kernels'
 latencies (Sec. 5.3, Equation 2): the network is split into kernels by the backend's fusion
-rules (Sec. 4, Algorithm 1: :func:`kernels.nnmeter_rules.find_kernels`),
-each kernel is described by the features of its type (Table 6) and a random forest per kernel
-type (Sec. 5.3) predicts its latency.
+rules (Sec. 4, Algorithm 1: :func:`kernels.nnmeter_rules.find_kernels`), each kernel is
+described by the features of its type (Table 6, :data:`KERNEL_FEATURES`) and a random forest
+per kernel type predicts its latency. This is that predictor (``nnmeter``) and, with
+``rules="xnnpack"``, its form on the host (``nnmeter_xnnpack``), whose kernels are the
+operators LiteRT runs (:mod:`kernels.xnnpack`).
 
-Kernel descriptions
--------------------
-Every kernel, whichever way it was observed, is reduced to one row of :data:`DESC_COLUMNS`
-(type, input and output spatial size, input/output channels, kernel size, stride, groups,
-fan-in) from its first operator, the one the kernel is named after (Algorithm 1, line 5);
-FLOPs (MACs) and weight parameters are derived from those columns by one formula
-(:func:`with_costs`), so the same kernel gets the same features from an IR graph, from a
-dataset op row or from an adaptive-sampling record. The feature columns per type
-(:data:`KERNEL_FEATURES`) follow Table 6: conv (HW, Cin, Cout, K, S, FLOPs, params), dwconv
-(HW, Cin, K, S, FLOPs, params), fc (Cin, Cout, FLOPs, params), pooling (HW, Cin, K, S),
-element-wise and the rest (HW, Cin); grouped convs add the group count, concat uses the first
-input's channels and the output channels (the dataset's op rows carry no other input
-widths), n-ary element-wise ops their fan-in. Like nn-Meter (Sec. 6: "we only build predictor
-for Conv++bn++relu"), a kernel's forest is chosen by its first operator only, so conv, conv+bn
-and conv+bn+relu share the conv forest.
+Every kernel, however it was observed (an IR graph, a dataset op row, an adaptive-sampling
+record), is reduced to one row of :data:`DESC_COLUMNS`, and its costs are derived by one formula
+(:func:`with_costs`), so the same kernel gets the same features from every source. The forests
+learn from measured kernel samples, the dataset's kernel rows, a sibling scenario's kernel rows
+(transfer) or e2e latencies re-split over the kernels (``training``; ``"auto"`` takes the first
+the data allows). docs/predictors.md documents every option (training modes, rules,
+calibration, target) and each deviation from nn-Meter.
 
-Training data (``training``)
-----------------------------
-- ``"samples"``: kernel records measured on a device, e.g. by nn-Meter's adaptive data
-  sampling (:mod:`.adaptive_sampling`, Algorithm 2), read from ``kernel_samples`` (a parquet or
-  CSV file with :data:`DESC_COLUMNS` + ``latency_ms``). As in nn-Meter, no network-level data is
-  used: ``fit``'s ``y`` is only checked.
-- ``"kernels"``: the dataset's kernel rows of the training networks in the scenario. A kernel
-  row's first op row (``ops.kernel_index``) names its IR node (``ops.node``, host records) or
-  carries its configuration (``in_hw``, ``in_channels``... , imported phone records).
-- ``"e2e"``: scenarios without kernel rows. nn-Meter has no such mode; ours spreads each
-  network's measured latency over its detected kernels and refits: start with shares
-  proportional to each kernel's MACs + memory elements, fit the forests on those targets,
-  then up to ``e2e_rounds`` times re-split every network's latency in proportion to the
-  forests' kernel predictions and refit (a fixed-point iteration of "kernel predictions sum
-  to the measured e2e latency", like backfitting), stopping early once the median training
-  network is within ``e2e_tol`` of its latency. Convergence is slow but steady: on 200 HELP
-  cells (Xeon 6226) the median training error went 19% (shares by cost only), 11% (3 rounds),
-  5% (10), 2.7% (20), 1.9% (40), and held-out MAPE 26%, 14%, 5.5%, 2.9%, 2.2%.
-  The re-splitting rounds only need the forests' kernel predictions, so they fit small forests
-  (``e2e_round_trees`` trees); the forests kept are fitted once, with ``n_estimators`` trees, on
-  the split the rounds converged to. scikit-learn's per-tree overhead dominates these fits (a
-  few hundred kernels per type), so refitting 100-tree forests every round cost ~76 s per fit on
-  the USC real CNNs and 14 h for the 675 fits of the 5-fold track. The forests are grown by
-  :func:`.trees.fit_forest` (scikit-learn's ``RandomForestRegressor`` trees, node for node,
-  without its per-tree cloning and validation), and the kernels' costs, type groups and
-  features are computed once per fit (:class:`_Design`), not once per round: one USC scenario's
-  five fits went from ~55 s to ~12 s of CPU, with the same predictions.
-- transfer (with ``transfer=True``, chosen by ``"auto"``): a scenario without kernel rows of
-  its own whose sibling (same device, framework, accelerator, precision and batch; other cores
-  or threads: :data:`SIBLING_COLUMNS`) shows the training networks' kernel rows. The forests
-  learn the sibling's kernels, as in kernels mode; then a non-negative scale per kernel type
-  and an intercept, fitted by least squares on relative error, map each training network's
-  per-type sums of the forests' times to its latency in the scenario (types in fewer than
-  ``min_kernels`` training networks share one scale, ``"*"``, which also serves types no
-  training network had). Two cores speed a convolution more than a pad or a concatenation:
-  one scale per type says by how much, learnt from e2e latencies the scenario has anyway (a
-  scale can come out 0 where the intercept and the other types carry that type's time: the
-  fit is for the networks' sums, not for each kernel).
-  nn-Meter has no such mode (its predictors are per device); LitePred (MobiSys'24) adapts
-  kernel predictors to a new device from a few of its measurements, which this resembles at
-  the coarsest grain. On an inner split of host-random's training networks (800 fit / 100
-  validation, seeded; the track's test networks hidden and not scored), TFLite fp32 on two
-  large cores: MAPE 5.0%, within 10% 84%, where gnn_ensemble got 8.4% and 69%.
-- ``"auto"``: samples when ``kernel_samples`` is set, else kernels when every training network
-  has kernel rows in the scenario and they carry op configurations, else transfer (see
-  above) when ``transfer`` is on and a sibling shows them, else e2e. The host's
-  XNNPACK kernel rows carry none (XNNPACK's profiler names its operators, not the TFLite nodes
-  they came from), so with nn-Meter's fusion rules auto trains from e2e on the host's
-  scenarios; with ``rules="xnnpack"`` (below) the records are matched to their operators and
-  auto trains on them wherever the track shows their times.
-
-Deviations, stated: the forests learn log latency (as :mod:`.trees` explains: percentage-like
-error, no collapse when times span orders of magnitude) where nn-Meter fits raw ms; a kernel
-type without at least ``min_kernels`` training kernels falls back to a non-negative linear
-model ``ms = a * MACs + b * memory elements`` fitted on all training kernels (nn-Meter has no
-fallback: it fails on a kernel type without a predictor).
-
-Rules (``rules``): a name under ``kernels/rules/`` or a path; ``"auto"`` takes the host's
-detected rules when they exist, else :data:`PAPER_RULES`, the fusions nn-Meter reports for
-mobile CPU backends (conv/dwconv/fc with bn and activations, bn+activation, add+relu).
-``"xnnpack"`` replaces fusion rules by the runtime's own lowering (:mod:`kernels.xnnpack`): the
-XNNPACK operators and builtin kernels LiteRT runs for the network at fp32 on CPU, each with its
-IR node (the operator names match the host's kernel records in 1,559 of host-v1's 1,574
-networks, as a multiset per partition). Its kernel types (:func:`xnnpack_kernel_type`) follow
-the operator XNNPACK picks: an IGEMM convolution, a 1x1 convolution run as a GEMM
-(``conv1x1``), a depthwise convolution (``dwconv``, or ``dwconv_igemm`` above 5x5), a grouped
-GEMM, fully connected, and one type per other operator. With it, ``training="kernels"`` learns
-from the host's XNNPACK kernel records: each network's records are matched to its deduced
-operators (:func:`kernels.xnnpack.align`: same partitions, same names; a network that does not
-match is left out, counted in ``kernel_networks_``), so a record's configuration is its IR
-node's. This is nn-Meter's protocol on the host: kernels detected, each kernel's forest trained
-on measured kernels, their predictions summed.
-
-Calibration (``calibrate``, off by default): in kernels and samples mode, the
-forests' per-type sums are mapped to the training networks' e2e latency by the fit transfer
-mode uses (a non-negative scale per kernel type and an intercept, least squares on relative
-error). A kernel record is its operator timed by the profiler in a run of its own; summed, the
-records miss what the e2e run spends between operators and carry the profiled run's own
-offsets (on the Xeon VM of host-xeon-v1, a network's kernel run and its e2e label differ by
-6.2% sd, on the EPYC of host-v1 by 3.5%). nn-Meter sums its kernels' predictions as they are;
-calibrating is a deviation. Within the training networks' distribution it helps: on
-host-random-kernels (900 synthetic training networks, the track's 100 test networks) host-v1
-MAPE 2.80% -> 2.29%, within 10% 98% -> 98% (the retest ceiling), host-xeon-v1 MAPE 5.27% ->
-3.45%, within 10% 81% -> 94%. Across a shift it hurts, so nnmeter_xnnpack keeps it off: scales
-learnt on synthetic networks moved host-v1's zoo networks (host-shift-zoo-kernels) from 94% to
-92% within 10%, the unseen families from 93% to 89%, the real CNNs' MAPE from 4.18% to 4.69%.
-
-Target (``target``): ``"latency"`` (nn-Meter's, as logs) or ``"efficiency"``: the forests learn
-the log of a kernel's latency over its cost (MACs + memory elements + 1) and the prediction
-multiplies the cost back. A forest predicts piecewise constants, so on latency it returns the
-time of the training kernel nearest in its splits, however many more MACs the new kernel has;
-on time per unit of work, it only has to learn how efficiently a shape runs, which varies far
-less. Chosen on an inner split of host-random-kernels' training networks (800 fit / 100
-validation, seeded; the track's test networks not looked at): TFLite fp32 1 large core, MAPE
-4.17% -> 2.73%, within 10% 90% -> 97% (100 more trees, fewer features per split or larger
-leaves: no better). A deviation from nn-Meter, stated.
-
-Saving (``save_predictor``): forests as JSON arrays of their tree nodes (:class:`.trees.ForestOpModel`),
-the rules as their JSON, the fallback's two coefficients: no pickles.
+Saving (``save_predictor``): forests as JSON arrays of their tree nodes
+(:class:`.trees.ForestOpModel`), the rules as their JSON, the fallback's two coefficients: no
+pickles.
 """
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ Approach (stated, as the leaderboard asks):
    a gradient-boosted encoder (LightGBM, log latency) learns that device's latency from the
    architecture encoding, on every network measured there (15,625 NAS-Bench-201 cells per HELP
    device). The encoder, not the raw measurement, is what the target sees: it is defined for any
-   architecture and smooths the source's measurement noise (on Raspberry Pi 4 with Pixel 3 as a
-   source, Spearman 0.95 through the encoder against 0.92 through the raw latencies).
+   architecture and smooths the source's measurement noise (a target ranks better through a
+   source's encoder than through its raw latencies).
 2. **Adapt with the N target samples.** The target's latency is fitted as
    ``b + sum_k c_k * cost_k + sum_s w_s * encoder_s(arch)`` with every coefficient >= 0
    (non-negative least squares): ``cost_k`` are per-operator-kind work counts of the network
@@ -22,9 +22,9 @@ Approach (stated, as the leaderboard asks):
    op costs alone, both, are scored by leave-one-out squared error on the N target rows (exact
    NNLS refits, 3 x N of them) and the best one is kept; the terms it leaves out weigh 0. Each
    extra column is variance with 10 noisy rows: on Pixel 2 (whole milliseconds, ~13% noise
-   around any architecture model) the seven-coefficient mix ranks the test set at 0.785, the
-   sources alone at 0.81, while on Eyeriss the sources alone rank at 0.62 and the costs are
-   needed. The choice and every candidate's error are saved with the fit.
+   around any architecture model) the seven-coefficient mix ranks the test set worse than the
+   sources alone, while on Eyeriss the sources alone rank poorly and the costs are needed. The
+   choice and every candidate's error are saved with the fit.
 
 Without sources (every other track: the view declares none) it is the op-cost part alone, an
 NNLS fit on the target's training networks (one candidate: nothing is chosen). Deterministic per ``random_state`` (LightGBM with
@@ -240,7 +240,7 @@ class TransferPredictor(Predictor):
         candidates = [t for t in TERM_CANDIDATES if set(t) <= available]
         # With N = 10 noisy rows, every column costs variance: on pixel2 (13% noise, whole ms)
         # the 7-coefficient mix ranks worse than the sources alone, while on eyeriss the sources
-        # alone rank at 0.62 and the costs are needed. Leave-one-out over the N rows is exact and
+        # alone rank poorly and the costs are needed. Leave-one-out over the N rows is exact and
         # cheap for NNLS, and picks per target which terms its own samples support.
         choose = self.select_terms and len(candidates) > 1 and len(y) >= MIN_LOO
         self.loo_sse_ = {"+".join(t): _loo_sse(A[:, np.concatenate([cols[k] for k in t])], y)

@@ -43,8 +43,8 @@ def fit_forest(F: np.ndarray, y: np.ndarray, n_estimators: int = 100, max_depth:
     Why not the ensemble itself: on the few hundred rows per kernel or op type our predictors give
     a forest, scikit-learn spends most of a fit outside the trees (cloning the template estimator
     through ``get_params``/``inspect.signature``, validating parameters, inputs and sample weights,
-    three ``RandomState`` objects seeded from OS entropy per tree): 1-2 ms per tree, against
-    0.1-0.3 ms of building a tree on a few hundred rows. Here the trees are drawn exactly as the
+    three ``RandomState`` objects seeded from OS entropy per tree): several times what building
+    a tree on a few hundred rows takes. Here the trees are drawn exactly as the
     ensemble draws them (one int32 seed per tree from ``RandomState(random_state)``; the bootstrap
     indices, then the splitter's feature order, from ``RandomState(seed)``, re-seeded rather than
     created), the inputs are checked once per forest, and each tree is built with the weights the

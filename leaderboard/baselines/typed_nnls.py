@@ -1,49 +1,15 @@
 """``typed_nnls``: end-to-end latency as a non-negative combination of per-network op sums, with
 convolutions typed by kernel and stride; on a scenario whose training networks carry op times
-(the USC GPU files), an op lookup table learned from those times instead.
+(the USC GPU files), an op lookup table learned from those times as well.
 
-**Why.** The USC op-wise Lasso (:mod:`.usc_opwise`) fits one linear model per op type *through
-the sum* of a network's ops; its conv2d model spans 1x1, 3x3 and 7x7 kernels at stride 1 and 2,
-whose efficiencies differ several-fold on XNNPACK and PyTorch Mobile (1x1 convolutions are
-GEMMs, 3x3 ones may run as Winograd or im2col, strided ones waste lanes). Splitting the
-convolution types by kernel and stride and giving each an op count, a FLOPs sum and a
-memory-access sum lets the fit price them apart; with ~80 training networks per fold a small
-ridge keeps rarely used types from absorbing noise.
-
-**Fit (e2e).** For each network, per *typed op* (``conv_k3_s1``, ``dw_k5_s2``, ``gconv_k3``, or
-the op type itself for the rest), the sums of: ops, FLOPs (MACs, in millions), memory access
-(elements, in millions) and the square root of each op's MACs, from the IR
-(:func:`.features.ir_config_ids`); columns present in at least ``min_networks`` training
-networks are kept, plus a constant (T_overhead). Minimize the
-squared relative error ``sum(((X w - y) / y)^2) + alpha * |w|^2`` (columns scaled to unit RMS)
-subject to ``w >= 0`` (scipy NNLS on the augmented system). A typed op unseen in training takes
-the columns of the most common seen typed op of its op type (``conv_k7_s2`` -> ``conv_k3_s2``
-say); an op type never seen counts 0.
-
-**Optional op sums** (off by default, on in typed_nnls_family's config): ``stem`` types the
-convolutions of the image apart (:func:`typed_op`; ``stem="cpu"``: on CPU scenarios only),
-``free_ew`` adds the batchnorm/ReLU no converter folds (:func:`unfused`), ``narrow`` types
-convolutions with few output channels apart, ``narrow_extra`` counts them a second time as one
-surcharge op ``conv_narrow`` (count and MACs; non-negative, so it can only add time);
-``cv_stem`` / ``cv_narrow`` make the inner CV choose with or without them.
-
-**Fit (ops).** Where the training networks have op times in the scenario (the USC GPU files),
-an :class:`.lookup.OpLookupTable` is fitted on them (``target="ops"``). ``target="hybrid"``
-puts the table's op times, summed per typed op (``<typed op>:lut``), beside the op sums in the
-NNLS: the e2e fit then corrects the table per op type and prices what the op file leaves out
-(TFLite's GPU files record no element-wise ops, so the table alone misses them). The op times
-of the networks being predicted are never read (the leaderboard blanks them).
-
-**Choosing the fit (``target="auto"``).** Candidates: the e2e fit at each ridge of
-``cv_alphas`` (or ``alpha``), plus hybrid where training op times exist, and the table alone
-where they can be the e2e run's (:class:`.usc_opwise.OpTimes`: not summing to over 1.25x e2e,
-as the host's builtin-kernel op records do; hybrid gives their sums weights of their own, so it
-keeps them). Each is scored
-by ``inner_folds``-fold cross-validation on the training networks only (MAPE; the lookup table
-of each inner fold is fitted on that fold's training part), and the best is refitted on all of
-them (``cv_mape_`` keeps the scores). On usc-real-kfold's 7 GPU scenarios (before the ``root``
-column) hybrid beat the e2e fit on all 7 and the table alone on 6, and the chosen fits reached
-3.9% mean MAPE where the table alone gave 7.5% and the e2e fit 5.6%; the committed entry: 3.7%.
+The USC op-wise Lasso (:mod:`.usc_opwise`) fits one linear model per op type through the sum of
+a network's ops, so one conv2d model spans 1x1, 3x3 and 7x7 kernels at stride 1 and 2, whose
+efficiencies differ several-fold. Here each typed op (``conv_k3_s1``, ``dw_k5_s2``, ...) gets
+its own op count, FLOPs, memory and sqrt-MACs sums, fitted by non-negative least squares on
+relative error with a small ridge (:class:`TypedNnls`). With training op times the lookup table
+enters alone or beside the sums (``target="hybrid"``); ``target="auto"`` chooses the fit and the
+ridge by inner cross-validation on the training networks only. docs/predictors.md has the fit,
+the optional op sums and the choice in full.
 """
 from __future__ import annotations
 
@@ -68,7 +34,7 @@ def typed_op(op_type: str, kernel: float, stride: float, in_channels: float | No
     ``in_channels``, a convolution of the image (<= STEM_CHANNELS channels) is a ``stem_k*_s*``:
     XNNPACK runs the common 3x3/2 one as a dedicated kernel and any other as a GEMM with K = 3 k^2,
     whose time per MAC differs several-fold from the body's convolutions (DLA's 7x7/1 stem at
-    224x224 holds 20% of its MACs: priced as a body conv, it was 33% under on Pixel 4)."""
+    224x224 holds 20% of its MACs: priced as a body conv, DLA comes out far too fast)."""
     s = 1 if stride <= 1 else 2
     if op_type == "conv2d" and in_channels is not None and in_channels <= STEM_CHANNELS:
         return f"stem_k{min(int(kernel), 7)}_s{s}"
@@ -86,7 +52,7 @@ def _typed_rows(frame: Any, stem: bool = False, narrow: float = 0.0) -> tuple[li
     (out_channels for network_sums' narrow surcharge, decoded once here). ``narrow`` > 0:
     a body convolution with at most that many output channels is typed apart (``conv_k3_s1_n``):
     a GEMM whose N is below the kernels' register tile runs at a lower MAC rate (DenseNet's
-    growth-rate-32 3x3 convs: typed_nnls priced them with the wide ones and came out 20% low)."""
+    growth-rate-32 3x3 convs: typed_nnls priced them with the wide ones and came out low)."""
     if not len(frame.config):
         return [], np.zeros((0, 3))
     cols = CONFIGS.columns(frame.config)[:, _COLS]
@@ -106,7 +72,7 @@ def unfused(graph: Any) -> tuple[int, float]:
     fold a conv's BN into its weights and fuse its activation; a BN-ReLU on a concatenation or a
     sum (DenseNet's pre-activation layers: 62-86 of them over 10-14 M elements) runs as its own
     element-wise passes. The op sums price batchnorm by the mostly folded ones, ~0: DenseNet came
-    out 20% low on every phone. Memoized on the graph object (graphs only grow)."""
+    out low on every phone. Memoized on the graph object (graphs only grow)."""
     hit = _UNFUSED.get(graph)
     if hit is not None and hit[0] == len(graph.nodes):
         return hit[1]
@@ -135,7 +101,7 @@ def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: 
     """Per network of ``X``: {"<typed op>:<n|flops|mem|root>": sum} from its IR. ``root`` sums the
     square root of each op's MACs: small ops use a core's lanes and caches worse than large ones,
     so time per MAC falls with op size; between the per-op constant (``n``) and the linear MACs
-    term, this lets the fit bend (Pixel 4 TFLite fp32 CPU scenarios: 5.03% -> 4.81% MAPE)."""
+    term, this lets the fit bend."""
     frame = op_frame(X, source="ir")
     out: list[dict[str, float]] = [{} for _ in range(len(X))]
     keys, cols = _typed_rows(frame, stem, narrow)
@@ -150,8 +116,8 @@ def network_sums(X: Networks, stem: bool = False, narrow: float = 0.0, free_ew: 
         # kernels and strides into one typed op: a GEMM whose N is below the micro-kernel's
         # register tile wastes lanes, so such a conv costs its type's time plus a surcharge >= 0.
         # One pooled column, not a typing apart (``narrow``): typing apart gave every conv type
-        # its own narrow columns, which few networks fill, and made usc-real-kfold worse
-        # (4.79 -> 4.97%); the surcharge made it better (4.79 -> 4.76%, docs/predictors.md).
+        # its own narrow columns, which few networks fill, and made usc-real-kfold worse; the
+        # surcharge made it better (docs/predictors.md).
         for net, key, (c, fl, _) in zip(frame.net.tolist(), keys, cols.tolist()):
             if key.startswith("conv_k") and c <= narrow_extra:
                 d = out[net]
@@ -234,8 +200,8 @@ class TypedNnls(Predictor):
     def _stem_here(self, X: Networks) -> bool:
         """Is the stem typed apart in X's scenario? ``stem="cpu"``: only where the scenario runs on a
         CPU. Why: a CPU runs the image's 3-channel convolution at a time per MAC several-fold off
-        the body's (DLA's 7x7/1 stem: 36% under-predicted without the typing), a GPU about as the
-        body (usc-gpu-oplevel: 3.47% MAPE without the typing, 4.00% with it)."""
+        the body's (DLA's 7x7/1 stem is far under-predicted without the typing), a GPU about as the
+        body (the typing made usc-gpu-oplevel worse)."""
         if isinstance(self.stem, (bool, np.bool_)):
             return bool(self.stem)
         return X.dataset.scenario(X.scenario_id).accelerator == self.stem
@@ -245,9 +211,9 @@ class TypedNnls(Predictor):
         """(mode, alpha, typing) the inner CV chooses from: ``target`` fixes the mode unless it is
         ``auto`` (e2e always; ops and hybrid when the training networks have op times); the typing
         is (stem, narrow), with ``cv_stem`` / ``cv_narrow`` every fit but the table alone also
-        without it. Why choose: the stem typing helped TFLite (Pixel 4 TFLite CPU: 5.88 -> 5.81%
-        mean MAPE) and hurt PyTorch Mobile (Pixel 4 PyTorch: 5.41 -> 5.49%), the narrow one helped
-        fp32 and hurt int8; the training networks say which holds in a scenario."""
+        without it. Why choose: on the Pixel 4's CPU the stem typing helped TFLite and hurt
+        PyTorch Mobile, the narrow one helped fp32 and hurt int8; the training networks say which
+        holds in a scenario."""
         if self.target == "ops" and not has_times:
             raise ValueError("typed_nnls: target='ops' but no training network has op times")
         if self.target == "hybrid" and not has_times:
@@ -269,7 +235,7 @@ class TypedNnls(Predictor):
         times = OpTimes.of(frame, y)
         if self.target == "ops" and times.has_times.any() and not times.usable:
             raise ValueError(f"typed_nnls: target='ops': {times.why(X.scenario_id)}")
-        # op times that cannot be the e2e run's (the host's: XNNPACK off, 2.4x e2e) cannot be the
+        # op times that cannot be the e2e run's (the host's: XNNPACK off, well over e2e) cannot be the
         # prediction (the table alone); inside the fit (hybrid) their sums get their own weights
         has_times = bool(times.has_times.any())
         cands = self._candidates(has_times, self._stem_here(X), table_alone=times.usable)

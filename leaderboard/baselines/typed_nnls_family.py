@@ -1,43 +1,20 @@
 """``typed_nnls_family``: :mod:`.typed_nnls`, corrected per network family by the residuals its
 training networks leave, pooled over the scenario's siblings (the same phone and framework).
 
-**Why.** On usc-real-kfold the errors typed_nnls makes are a property of the *network*, not of
-the scenario: the log residual of a network on the Pixel 4 TFLite large core correlates 0.99
-with its residual on a medium core and 0.9+ with the other TFLite CPU scenarios of the phone.
-The op sums miss something about the architecture (squeeze-excitation blocks, odd channel
-counts, memory layout), and networks of one family (resnet, regnetx, mobilenetv3_large, ...:
-the models table's ``family``, architecture metadata visible for every network) share it. So a
-network's family says how typed_nnls errs on it: the training networks of that family, whose
-residuals are known, give the correction. A single scenario's residuals of a few training
-networks are noisy (int8 and small-core scenarios have 5-13% measurement noise); the same
-networks' residuals in the sibling scenarios (the same phone and framework, any core set,
-precision or accelerator) estimate the family's bias far better, and the track allows learning
-from the training networks' latencies in every scenario.
-
-**Fit.** 1) typed_nnls (its own inner CV chooses fit and ridge) on the scenario's training
-networks. 2) Out-of-fold log residuals ``r_s(m) = log(y_m / p_m)`` of every training network
-``m`` by ``inner_folds``-fold CV of that chosen fit (a network's residual always comes from a
-model that did not see it): the predictions typed_nnls's own inner CV made (``cv_pred_``), so
-they cost nothing. 3) With ``pool="siblings"``: the same for every sibling scenario s'
-(fitted on the training networks measured there: never a test network, which the leaderboard
-removes from every scenario), each mapped onto the target by least squares over the networks
-they share (``beta = cov(r_s, r_s') / var(r_s')``) and weighted by its squared correlation with
-the target's residuals (explained variance; siblings with ``corr <= min_corr`` are dropped);
-the target's own residuals have weight 1. A network's pooled residual is the weighted mean of
-what it has. 4) Per family: ``c_f = sum of pooled residuals / (n_f + shrink)`` (a shrunk mean:
-a family of one training network moves its relatives by a third at ``shrink=2``).
-
-5) The gate (``cv_shrinks``): each shrink of the list and no correction at all are scored by
-leave-one-network-out on the scenario's own out-of-fold residuals (:meth:`_gate`); the best is
-kept. Without it the correction made 28 of 135 scenarios worse than typed_nnls alone (S10
-PyTorch 1large2med fp32: 12 -> 19%).
-
-**Predict.** ``typed_nnls(x) * exp(c_family(x))``; a family with no training network: 1.
+The errors typed_nnls makes are a property of the network, not of the scenario: a network's log
+residual on one core set of a phone correlates closely with its residual on the others, and
+networks of one family (the models table's ``family``) share it. So a network's family says how
+typed_nnls errs on it: the out-of-fold residuals of the family's training networks, pooled over
+the sibling scenarios (weighted by how well each predicts the target's residuals) and shrunk
+towards 0, give the correction ``typed_nnls(x) * exp(c_family(x))``. A gate (``cv_shrinks``)
+keeps the correction only where leave-one-network-out on the scenario's own residuals says it
+helps. Test networks are never read: the leaderboard removes them from every scenario.
 
 Fits are cached per process, keyed by what the view shows, the scenario, the training networks
 and the parameters (the leaderboard fits every scenario of a fold on the same view, so each
 scenario is fitted once per fold, as a sibling or as the target, not once per target scenario).
 The key holds everything a fit depends on: a cached fit is the fit that would be made.
+docs/predictors.md has the fit step by step and the op sums this entry adds to typed_nnls's.
 """
 from __future__ import annotations
 
@@ -154,7 +131,7 @@ class TypedNnlsFamily(Predictor):
         out-of-fold prediction; so each candidate is scored on networks it did not learn from
         (the sibling maps' betas saw m too: one network of ~80, second order). Why: on some
         scenarios (Galaxy S10 PyTorch 1large2med) the families' pooled bias does not carry to the
-        scenario and the correction made MAPE worse (12 -> 19%); a fixed shrink cannot know."""
+        scenario and the correction made MAPE markedly worse; a fixed shrink cannot know."""
         if not own:
             return float(self.shrink)
         ids = sorted(own)

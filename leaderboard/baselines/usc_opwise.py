@@ -13,7 +13,7 @@ search), ``usc_rf`` (random forest), ``usc_gbdt`` (LightGBM) here; ``usc_mlp`` i
   ``T_overhead = mean(e2e - sum of measured op times)`` over the training networks whose ops
   were all measured (the paper's definition, Fig. 9). Op times that sum to more than
   :data:`MAX_OPS_OVER_E2E` times the e2e latency were measured in another configuration than
-  the e2e run (the host's op records run LiteRT's builtin kernels, XNNPACK off: ~2.4x e2e): a
+  the e2e run (the host's op records run LiteRT's builtin kernels, XNNPACK off: well over e2e): a
   large negative T_overhead would follow (it gave negative latencies), so ``auto`` treats them
   as absent and fits e2e (``mode_why_`` says why) and ``target="ops"`` refuses them.
 - ``"e2e"`` when they have only end-to-end times (the public USC CPU data; the paper measured CPU
@@ -49,7 +49,7 @@ from .trees import ForestOpModel, LightGbmOpModel
 #: Op times summing to more than this multiple of the e2e latency (median over the training
 #: networks) cannot be the e2e run's: T_overhead would be negative, and large. ``auto`` then fits
 #: e2e, ``target="ops"`` refuses. The USC GPU op files sum to 0.55-1.00x; the host's op records
-#: (builtin kernels, XNNPACK off, while the e2e run uses XNNPACK) to ~2.4x.
+#: (builtin kernels, XNNPACK off, while the e2e run uses XNNPACK) to well over this bound.
 MAX_OPS_OVER_E2E = 1.25
 
 

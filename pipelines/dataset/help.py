@@ -23,7 +23,7 @@ What it produces
 - ``models``: one row per architecture, name ``nb201-<index:05d>``, ``arch`` = the cell string,
   family ``nasbench201``, input 1x3x32x32. With ``rebuild_ir`` (default) the network is built
   by ``generators.nasbench201.build`` so ``model_id`` is the IR hash and costs come from the IR
-  (15,625 networks: about 100 s on one core, ``workers`` processes share the work); without it
+  (all 15,625 networks: ``workers`` processes share the work); without it
   rows are keyed ``nasbench201:nb201-<index:05d>`` and the cost columns are empty. The IR is
   not stored by default (``store_ir``): the cell string rebuilds it exactly.
 - ``scenarios``: one per device, ``help-<device>-[<framework>-]<accelerator>[-b<batch>]``.
@@ -95,7 +95,7 @@ def _describe(name: str, catalog: Catalog) -> HelpDevice | None:
 @dataclass
 class HelpConfig:
     path: str = "external/help-nasbench201"  # folder with latency.csv, or HELP's latency/<device>.pt
-    rebuild_ir: bool = True  # build each network (about 6 ms each): model ids are IR hashes
+    rebuild_ir: bool = True  # build each network: model ids are IR hashes
     store_ir: bool = False  # keep the IR JSON in models.ir (43 kB per network; the cell string rebuilds it)
     devices: list[str] = field(default_factory=list)  # only these devices (HELP's or the catalog's names; empty: all)
     indices: list[int] = field(default_factory=list)  # only these NAS-Bench-201 indices (empty: all)

@@ -230,7 +230,8 @@ _E2E = _table(
         _c("page_faults_per_run", "float64", "page faults of a timed run (the median over the processes), counted "
            "by the PyTorch worker, which runs on jemalloc with freed pages kept so that a run's time is not the "
            "kernel's page zeroing (pipelines/runners/allocator.py); empty for the other runtimes and for PyTorch "
-           "rows measured before 2026-11-28, on glibc's malloc (their runs could take thousands of faults)",
+           "rows measured on glibc's malloc, before the worker ran on jemalloc (their runs could take thousands "
+           "of faults)",
            nonnegative=True),
         _c("host", "string", "hostname of the machine that ran the measuring processes"),
         _c("load_observed", "boolean", "the machine's load was read while the processes ran (the host: "

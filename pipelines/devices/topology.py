@@ -1,45 +1,16 @@
 """CPU topology of a device from its sysfs tree, and the core combinations a scenario can pin to.
 
-Clusters
---------
-``read_clusters(root="/")`` reads ``<root>/sys/devices/system/cpu``: the CPUs listed in ``online``
-(else ``present``, else every ``cpuN`` folder), and for each CPU ``cpufreq/related_cpus`` (the CPUs
-sharing its clock, i.e. its cluster; ``affected_cpus`` when ``related_cpus`` is missing) and
-``cpufreq/cpuinfo_max_freq`` (kHz). CPUs with the same related set form one cluster. A CPU without
-cpufreq (a VM, a container without sysfs) is grouped by ``cpu_capacity`` when the kernel exposes
-it, else all such CPUs form one cluster. ``root`` lets tests point at a recorded tree, and the
-Android device layer at a tree pulled over adb.
+:func:`read_clusters` groups the CPUs of ``<root>/sys/devices/system/cpu`` into clusters by the
+CPUs that share a clock (cpufreq ``related_cpus``; without cpufreq, by ``cpu_capacity``, else one
+cluster), ranks them by max frequency and names them as the USC paper names its clusters
+(``large``, ``medium``, ..., ``small``; a VM's single cluster is ``large``). ``root`` lets tests
+point at a recorded tree and the Android device layer at one pulled over adb.
 
-Naming (as the USC paper, Li, Paolieri and Golubchik, names Table 1's clusters): clusters are
-ranked by max frequency, fastest first (then by capacity, then by lowest CPU id), and named
-
-=========  ===========================================
-clusters   names (fastest first)
-=========  ===========================================
-1          large  (a homogeneous CPU or a VM: every core is a "large" core, so ids read ``2large``)
-2          large, small
-3          large, medium, small
-n > 3      large, medium, mediumb, mediumc, ..., small
-=========  ===========================================
-
-Core-set labels use the short tags of the USC data: ``large``, ``med`` (``medb``, ...), ``small``,
-e.g. ``1large2med``; tags are letters only so a label parses back unambiguously.
-
-Core combinations
------------------
-``core_combinations(clusters, max_cores=None)`` follows the USC enumeration and keeps it modest:
-
-1. homogeneous sets: ``k`` cores of one cluster for every cluster (fastest first) and ``k = 1..n``
-   (``1large``, ``1med``, ``2med``, ``3med``, ``1small`` ... ``4small``);
-2. mixes across clusters: the fastest core plus ``k = 1..n`` cores of the next cluster
-   (``1large1med``, ``1large2med``, ``1large3med`` on a Snapdragon 855; ``1large1med``,
-   ``1large2med`` on an Exynos 9820; ``1large1small`` ... on a two-cluster SoC). The USC data has
-   ``1large1med`` (Pixel 4) and ``1large2med`` (Galaxy S10), both included.
-
-``max_cores`` drops sets with more cores. Within a cluster the lowest CPU ids are chosen, so a
-label always maps to the same CPUs on a device; ``mask`` is the ``taskset`` hex mask
-(``1large`` on a Snapdragon 855 = cpu7 = ``0x80``). Any other label a device can hold
-(``2large1small``) is available through ``core_set(clusters, label)``.
+:func:`core_combinations` follows the USC enumeration (``k`` cores of one cluster, and the
+fastest core plus ``k`` cores of the next cluster), labelled with the USC data's tags
+(``1large2med``); :func:`core_set` gives any other label a device can hold. Within a cluster the
+lowest CPU ids are chosen, so a label always maps to the same CPUs and ``taskset`` mask.
+docs/measure.md (*CPU clusters and core sets*) has the naming table and the enumeration.
 """
 from __future__ import annotations
 

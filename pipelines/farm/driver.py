@@ -207,8 +207,8 @@ def wait_free(phones: Sequence[dict], timeout: float = FREE_WAIT_S) -> None:
     exists; a dead node's copy leaves both counts), else warns once, naming the phones still taken.
 
     Why: ``ray.kill`` returns at once, but a worker's phone resource is free only once its process
-    has exited and its node has told the cluster (0.1-0.2 s on a loaded 2-CPU test machine, more
-    on a busier host). A sweep started right after this one would find the phone taken and wait
+    has exited and its node has told the cluster (a fraction of a second, more on a busy
+    host). A sweep started right after this one would find the phone taken and wait
     for it out of its ``lock_wait``, or stop as if another driver held it."""
     left = sorted({p["resource"]: p for p in phones}.values(), key=lambda p: p["resource"])
     deadline = time.monotonic() + timeout

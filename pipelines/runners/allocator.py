@@ -2,17 +2,16 @@
 
 Why it matters: torch allocates every intermediate tensor on each forward call. Under glibc's
 malloc a tensor above the mmap threshold gets fresh pages from the kernel and gives them back
-when freed, so every run takes page faults: on the host, 90% of the synthetic networks faulted
-on every run, a median of ~1,900 faults and up to 16,000, and the kernel's time zeroing pages
-was a median 23% of their latency. What a fault costs is the machine's (a VM's memory, its
-neighbours), not the network's, and it wanders. Turning glibc's mmap and trimming off
+when freed, so every run takes page faults, and the kernel's time zeroing pages becomes a large
+share of a run (datasets/host-xeon-v1/CHANGES.md has what it was). What a fault costs is the
+machine's (a VM's memory, its neighbours), not the network's, and it wanders. Turning glibc's mmap and trimming off
 (``mallopt``) is not enough: its heap then fragments, grows by a tensor every few runs and still
 faults on many of them. jemalloc in its default configuration is no better: it returns freed
 pages to the kernel gradually (``dirty_decay_ms``, a smooth curve starting at once) and serves
 blocks above 8 MiB from an arena that returns them at once, so a run faults on them again (a
-network with a 38.5 MB feature map: 37,640 faults a run, as under glibc). With decay off
-(:data:`MALLOC_CONF`) freed pages stay mapped and the next run reuses them: 4 faults a run, and
-the run took 19 ms instead of 70-90. That is the steady state a serving process reaches, and
+network with a large feature map faults as under glibc). With decay off (:data:`MALLOC_CONF`)
+freed pages stay mapped and the next run reuses them: a handful of faults a run. That is the
+steady state a serving process reaches, and
 what LiteRT, which plans one arena, has on every run.
 
 The torch zygote (:mod:`.torch_zygote`) starts with jemalloc preloaded (``LD_PRELOAD``, from

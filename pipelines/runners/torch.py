@@ -1,88 +1,22 @@
 """PyTorch runtime runner: TorchScript (``.pt``) and lite-interpreter (``.ptl``) artifacts, fp32 and int8.
 
-Two halves:
+Two halves, which mirror ``latbench-run`` (same records, trace layout and exit codes):
 
-- the **worker**, ``python -m pipelines.runners.torch --model M.pt|.ptl --cpus 0,1 --threads N
-  --mode e2e|op --warmup W --runs R --records out.jsonl [--trace out.json] [--engine x86|qnnpack]
-  [--input-shape 1,3,32,32]``, one fresh process per scenario. Its ``main`` pins the process
-  with ``os.sched_setaffinity`` *before* torch is imported (this module imports nothing of
-  torch at module level), so every thread torch creates later (its intra-op pool appears at
-  the first parallel op) inherits the CPU set. Then it imports torch, sets
-  ``torch.set_num_threads(N)`` and ``torch.set_num_interop_threads(1)``, loads the artifact,
-  runs the warm-up and timed runs (``time.monotonic_ns()`` around the forward call only; the
-  input is made before) and writes the records after the last run, so no file I/O happens in
-  a timed region.
+- the **worker**, ``python -m pipelines.runners.torch --model M.pt --cpus 0,1 --threads N
+  --mode e2e|op ...``, one fresh process per scenario. Its ``main`` pins the process *before*
+  torch is imported (this module imports nothing of torch at module level), so every thread
+  torch creates later inherits the CPU set; it keeps one inter-op thread (the traced artifacts
+  never fork), times the forward call only and writes its records after the last run;
 - the **parent** API :func:`run_torch`, which has the worker's ``main`` run in a process forked
-  by the torch zygote (:mod:`.torch_zygote`: torch imported once per sweep, not once per
-  process, which was ~2 s of every process; the child has no thread when it pins itself, so
-  the rule above holds; its meta says ``process_start: zygote``, the program's ``exec``) and
-  returns a :class:`pipelines.runners.records.NativeRun`, or
-  raises :class:`TorchRunError` (a :class:`~pipelines.runners.records.NativeRunError`): one
-  line naming the model file, ``kind`` from the worker's exit code (the same codes as
-  ``latbench-run``); :func:`launch` is the call the registry names for the host device
+  by the torch zygote (:mod:`.torch_zygote`, on jemalloc: :mod:`.allocator`) and returns a
+  :class:`pipelines.runners.records.NativeRun`, or raises :class:`TorchRunError`, one line
+  naming the model file; :func:`launch` is the call the registry names for the host device
   (pipelines/runners/__init__.py).
 
-Why one inter-op thread: the inter-op pool only runs ``torch.jit.fork`` tasks (and
-``torch.set_num_interop_threads`` must be called before any inter-op work, so it can only be
-set at start). The artifacts are traced straight-line graphs that never fork, so all
-parallelism of a scenario is the intra-op width ``--threads`` (the same knob as LiteRT's
-``num_threads``); keeping the inter-op pool at one thread means no spare pool threads that
-could be created later, outside the measured CPU set's bookkeeping, or show up idle in the
-per-thread affinity list.
-
-Why the allocator matters: under glibc's malloc every forward call takes fresh pages from the
-kernel for its large tensors, a cost of the machine that wanders (:mod:`.allocator`). The
-zygote runs on jemalloc, which keeps freed pages for the next run; ``meta.allocator`` names the
-allocator a worker ran on, ``end.page_faults_per_run`` counts the faults its timed runs took.
-
-Records (JSON lines, integer ns of CLOCK_MONOTONIC, the same schema as ``latbench-run``):
-
-- ``meta`` (first line): tool, framework "pytorch", runtime "torch", runtime_version, model
-  path/bytes/kind (torchscript|torchscript-lite), precision (int8 if the artifact has any
-  ``quantized::`` operator, else fp32), engine (``torch.backends.quantized.engine`` in use),
-  engine_requested, input_shapes, cpus, threads, interop_threads, mode, profiling, warmup,
-  runs, allocator (:func:`.allocator.in_use`), hostname, pid, clock, clock_resolution_ns,
-  start_unix_ns, thread_affinity (every thread of the process after the first run: tid, name,
-  role main|runtime, cpus from ``/proc/self/task/*/status`` Cpus_allowed_list, cpu_time_ns,
-  wait_time_ns from schedstat),
-  threads_observed, affinity_ok, and in op mode clock_alignment (below).
-- ``run``: phase warmup|timed, run, start_ns, end_ns, duration_ns, profiled.
-- ``op`` (op mode, timed runs): run, order, node (= order), subgraph (0), name (the profiler
-  event: ``aten::_convolution``, ``aten::linear``, ``quantized::conv2d``...), start_ns,
-  duration_ns, input_shapes, thread (the profiler's thread id).
-- ``runtime`` (op mode, TorchScript only): run, order, name ("forward"), start_ns,
-  duration_ns: the profiler's span of the module call, the ops' parent.
-- ``end`` (last line): timed_runs, median_run_ns, profiler_events, ops_per_run,
-  median_op_sum_ns, op_sum_ratio (median over runs of sum(op durations) / run duration),
-  page_faults_per_run (the timed runs' minor and major faults over their number), elapsed_ns,
-  thread_affinity once more, threads_observed, affinity_ok.
-
-Op events: the profiler's events that are direct children of the module's ``forward`` span
-(TorchScript), or the top-level events of the calling thread (the lite interpreter records
-no ``forward`` span: its operators are the top level), i.e. one event per operator of the
-artifact's graph, with their own children (``aten::mkldnn_convolution``...) folded in.
-
-Clock alignment: torch.profiler (Kineto) stamps events with CLOCK_REALTIME ns (its
-approximate clock, a TSC read converted to wall time). Just before entering the profiler and
-just after leaving it the worker reads the pair (CLOCK_MONOTONIC, CLOCK_REALTIME) several
-times, keeps the read with the tightest monotonic bracket (realtime read between two
-monotonic reads; the offset is realtime minus the bracket's midpoint), and converts
-``monotonic = realtime - offset`` with the mean of the start and end offsets (both are in
-``meta.clock_alignment`` with their difference, i.e. any wall-clock slew during the runs).
-Each op is assigned to the timed run whose [start_ns, end_ns] window contains its midpoint
-(the nearest window otherwise). In op mode the warm-up runs also run under the profiler (as
-``latbench-run`` does: its warm-ups are profiled too); their events are discarded.
-
-The Chrome trace (``--trace``) has the same layout as ``latbench-run``'s: one process,
-tracks ("thread_name" metadata) runs (tid 1), ops (2), kernels (3, empty here: no kernel
-level below torch's operators is recorded) and runtime (4), "X" events with ts/dur in us
-(ns precision) relative to the worker's start.
-
-Exit codes (as ``latbench-run``): 0 ok; 2 bad arguments (unknown mode or engine, bad number,
-unknown input shape); 3 model file missing or unreadable; 4 not a loadable TorchScript/lite
-artifact; 5 impossible CPU set, or a thread observed outside it; 6 the model failed to run;
-7 an output file could not be written. Errors are one line on stderr, prefixed
-``latbench-torch: error:``.
+In op mode torch.profiler's events (CLOCK_REALTIME) are aligned to CLOCK_MONOTONIC from
+bracketed clock reads before and after profiling, and assigned to the timed runs. docs/measure.md
+(*The PyTorch worker*) has the flags, the record fields, the clock alignment, the trace and the
+exit codes.
 """
 from __future__ import annotations
 

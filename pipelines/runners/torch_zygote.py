@@ -1,6 +1,7 @@
 """The torch zygote: one process that imports torch once and forks a fresh measuring process
-per request, so a PyTorch measurement does not pay torch's import (about 2 s of a 7.4 s pair
-on the EPYC VM, three to five processes a pair) in every process.
+per request, so a PyTorch measurement does not pay torch's import (most of a process's wall
+time, three to five processes a pair; ``benchmarks/bench_torch_zygote.py`` prints the saving)
+in every process.
 
 Why a fork is still a fresh process of the protocol: the child has its own address space, its
 own model load, its own intra-op pool and its own pinning. The worker's rule is "pinned before
