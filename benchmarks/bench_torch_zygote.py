@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipelines.runners import torch as trn  # noqa: E402
 from pipelines.runners.records import read_records  # noqa: E402
-from pipelines.runners.torch_zygote import zygote, zygote_env  # noqa: E402
+from pipelines.runners.torch_zygote import run_torch, zygote, zygote_env  # noqa: E402
 
 WARMUP, RUNS = 3, 30
 
@@ -41,7 +41,7 @@ def exec_process(model: Path, cpu: int, records: Path) -> list[int]:
 
 
 def zygote_process(model: Path, cpu: int, records: Path) -> list[int]:
-    return trn.run_torch(model, cpus=[cpu], warmup=WARMUP, runs=RUNS, records_path=records).durations_ns()
+    return run_torch(model, cpus=[cpu], warmup=WARMUP, runs=RUNS, records_path=records).durations_ns()
 
 
 WAYS = {"exec": exec_process, "zygote": zygote_process}

@@ -264,8 +264,9 @@ def _clip(b: _Builder, n: Node) -> None:
         b.emit(n, [("minimum", "MINIMUM", [], {"const": True}), ("maximum", "MAXIMUM", [], {"const": True})])
 
 
-#: IR operator -> how it reaches the delegate (one registry; adding an operator is one line).
-LOWERINGS: dict[str, Callable[[_Builder, Node], None]] = {
+#: IR operator -> the function that appends a node's delegate ops (:class:`GpuOp`, before fusion) to
+#: the op list :func:`delegate_ops` builds (one registry; adding an operator is one line).
+DELEGATE_OP_BUILDERS: dict[str, Callable[[_Builder, Node], None]] = {
     "conv2d": _conv, "fc": _fc, "batchnorm": _bn,
     "relu": _act("relu", "RELU"), "relu6": _act("relu", "RELU6"), "leaky_relu": _act("relu", "LEAKY_RELU"),
     "prelu": _act("prelu", "PRELU"), "hswish": _act("hard_swish", "HARD_SWISH"),
@@ -413,7 +414,7 @@ def delegate_ops(graph: Graph, order: str | list[str] = "dfs", transforms: Itera
         node = graph.nodes[name]
         if node.op == "input":
             continue
-        lower = LOWERINGS.get(node.op)
+        lower = DELEGATE_OP_BUILDERS.get(node.op)
         if lower is None:
             raise KeyError(f"node {name!r}: no TFLite GPU lowering for IR op {node.op!r}")
         lower(b, node)
@@ -520,6 +521,6 @@ def deduce_kernels(graph: Graph, gpu: GpuInfo | str, order: str | list[str] = "d
     return out
 
 
-__all__ = ["ConvInfo", "GpuInfo", "GpuKernel", "GpuOp", "LINKABLE", "LOWERINGS", "TRANSFORMS", "check_grouped_conv",
-           "check_winograd", "deduce_kernels", "delegate_ops", "gpu_info", "is_linkable", "merge_nodes", "node_order",
-           "select_conv_kernel"]
+__all__ = ["ConvInfo", "DELEGATE_OP_BUILDERS", "GpuInfo", "GpuKernel", "GpuOp", "LINKABLE", "TRANSFORMS",
+           "check_grouped_conv", "check_winograd", "deduce_kernels", "delegate_ops", "gpu_info", "is_linkable",
+           "merge_nodes", "node_order", "select_conv_kernel"]

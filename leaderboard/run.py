@@ -57,7 +57,7 @@ def slug(s: str) -> str:
 def board_view(data: TrackData, scenario_id: str, train_ids: Sequence[str], test_ids: Sequence[str]) -> Any:
     """What a predictor sees when it trains on ``train_ids`` of a track's scenario: the
     protocol's own view (transfer tracks: the sources whole + the draw), else :func:`mask`.
-    The board and the predictor zoo both fit through it, so a zoo model is the board's."""
+    The board and the predictor shelf both fit through it, so a shelf model is the board's."""
     view = training_view(data.track, data.dataset, scenario_id, list(train_ids))
     if view is None:
         view = mask(data.dataset, scenario_id, test_ids, all_ops=BLANKED[data.track.uses])

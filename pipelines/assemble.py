@@ -10,9 +10,11 @@ figures (``pipelines/dataset/card.py``). Every row has ``dataset = latbench`` an
 (``source_file`` relative to ``data_dir``, ``source_column`` the JSON path inside it).
 
 Deterministic: rows are sorted by their keys and nothing depends on the clock or on the order
-files are listed in, so the same inputs give byte-identical files. A record that contradicts its
-folder (another scenario, another model id, an unknown schema) or names a network without an IR
-file is an :class:`AssembleError` naming the file. docs/dataset.md (*Assembling the suite's own
+files are listed in, so the same inputs give byte-identical files. Records are read through their
+type (:class:`pipelines.measure.records.Record`, which the measure stage writes). A record that
+lacks part of its structure, contradicts its folder (another scenario, another model id, an
+unknown schema) or names a network without an IR file is an :class:`AssembleError` naming the
+file. docs/dataset.md (*Assembling the suite's own
 measurements*) has what goes into each table, column by column.
 """
 from __future__ import annotations
@@ -39,10 +41,11 @@ from .dataset.opfeatures import (
     torch_features,
 )
 from .dataset.schema import TABLES, TableBuilder
+from .measure.records import Record, RecordError
 from .prune import is_dropped
-from .release import released_pairs
+from .release import Release
 from .runners import RUNNERS, runner_for
-from .runners.records import GPU_EVENT_KEYS, RECORD_SCHEMA
+from .runners.records import GPU_EVENT_KEYS
 
 DATASET = "latbench"
 OUT = "dataset"  # <data_dir>/dataset
@@ -143,6 +146,15 @@ def _get(d: dict, path: Path, *keys: str) -> Any:
             raise AssembleError(f"{path}: missing key {'.'.join(keys[:i + 1])!r}")
         cur = cur[k]
     return cur
+
+
+def read_record(path: Path) -> Record:
+    """A measure record file as its type; an AssembleError (the :class:`RecordError`'s line:
+    the file and the missing or bad key) when it does not have the record's structure."""
+    try:
+        return Record.from_json(_read_json(path), path)
+    except RecordError as e:
+        raise AssembleError(str(e)) from None
 
 
 # ---------------------------------------------------------------- reading the measurements
@@ -275,57 +287,57 @@ def runtime_version(meta: dict) -> str | None:
     return (f"{lib} ({tool})" if lib and tool else lib or tool) or None
 
 
-def output_check(rec: dict) -> dict[str, Any]:
+def output_check(rec: Record) -> dict[str, Any]:
     """The GPU output check of a record's processes (pipelines/gpu/validate.py): ``ok`` or
     ``fp16_overflow`` (a failed check fails the pair, so it never reaches a record)."""
-    v = ((rec.get("runtime") or {}).get("gpu") or {}).get("validation")
+    v = (rec.runtime.get("gpu") or {}).get("validation")
     if not isinstance(v, dict):
         return {}
     return {"output_check": "fp16_overflow" if v.get("fp16_overflow") else "ok",
             "output_rel_err": _num(v.get("rel_l2"))}
 
 
-def e2e_row(rec: dict, path: Path, rel: str) -> dict[str, Any]:
-    e = _get(rec, path, "e2e")
-    pooled = _get(rec, path, "e2e", "pooled")
-    proto = _get(rec, path, "protocol")
-    stop = proto.get("stopping") or {}
-    latency = _pos(_get(rec, path, "e2e", "latency_ms"))
+def e2e_row(rec: Record, path: Path, rel: str) -> dict[str, Any]:
+    e, pooled, proto = rec.e2e, rec.e2e.pooled, rec.protocol
+    stop = proto.stopping
+    latency = _pos(e.latency_ms)
     if latency is None:
-        raise AssembleError(f"{path}: e2e.latency_ms is not a positive number ({e.get('latency_ms')!r})")
+        raise AssembleError(f"{path}: e2e.latency_ms is not a positive number ({e.latency_ms!r})")
     row = dict(
-        model_id=rec["model_id"], scenario_id=rec["scenario"]["scenario_id"], latency_ms=latency,
-        latency_stat=LATENCY_STAT, mean_ms=_pos(pooled.get("mean_ms")), median_ms=_pos(pooled.get("median_ms")),
-        std_ms=_num(pooled.get("std_ms")), min_ms=_pos(pooled.get("min_ms")), max_ms=_pos(pooled.get("max_ms")),
-        p10_ms=_pos(pooled.get("p10_ms")), p90_ms=_pos(pooled.get("p90_ms")), cv=_num(pooled.get("cv")),
-        ci_low_ms=_pos(pooled.get("ci_low_ms")), ci_high_ms=_pos(pooled.get("ci_high_ms")),
-        ci_level=_pos(pooled.get("ci_level")), repeats=_int(pooled.get("n")), warmup=_int(proto.get("warmup")),
-        processes=_int(e.get("processes", proto.get("processes"))), stopping=stop.get("policy"),
-        stop_reason=stop.get("stop_reason"), between_cv=_num(e.get("between_cv")),
-        within_cv=_num(e.get("within_cv")), start_ns=_int(e.get("start_ns")), end_ns=_int(e.get("end_ns")),
-        runtime_version=runtime_version(rec.get("runtime") or {}), dataset=DATASET, source_file=rel,
-        source_column="e2e", page_faults_per_run=_num(e.get("page_faults_per_run")), **output_check(rec),
+        model_id=rec.model_id, scenario_id=rec.scenario_id, latency_ms=latency,
+        latency_stat=LATENCY_STAT, mean_ms=_pos(pooled.mean_ms), median_ms=_pos(pooled.median_ms),
+        std_ms=_num(pooled.std_ms), min_ms=_pos(pooled.min_ms), max_ms=_pos(pooled.max_ms),
+        p10_ms=_pos(pooled.p10_ms), p90_ms=_pos(pooled.p90_ms), cv=_num(pooled.cv),
+        ci_low_ms=_pos(pooled.ci_low_ms), ci_high_ms=_pos(pooled.ci_high_ms),
+        ci_level=_pos(pooled.ci_level), repeats=_int(pooled.n), warmup=_int(proto.warmup),
+        # records older than the e2e part's own count have the protocol's
+        processes=_int(e.processes if e.processes is not None else proto.processes), stopping=stop.policy,
+        stop_reason=stop.stop_reason, between_cv=_num(e.between_cv),
+        within_cv=_num(e.within_cv), start_ns=_int(e.start_ns), end_ns=_int(e.end_ns),
+        runtime_version=runtime_version(rec.runtime), dataset=DATASET, source_file=rel,
+        source_column="e2e", page_faults_per_run=_num(e.page_faults_per_run), **output_check(rec),
     )
     for mode in ("op", "kernel"):
-        if isinstance(rec.get(mode), dict):
-            row[f"{mode}_run_ms"] = _pos((rec[mode].get("summary") or {}).get("median_ms"))
+        m = rec.profiled(mode)
+        if m is not None:
+            row[f"{mode}_run_ms"] = _pos(m.summary.median_ms if m.summary else None)
     row.update(load_columns(rec))
     return row
 
 
-def load_columns(rec: dict) -> dict[str, Any]:
+def load_columns(rec: Record) -> dict[str, Any]:
     """The machine's state while the pair was measured (pipelines/machine_load.py); records
     made before the measure stage read it have none (load_observed stays empty)."""
-    out: dict[str, Any] = {"host": (rec.get("runtime") or {}).get("hostname")}
-    load = rec.get("load")
-    if not isinstance(load, dict):
+    out: dict[str, Any] = {"host": rec.runtime.get("hostname")}
+    load = rec.load
+    if load is None:
         return out
-    out["load_observed"] = bool(load.get("observed"))
-    out["remeasured"] = _int(load.get("remeasured"))
-    if load.get("observed"):
-        out.update(foreign_busy_frac=_num(load.get("max_foreign_busy_frac")), steal_frac=_num(load.get("max_steal_frac")),
-                   loadavg_max=_num(load.get("max_loadavg")), probe_slowdown=_num(load.get("max_probe_slowdown")))
-        f = load.get("cpu_freq_khz")
+    out["load_observed"] = load.observed
+    out["remeasured"] = _int(load.remeasured)
+    if load.observed:
+        out.update(foreign_busy_frac=_num(load.max_foreign_busy_frac), steal_frac=_num(load.max_steal_frac),
+                   loadavg_max=_num(load.max_loadavg), probe_slowdown=_num(load.max_probe_slowdown))
+        f = load.cpu_freq_khz
         out["cpu_freq_khz"] = f"{f['min']}-{f['max']}" if isinstance(f, dict) else "unknown"
     return out
 
@@ -341,7 +353,7 @@ class Counts:
     stale_protocol: int = 0  # records made with another protocol than their folder's current one
 
 
-def _tflite_nodes(artifact: Path, rec: dict, cache: dict) -> tuple[list | None, str | None]:
+def _tflite_nodes(artifact: Path, rec: Record, cache: dict) -> tuple[list | None, str | None]:
     """The nodes of the measured .tflite, or why its op features cannot be read."""
     key = str(artifact)
     if key not in cache:
@@ -353,23 +365,23 @@ def _tflite_nodes(artifact: Path, rec: dict, cache: dict) -> tuple[list | None, 
             except TfliteReadError:
                 cache[key] = (None, "artifact unreadable")
     nodes, why = cache[key]
-    size = (rec.get("artifact") or {}).get("bytes")
+    size = rec.artifact.bytes if rec.artifact else None
     if nodes is not None and size is not None and artifact.stat().st_size != size:
         return None, "artifact changed since it was measured"
     return nodes, why
 
 
-def op_rows(rec: dict, rel: str, artifact: Path | None, counts: Counts, cache: dict) -> list[dict[str, Any]]:
+def op_rows(rec: Record, rel: str, artifact: Path | None, counts: Counts, cache: dict) -> list[dict[str, Any]]:
     """ops rows of one record (its op-granularity process)."""
-    op = rec.get("op")
-    if not isinstance(op, dict) or not op.get("ops"):
+    op = rec.op
+    if op is None or not op.ops:
         return []
-    fw = rec["scenario"]["framework"]
+    fw = rec.framework
     nodes, why = (None, None)
     if fw == "tflite" and artifact is not None:
         nodes, why = _tflite_nodes(artifact, rec, cache)
     rows = []
-    for i, o in enumerate(op["ops"]):
+    for i, o in enumerate(op.ops):
         name = str(o["name"])
         lat, stat = event_latency(o)
         config: dict[str, Any] = {k: o[k] for k in _STATS if k in o}
@@ -393,13 +405,13 @@ def op_rows(rec: dict, rel: str, artifact: Path | None, counts: Counts, cache: d
             feats = torch_features(name, o.get("input_shapes"))
             config["input_shapes"] = o.get("input_shapes")
         rows.append(dict(
-            model_id=rec["model_id"], scenario_id=rec["scenario"]["scenario_id"], op_index=int(o["order"]),
+            model_id=rec.model_id, scenario_id=rec.scenario_id, op_index=int(o["order"]),
             framework_op=name, config=_json(config), latency_ms=lat, fused=False, dataset=DATASET,
             source_file=rel, source_column=f"op.ops[{i}]", **feats))
     return rows
 
 
-def kernel_rows(rec: dict, rel: str, node_to_op: dict[int, int]) -> list[dict[str, Any]]:
+def kernel_rows(rec: Record, rel: str, node_to_op: dict[int, int]) -> list[dict[str, Any]]:
     """kernels rows of one record (its kernel-granularity process).
 
     ``kernel_type`` comes from the kernel's source (``opfeatures.KERNEL_TYPES``); ``config``
@@ -408,11 +420,11 @@ def kernel_rows(rec: dict, rel: str, node_to_op: dict[int, int]) -> list[dict[st
     the XNNPACK partition or builtin node; for a GPU command the layer's ``kind`` (dispatch |
     copy), ``shader``, ``groups``, ``local_size`` and the program labels ``kernel_kind``,
     ``fused``, ``program`` (pipelines/gpu/programs.py), when the record has them."""
-    k = rec.get("kernel")
-    if not isinstance(k, dict) or not k.get("kernels"):
+    k = rec.kernel
+    if k is None or not k.kernels:
         return []
     rows = []
-    for i, e in enumerate(k["kernels"]):
+    for i, e in enumerate(k.kernels):
         lat, stat = event_latency(e)
         src = e.get("source")
         config: dict[str, Any] = {key: e[key] for key in (*_STATS, *KERNEL_CONFIG_KEYS) if key in e}
@@ -424,7 +436,7 @@ def kernel_rows(rec: dict, rel: str, node_to_op: dict[int, int]) -> list[dict[st
         node = e.get("node")
         op_index = node_to_op.get(node) if src == "builtin" and isinstance(node, int) else None
         rows.append(dict(
-            model_id=rec["model_id"], scenario_id=rec["scenario"]["scenario_id"], kernel_index=int(e["order"]),
+            model_id=rec.model_id, scenario_id=rec.scenario_id, kernel_index=int(e["order"]),
             kernel_name=str(e["name"]), kernel_type=kernel_type(e), op_index=op_index,
             n_ops=1 if op_index is not None else None, latency_ms=lat, config=_json(config), dataset=DATASET,
             source_file=rel, source_column=f"kernel.kernels[{i}]"))
@@ -460,48 +472,48 @@ def _resolution_counts(table: Any) -> tuple[int, int]:
     return mean, missing
 
 
-def _validate_record(rec: dict, path: Path, folder: ScenarioFolder) -> None:
-    if rec.get("schema") != RECORD_SCHEMA:
-        raise AssembleError(f"{path}: schema {rec.get('schema')!r}, expected {RECORD_SCHEMA!r}")
-    if rec.get("model_id") != path.stem:
-        raise AssembleError(f"{path}: model_id {rec.get('model_id')!r} does not match the file name")
-    sid = _get(rec, path, "scenario", "scenario_id")
+def _validate_record(rec: Record, path: Path, folder: ScenarioFolder) -> None:
+    """A record against its place (the schema and structure: :func:`read_record`)."""
+    if rec.model_id != path.stem:
+        raise AssembleError(f"{path}: model_id {rec.model_id!r} does not match the file name")
+    sid = rec.scenario_id
     want = folder.info["scenario"]["scenario_id"]
     if sid != want:
         raise AssembleError(f"{path}: scenario {sid!r}, but its folder's SCENARIO.json says {want!r}")
 
 
-def _artifact(artifacts: Path, rec: dict) -> tuple[Path | None, bool]:
+def _artifact(artifacts: Path, rec: Record) -> tuple[Path | None, bool]:
     """The file a record measured, and whether ``latbench prune`` deleted it (pipelines/prune.py)."""
     from generators.export.formats import FORMATS
 
-    sc = rec["scenario"]
+    sc = rec.scenario
     runner = RUNNERS.get((sc.get("framework"), sc.get("accelerator", "cpu")))
-    fmt = (rec.get("artifact") or {}).get("format") or (runner.formats.get(sc.get("precision")) if runner else None)
+    fmt = (rec.artifact.format if rec.artifact else None) or (runner.formats.get(sc.get("precision")) if runner
+                                                             else None)
     try:
-        path = artifacts / rec["model_id"] / FORMATS.get(fmt).filename
+        path = artifacts / rec.model_id / FORMATS.get(fmt).filename
     except Exception:  # noqa: BLE001 - an unknown format only costs the op features (counted)
         return None, False
     return path, is_dropped(path.parent, fmt)
 
 
-def _protocol(folder: ScenarioFolder, recs: list[dict]) -> dict[str, Any]:
+def _protocol(folder: ScenarioFolder, recs: list[Record]) -> dict[str, Any]:
     """How one scenario's records were made, from the records (and the folder's settings)."""
     m = folder.info.get("measure") or {}
-    stops = Counter(str((r["protocol"].get("stopping") or {}).get("stop_reason")) for r in recs)
-    def rule(r: dict) -> str:
-        stop = r["protocol"].get("stopping") or {}
-        params = stop.get("params") or {}
-        keep = STOPPING_PARAMS.get(stop.get("policy"), tuple(params))
-        return _json({"policy": stop.get("policy"), **{k: params[k] for k in keep if k in params}})
+    stops = Counter(str(r.protocol.stopping.stop_reason) for r in recs)
+
+    def rule(r: Record) -> str:
+        stop = r.protocol.stopping
+        keep = STOPPING_PARAMS.get(stop.policy, tuple(stop.params))
+        return _json({"policy": stop.policy, **{k: stop.params[k] for k in keep if k in stop.params}})
 
     policies = sorted({rule(r) for r in recs})
-    procs = [r["protocol"].get("processes") for r in recs]
-    runs = [(r["protocol"].get("stopping") or {}).get("runs") for r in recs]
+    procs = [r.protocol.processes for r in recs]
+    runs = [r.protocol.stopping.runs for r in recs]
 
     def ratio(mode: str) -> float | None:
         """Median profiled / unprofiled run time of the mode's processes (torch records none)."""
-        vals = [_num(((r.get(mode) or {}).get("overhead") or {}).get("ratio")) for r in recs]
+        vals = [_num(p.overhead_ratio) for p in (r.profiled(mode) for r in recs) if p is not None]
         vals = sorted(v for v in vals if v is not None)
         return float(np.median(vals)) if vals else None
 
@@ -509,21 +521,19 @@ def _protocol(folder: ScenarioFolder, recs: list[dict]) -> dict[str, Any]:
         "scenario_id": folder.info["scenario"]["scenario_id"], "records": len(recs), "failures": len(folder.errors),
         "stopping": [json.loads(p) for p in policies], "processes": [min(procs), max(procs)] if procs else None,
         "runs": [min(runs), max(runs)] if runs else None, "stop_reasons": dict(sorted(stops.items())),
-        "warmup": sorted({r["protocol"].get("warmup") for r in recs}), "op_runs": m.get("op_runs"),
+        "warmup": sorted({r.protocol.warmup for r in recs}), "op_runs": m.get("op_runs"),
         "overhead_pairs": m.get("overhead_pairs"),
-        "granularities": sorted({g for r in recs for g in r["protocol"].get("granularities", [])}),
+        "granularities": sorted({g for r in recs for g in r.protocol.granularities}),
         "op_overhead": ratio("op"), "kernel_overhead": ratio("kernel"),
     }
 
 
-def released_failures(release: str | Path, attempted: set[tuple[str, str]]) -> list[dict[str, Any]]:
+def released_failures(release: Release, attempted: set[tuple[str, str]]) -> list[dict[str, Any]]:
     """The committed release's failed pairs (its ``failures.csv``) that this data folder did
     not attempt (no local record or error of the pair): a session measuring only some of the
     grid (a PyTorch-only sweep, say) keeps the other points' failures, which its own walk
     never sees; a pair attempted here is judged by what happened here."""
-    from .release import resolve
-
-    path = resolve(release) / FAILURES
+    path = release.folder / FAILURES
     if not path.is_file():
         return []
     with path.open(newline="") as f:
@@ -532,7 +542,7 @@ def released_failures(release: str | Path, attempted: set[tuple[str, str]]) -> l
             if (r["model_id"], r["scenario_id"]) not in attempted]
 
 
-def merge_release(frames: dict, release: str | Path, local_pairs: set[tuple[str, str]],
+def merge_release(frames: dict, release: Release, local_pairs: set[tuple[str, str]],
                   failed_models: set[str] = frozenset()) -> dict:
     """The committed release's rows of the pairs measured elsewhere (no local record of them):
     a sweep continued on another machine assembles into one dataset. Local records win; a
@@ -540,9 +550,7 @@ def merge_release(frames: dict, release: str | Path, local_pairs: set[tuple[str,
     networks of the release's carried failures, which keep their model rows without e2e rows)."""
     import pandas as pd
 
-    from .release import resolve
-
-    root = resolve(release)
+    root = release.folder
     if not (root / "e2e.parquet").is_file():
         return frames
     from .dataset.load import load_dataset
@@ -562,7 +570,7 @@ def merge_release(frames: dict, release: str | Path, local_pairs: set[tuple[str,
     return out
 
 
-def assemble(data_dir: str | Path, progress: bool = False, release: str | Path | None = None) -> Assembly:
+def assemble(data_dir: str | Path, progress: bool = False, release: Release | None = None) -> Assembly:
     """Build the tables from ``<data_dir>/{measurements,models,artifacts}`` (see the module doc)."""
     data = Path(data_dir)
     folders = scan(data / "measurements")
@@ -577,7 +585,7 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
     seen_pairs: dict[tuple[str, str], Path] = {}
     seen_scenarios: dict[str, Path] = {}
     cache: dict = {}
-    released = released_pairs(release) if release else set()
+    released = release.pairs() if release else set()
 
     def rel(p: Path) -> str:
         return p.relative_to(data).as_posix()
@@ -600,12 +608,12 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
         if sid in seen_scenarios:
             raise AssembleError(f"{folder.path}: scenario {sid!r} is also measured in {seen_scenarios[sid]}")
         seen_scenarios[sid] = folder.path
-        recs = []
+        recs: list[Record] = []
         for path in folder.records:
-            rec = _read_json(path)
+            rec = read_record(path)
             _validate_record(rec, path, folder)
             recs.append(rec)
-            mid = rec["model_id"]
+            mid = rec.model_id
             artifact, pruned = _artifact(artifacts, rec)
             if pruned and (mid, sid) in released:
                 continue  # its rows come from the release, made while the file (its op features) existed
@@ -615,7 +623,7 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
                 raise AssembleError(f"{path}: pair already read from {seen_pairs[(mid, sid)]}")
             seen_pairs[(mid, sid)] = path
             wanted_models.add(mid)
-            if rec["protocol"].get("digest") != folder.info.get("protocol_digest"):
+            if rec.protocol.digest != folder.info.get("protocol_digest"):
                 counts.stale_protocol += 1
             r = rel(path)
             b["e2e"].add(**e2e_row(rec, path, r))
@@ -633,8 +641,8 @@ def assemble(data_dir: str | Path, progress: bool = False, release: str | Path |
             failures.append({"model_id": mid, "scenario_id": err.get("scenario_id", sid), "kind": err.get("kind"),
                              "error": err.get("error"), "processes_done": err.get("processes_done"),
                              "source_file": rel(path)})
-        versions = sorted({v for v in (runtime_version(r.get("runtime") or {}) for r in recs) if v})
-        engines = sorted({str(r["runtime"]["engine"]) for r in recs if (r.get("runtime") or {}).get("engine")})
+        versions = sorted({v for v in (runtime_version(r.runtime) for r in recs) if v})
+        engines = sorted({str(r.runtime["engine"]) for r in recs if r.runtime.get("engine")})
         b["scenarios"].add(**scenario_row(folder, [v.split(" (")[0] for v in versions],
                                           rel(folder.path / "SCENARIO.json"), engines))
         protocols.append(_protocol(folder, recs))
@@ -662,69 +670,6 @@ def write_failures(path: Path, failures: list[dict[str, Any]]) -> Path:
         for row in failures:
             w.writerow(["" if row.get(c) is None else row[c] for c in FAILURE_COLUMNS])
     return path
-
-
-def gpu_kernel_breakdown(a: Assembly) -> "Any":
-    """Per GPU scenario x kernel kind (``kernel_type`` before its first ``+``): the mean over
-    models of the kind's share of the summed kernel time (a model without the kind counts 0)."""
-    import pandas as pd
-
-    from .dataset.card import mean_shares
-
-    k, sc = a.tables["kernels"], a.tables["scenarios"]
-    gpu_ids = set(sc.loc[sc["accelerator"] == "gpu", "scenario_id"])
-    k = k[k["scenario_id"].isin(gpu_ids) & k["latency_ms"].notna()]
-    if k.empty:
-        return pd.DataFrame()
-    return mean_shares(k, k["kernel_type"].str.split("+").str[0].rename("kind")).sort_index()
-
-
-def plot_gpu_kernel_kinds(a: Assembly, out: Path) -> str | None:
-    """gpu_kernel_kinds.png: the breakdown above as stacked bars, one per GPU scenario."""
-    from .dataset.card import plot_share_bars
-
-    data = gpu_kernel_breakdown(a)
-    path = out / "gpu_kernel_kinds.png"
-    if data.empty:
-        path.unlink(missing_ok=True)  # a stale figure of an earlier assembly
-        return None
-    data = data[data.mean().sort_values(ascending=False).index]
-    plot_share_bars(data, path, "mean share of summed GPU kernel time per model", cmap="tab20", row_height=0.5)
-    return path.name
-
-
-def _gpu_section(a: Assembly, out: Path | None) -> tuple[str, str] | None:
-    """DATASET.md's GPU part: the GPU scenarios, their kernels per run and the kind breakdown."""
-    from .dataset.card import markdown_table
-
-    sc = a.tables["scenarios"]
-    gpu = sc[sc["accelerator"] == "gpu"]
-    if gpu.empty:
-        return None
-    k = a.tables["kernels"]
-    rows = []
-    for s in gpu.itertuples():
-        ks = k[k["scenario_id"] == s.scenario_id]
-        n_models = int((a.tables["e2e"]["scenario_id"] == s.scenario_id).sum())
-        per_model = ks.groupby("model_id").size()
-        copies = int(ks["kernel_type"].str.startswith("copy").sum())
-        rows.append([f"`{s.scenario_id}`", s.gpu or "-", s.precision, n_models,
-                     f"{per_model.median():.0f}" if len(per_model) else "-", len(ks), copies])
-    text = ("GPU scenarios run the fp32 `.tflite` fully delegated to LiteRT's GPU accelerator (WebGPU over "
-            "Vulkan; on the host Mesa's software driver lavapipe, so absolute times are emulated while kernel "
-            "selection and fusion are the real backend's); the precision is the GPU's compute precision. They "
-            "have e2e and kernel records, no op records (LiteRT has no profiler for this accelerator). A kernel "
-            "row is one GPU command of a run as the Vulkan timestamp layer saw it, timed by GPU timestamps: "
-            "`kernel_type` = its kind plus fused operations (`conv+bias+clamp`), `config` = the layer's "
-            "identity of it (`kind` dispatch or copy, `shader`, `groups`, `local_size`, `program`). "
-            "Copies (`kernel_type` `copy`) are the read-back of the outputs.\n\n"
-            + markdown_table(rows, ["scenario", "GPU", "compute precision", "models", "kernels per model (median)",
-                                    "kernel rows", "copies"]))
-    fname = plot_gpu_kernel_kinds(a, out) if out is not None else None
-    if fname:
-        text += (f"\n\n![{fname}]({fname})\n\nGPU kernel time by kernel kind (the `kernel_type` before its "
-                 "first `+`; mean over models of each kind's share of the summed kernel time), per GPU scenario.")
-    return "GPU scenarios", text
 
 
 def card_sections(a: Assembly, fig_dir: Path | None = None) -> list[tuple[str, str]]:
@@ -775,7 +720,10 @@ def card_sections(a: Assembly, fig_dir: Path | None = None) -> list[tuple[str, s
         res += (f" {c.stale_protocol} record(s) were made with another protocol than their scenario folder's "
                 "current settings (their e2e rows state their own).")
     out.append(("Time resolution", res))
-    gpu = _gpu_section(a, fig_dir)
+    from .dataset.card import gpu_section
+    from .dataset.load import Dataset
+
+    gpu = gpu_section(Dataset(a.tables, check=False), fig_dir)
     if gpu:
         out.append(gpu)
     if a.failures:
@@ -805,8 +753,8 @@ def run_assemble(cfg: Any = None, *, data_dir: str | Path | None = None, out_dir
 
     data = Path(data_dir if data_dir is not None else cfg.data_dir)
     out = Path(out_dir) if out_dir is not None else data / OUT
-    m = getattr(cfg, "measure", None)
-    release = m.release if (m is not None and m.reuse_release and m.release) else None
+    r = getattr(cfg, "release", None)
+    release = Release.configured(r) if (r is not None and r.reuse) else None
     a = assemble(data, progress=progress, release=release)
     out.mkdir(parents=True, exist_ok=True)
     save_tables(a.tables, out)

@@ -2,6 +2,10 @@
 
 Every expected failure (bad configuration, malformed IR, unknown name) prints one line
 ``latbench: error: ...`` and exits with status 2; no traceback.
+
+Packages above this one add their own subcommands through the entry-point group
+``latbench.commands`` (:data:`COMMANDS`): the predictor shelf adds ``predict`` and ``shelf build``
+(shelf/cli.py), so nothing here imports them.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from generators.ir import Graph, IRError
-from foundation.registry import UnknownName
+from foundation.registry import Registry, RegistryError, UnknownName
 
 from .config import PARAMS, ConfigError, compose, load_params, validate, write_params
 
@@ -54,7 +58,7 @@ def _cmd_export(args: argparse.Namespace) -> None:
 
 def _cmd_prune(args: argparse.Namespace) -> None:
     """Delete the artifact files no stage of the sweep reads again: those whose pairs at every grid
-    point that measures them are in the committed release (measure.release). Each leaves
+    point that measures them are in the committed release (release.folder). Each leaves
     <format>.dropped.json; export does not write it again, assemble takes its pairs from the
     release, the control set's networks are kept. --restore deletes the sidecars of the files a
     grid point still needs (a point added later; the next export writes them again)."""
@@ -75,8 +79,8 @@ def _cmd_prune(args: argparse.Namespace) -> None:
         raise ConfigError(str(e)) from None
     kept = "; ".join(f"{n} {why}" for why, n in p.kept.items()) or "none"
     verb = "would delete" if args.dry_run else "deleted"
-    n = len(p.prunable) if args.dry_run else prune(p, cfg.measure.release)
-    print(f"prune: {verb} {n} files ({p.bytes / 1e9:.2f} GB) whose pairs {cfg.measure.release} holds; kept: {kept}")
+    n = len(p.prunable) if args.dry_run else prune(p, cfg.release.folder)
+    print(f"prune: {verb} {n} files ({p.bytes / 1e9:.2f} GB) whose pairs {cfg.release.folder} holds; kept: {kept}")
 
 
 def _cmd_measure(args: argparse.Namespace) -> None:
@@ -177,7 +181,8 @@ def _cmd_assemble(args: argparse.Namespace) -> None:
           + f"; {r['failures']} failed pairs (see {r['out']}/failures.csv), {r['not_offered']} grid points not offered")
 
 
-def _parse_shape(text: str | None) -> list[int] | None:
+def parse_shape(text: str | None) -> list[int] | None:
+    """``--shape 1x3x224x224`` (or ``1,3,224,224``) as sizes; a bad one is a ConfigError."""
     if text is None:
         return None
     try:
@@ -205,7 +210,7 @@ def _cmd_profile(args: argparse.Namespace) -> None:
 
     cfg = load_params(args.params) if Path(args.params).is_file() else validate(compose([]))
     req = ProfileRequest(Path(args.model), device=args.device, cores=args.cores, precision=args.precision,
-                         threads=args.threads, shape=_parse_shape(args.shape),
+                         threads=args.threads, shape=parse_shape(args.shape),
                          out=Path(args.out) if args.out else None, processes=args.processes,
                          adb_server=args.adb_server)
 
@@ -221,53 +226,9 @@ def _cmd_profile(args: argparse.Namespace) -> None:
     print("\n".join(summary_lines(prof, top=args.top)))
 
 
-def _cmd_predict(args: argparse.Namespace) -> None:
-    """Predict the latency of a model file (IR JSON, ONNX or TFLite) in one or more scenarios from
-    the predictor zoo (zoo/: one fitted predictor per scenario of the USC phones, the HELP devices
-    and the host), with the accuracy that predictor reached on held-out networks on the board and
-    the per-op breakdown. Python API for NAS loops: leaderboard.zoo.Zoo().predict(graphs,
-    scenario_id)."""
-    from leaderboard.zoo import Zoo, ZooError
-
-    from .predict import load_model, report_lines
-
-    try:
-        zoo = Zoo(args.zoo) if args.zoo else Zoo()
-        if args.list:
-            for sid in zoo.scenarios():
-                e = zoo.entry(sid)
-                print(f"{sid:<42} {e['predictor']:<10} MAPE {e['accuracy']['mape']:6.2f}%  "
-                      f"{e['training']['networks']:>5} training networks ({e['training']['track']})")
-            return
-        if not args.model or not args.scenario:
-            raise ConfigError("predict: give a model file and at least one --scenario (or --list)")
-        graph = load_model(args.model, _parse_shape(args.shape))
-        lines, errors = report_lines(zoo, graph, args.scenario, top=args.top)
-    except (ZooError, ValueError) as e:
-        raise ConfigError(str(e).splitlines()[0]) from None
-    if len(errors) < len(args.scenario):
-        print("\n".join(lines))
-    for err in errors:
-        print(f"latbench: error: {err}", file=sys.stderr)
-    if errors:
-        raise SystemExit(2)
-
-
-def _cmd_zoo_build(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-    from leaderboard.zoo import CANDIDATES, ZOO_DIR, ZooError, build
-
-    try:
-        index = build(out=Path(args.out) if args.out else ZOO_DIR, scenarios=args.scenario or None,
-                      progress=None if args.quiet else print, candidates=args.candidate or CANDIDATES)
-    except ZooError as e:
-        raise ConfigError(str(e)) from None
-    print(f"zoo: {len(index['scenarios'])} scenarios in {args.out or ZOO_DIR}")
-
-
 def _cmd_devices_add(args: argparse.Namespace) -> None:
-    from .devices.android import PhoneError, add_phone
+    from .devices.adb import add_phone
+    from .devices.android import PhoneError
     from .devices.catalog import CatalogError
 
     try:
@@ -299,6 +260,14 @@ def _cmd_validate(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------- the parser
+#: Subcommands that installed packages add to ``latbench`` (entry-point group ``latbench.commands``,
+#: e.g. the predictor shelf's ``predict`` and ``shelf build``): each entry is a function
+#: ``add(subparsers) -> None`` that adds its subcommand to the parser's subparsers and sets the
+#: ``func(args)`` it runs, as :func:`_command` does. A ConfigError it raises is one error line.
+COMMANDS: Registry[Callable[[argparse._SubParsersAction], None]] = Registry(
+    "latbench command", entry_points="latbench.commands")
+
+
 def _command(sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], None],
              help: str) -> argparse.ArgumentParser:
     """The parser of subcommand ``name``, which runs ``func(args)``. What ``latbench <name> --help``
@@ -403,33 +372,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: %(default)s; the defaults of conf/ if absent)")
     _quiet(pr, "no progress bar or live lines")
 
-    pd_ = _command(sub, "predict", _cmd_predict,
-                   help="predict a model's latency in known scenarios (the predictor zoo)")
-    pd_.add_argument("model", nargs="?", help="an IR JSON, .onnx or .tflite file")
-    pd_.add_argument("--scenario", action="append", default=[], help="scenario id, e.g. usc-pixel4-tflite-cpu-1large-fp32 "
-                     "(repeat for several; --list shows them)")
-    pd_.add_argument("--list", action="store_true", help="list the zoo's scenarios with their held-out MAPE")
-    pd_.add_argument("--shape", default=None, help="input shape for ONNX/TFLite files with free dimensions, e.g. 1x3x224x224")
-    pd_.add_argument("--top", type=int, default=8, help="op types in the breakdown (0: none; default: %(default)s)")
-    pd_.add_argument("--zoo", default=None, help="another zoo folder (default: the project's zoo/)")
-
-    z = sub.add_parser("zoo", help="rebuild the predictor zoo from the board and the data",
-                       description="For every scenario on the board's zoo tracks (usc-real-kfold, help-nb201-n900, "
-                       "host-per-scenario), take the candidate (leaderboard/zoo.py: the USC op-wise models, additive_mlp) with the lowest held-out MAPE there, refit it on "
-                       "the track's training networks in that scenario and write zoo/<scenario>/ and zoo/INDEX.json.")
-    zsub = z.add_subparsers(dest="zoo_command", required=True, metavar="ACTION")
-    zb = _command(zsub, "build", _cmd_zoo_build, help="fit and write the zoo's predictors")
-    zb.add_argument("--scenario", action="append", default=[], help="only these scenario ids (repeatable)")
-    zb.add_argument("--out", default=None, help="zoo folder (default: the project's zoo/)")
-    zb.add_argument("--candidate", action="append", default=[],
-                    help="choose only among these predictors (repeatable; default: all of leaderboard/zoo.py's "
-                    "CANDIDATES). The op-wise ones alone (usc_lasso, lookup, usc_rf) make a zoo for NAS loops that "
-                    "predicts thousands of graphs a second; additive_mlp is more accurate and reads ~115 a second")
-    _quiet(zb, "no line per scenario")
+    for name in COMMANDS:  # the commands of packages above this one (the shelf's predict, shelf build)
+        COMMANDS.get(name)(sub)
 
     dv = sub.add_parser("devices", help="the device catalog (pipelines/devices/catalog.yaml)",
                         description="Devices are data: the catalog describes phones (SoC, clusters, clocks, GPU) for "
-                        "the importers, the adb device kind and the predictor zoo.")
+                        "the importers, the adb device kind and the predictor shelf.")
     dsub = dv.add_subparsers(dest="devices_command", required=True, metavar="ACTION")
     da = _command(dsub, "add", _cmd_devices_add,
                   help="describe an adb phone from its own getprop and sysfs and write it into the catalog")
@@ -458,7 +406,12 @@ STAGES = ("generate", "export", "measure", "import-public", "assemble")  # dvc.y
 def main(argv: list[str] | None = None) -> int:
     import time
 
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()
+    except RegistryError as e:  # a package's command that cannot be loaded
+        print(f"latbench: error: {e}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     t0 = time.monotonic()
     try:
         args.func(args)

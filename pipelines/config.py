@@ -112,13 +112,15 @@ def _generator_schema() -> type:
 
 def _stage_sections() -> dict[str, tuple[type, Any]]:
     """Top-level sections owned by one stage each: name -> (schema, validate_config)."""
-    from . import export, measure, public
+    from . import export, public, release
+    from .measure import protocol
     from .scenarios import ScenarioGridConfig
 
     return {"export": (export.ExportConfig, export.validate_config),
             "device": (DeviceConfig, validate_device),
-            "scenario": (ScenarioGridConfig, measure.validate_grid),
-            "measure": (measure.MeasureConfig, measure.validate_config),
+            "scenario": (ScenarioGridConfig, protocol.validate_grid),
+            "measure": (protocol.MeasureConfig, protocol.validate_config),
+            "release": (release.ReleaseConfig, release.validate_config),
             "public": (public.PublicConfig, public.validate_config)}
 
 

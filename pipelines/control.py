@@ -3,10 +3,10 @@
 A release is measured over many sessions, days and possibly machines. Its card must say how
 far the instrument moved between them (the between-run drift), which the spread inside one
 sweep cannot show. So every sweep session starts by measuring the same few networks
-(``measure.control``: generator names, e.g. ``zoo-mobilenetv2-ref``) at every measure point
+(``release.control``: generator names, e.g. ``zoo-mobilenetv2-ref``) at every measure point
 of the grid, with the point's own protocol (e2e only), into a fresh folder
 ``<data_dir>/control/<session>/``. One row per (session, scenario, network) is appended to
-``control.csv`` inside the committed release, which ``pipelines.release`` keeps when it
+``control.csv`` inside the committed release, which ``pipelines.release_writer`` keeps when it
 rewrites the folder, so the history travels with the project.
 
     python -m pipelines.control [--params params.yaml]     # measure the control set, print the drift
@@ -63,8 +63,8 @@ def named_models(models_dir: Path, names: list[str], key: str) -> list[tuple[str
 
 
 def control_models(cfg: Any, models_dir: Path) -> list[tuple[str, str, str]]:
-    """(source, model_id, name) of every network ``measure.control`` names, in its order."""
-    return named_models(models_dir, list(cfg.measure.control), "measure.control")
+    """(source, model_id, name) of every network ``release.control`` names, in its order."""
+    return named_models(models_dir, list(cfg.release.control), "release.control")
 
 
 def measure_control(cfg: Any, session: str | None = None, progress: bool = True,
@@ -74,8 +74,8 @@ def measure_control(cfg: Any, session: str | None = None, progress: bool = True,
     measures synthetic networks measures only the synthetic control networks). ``sink`` gets
     each point's rows as soon as the point is done: a session stopped part-way (a slow episode
     can keep one point busy for many minutes) keeps the points it finished."""
-    if not cfg.measure.control:
-        raise ControlError("measure.control: empty; name the networks to measure again every session")
+    if not cfg.release.control:
+        raise ControlError("release.control: empty; name the networks to measure again every session")
     chosen = control_models(cfg, Path(cfg.data_dir) / "models")
     return measure_again(cfg, chosen, "control", session, progress, sink)
 
@@ -95,7 +95,7 @@ def measure_again(cfg: Any, chosen: list[tuple[str, str, str]], folder: str, ses
     c = copy.deepcopy(cfg)
     m = c.measure
     m.models = [mid for _, mid, _ in chosen]
-    m.reuse_release = False  # measured again, released or not
+    c.release.reuse = False  # measured again, released or not
     m.granularities = ["e2e"]
     for p in m.points.values():
         p.granularities = ["e2e"]
@@ -214,7 +214,7 @@ def drift_markdown(table: list[dict]) -> str:
     """The card's section on the between-session drift (the release writes it from its history)."""
     return card_section(
         "Between-session drift (the control set)",
-        "The same control networks (`measure.control`) are measured again at the start of every sweep "
+        "The same control networks (`release.control`) are measured again at the start of every sweep "
         "session, e2e, at each point of the grid (`python -m pipelines.control`; the rows are `control.csv` "
         "beside this card). Drift: a network's latency in a session over its latency in the first session whose "
         "rows record the speed probe's judgement (else the first session), minus one; median and largest "
@@ -230,7 +230,7 @@ def drift_markdown(table: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from .config import PARAMS, ConfigError, load_params
-    from .release import resolve
+    from .release import Release
 
     ap = argparse.ArgumentParser(prog="python -m pipelines.control", description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default=str(PARAMS), help="the composed parameters (default: params.yaml)")
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         cfg = load_params(args.params)
-        history = resolve(cfg.measure.release) / HISTORY
+        history = Release(cfg.release.folder).history(HISTORY)
         if not args.report:
             # each point's rows land as the point finishes (the sink), and only then
             rows = measure_control(cfg, progress=not args.quiet, sink=lambda got: append_history(history, got))

@@ -35,7 +35,7 @@ from tqdm import tqdm
 from foundation.atomic import remove_orphans, write_text
 from generators.export.formats import FORMATS, exporter_version
 
-from .prune import dropped_sidecar, is_dropped
+from .artifacts import dropped_sidecar, is_dropped
 
 ENGINES = ("x86", "qnnpack")
 MANIFEST_COLUMNS = ["model_id", "source", "name", "format", "status", "file", "bytes", "seconds", "checks", "error"]
@@ -165,7 +165,7 @@ def export_formats(cfg: Any) -> dict[str, frozenset[str] | None]:
     scenario grid read (:func:`pipelines.measure.grid_formats`)."""
     if cfg.export.formats:
         return {f: None for f in cfg.export.formats}
-    from .measure import grid_formats
+    from .measure.protocol import grid_formats
 
     formats = grid_formats(cfg.scenario, getattr(cfg, "measure", None))
     if not formats:

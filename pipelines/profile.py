@@ -235,7 +235,8 @@ def run_profile(cfg: Any, req: ProfileRequest, *, device: Device | None = None, 
     import copy
 
     from .devices import make_device
-    from .measure import Sweep, artifact_path, stage_scenario
+    from .artifacts import artifact_path
+    from .measure import Sweep, resolve_plan, stage_scenario
     from .runners import RUNNERS
     from generators.export.formats import FORMATS
 
@@ -282,13 +283,15 @@ def run_profile(cfg: Any, req: ProfileRequest, *, device: Device | None = None, 
         m.processes = req.processes
         m.stopping.max_processes = max(m.stopping.max_processes, req.processes)
     rec_dir = out / scenario.scenario_id
-    sweep = Sweep(device, scenario, m, rec_dir, out / "artifacts", progress=progress)
-    sweep.on_process = (lambda proc: on_process(scenario.scenario_id, proc["process"], proc)) if on_process else None
     with device.lock(out / ".lock"):
-        sweep.run([(PROFILE_SOURCE, mid)])
-    rec_path = sweep.record_path(mid)
+        plan = resolve_plan(device, scenario, m, rec_dir, out / "artifacts", [(PROFILE_SOURCE, mid)],
+                            getattr(cfg, "release", None))
+        sweep = Sweep(plan, device, progress=progress)
+        sweep.on_process = (lambda proc: on_process(scenario.scenario_id, proc["process"], proc)) if on_process else None
+        sweep.run()
+    rec_path = plan.record_path(mid)
     if not rec_path.is_file():
-        err = json.loads(sweep.error_path(mid).read_text()) if sweep.error_path(mid).is_file() else {}
+        err = json.loads(plan.error_path(mid).read_text()) if plan.error_path(mid).is_file() else {}
         raise ProfileError(f"{path}: {err.get('kind', 'failed')}: {err.get('error', 'no record written')}")
     record = json.loads(rec_path.read_text())
     (rec_dir / "source.json").write_text(json.dumps({"model_file": str(path.resolve()), "model_id": mid,

@@ -6,9 +6,9 @@ too and CI needs room of its own. An artifact file (a network's ``tflite_fp32``,
 is read only by the grid points whose runner measures that format (the format of the point's
 precision, :data:`pipelines.runners.RUNNERS`), for the sources and models the point measures
 (``measure.points``, ``runner_sources``, ``models``). Once the committed release
-(``measure.release``) holds the pair of every such point, the file is not read again:
+(``release.folder``) holds the pair of every such point, the file is not read again:
 
-- ``measure`` skips released pairs (``reuse_release``);
+- ``measure`` skips released pairs (``release.reuse``);
 - ``assemble`` takes a pruned pair's rows from the release, whose op features were read from
   the file while it existed (:func:`pipelines.assemble.assemble`);
 - ``export`` does not write a pruned file again (:func:`pipelines.export._pending`).
@@ -19,7 +19,7 @@ at the start of every sweep session, so they are never pruned. A point added to 
 that needs a pruned file (the release's GPU point reads the NAS-Bench-201 cells' ``tflite_fp32``)
 finds it missing, with the sidecar named in its error; ``prune --restore`` deletes the sidecars
 of the files some point of the configured grid still needs (it reads the file and the release
-lacks its pair; with ``reuse_release: false`` every read file), and the next ``export`` writes
+lacks its pair; with ``release.reuse: false`` every read file), and the next ``export`` writes
 those again. The other sidecars stay: restoring every pruned file would export tens of GB that
 nothing reads.
 
@@ -35,17 +35,7 @@ from typing import Any
 
 from foundation.atomic import write_text
 
-DROPPED = "dropped"  # the sidecar's kind: <format>.dropped.json
-
-
-def dropped_sidecar(folder: Path, fmt: str) -> Path:
-    """Where prune records that ``folder``'s ``fmt`` file was deleted."""
-    return folder / f"{fmt}.{DROPPED}.json"
-
-
-def is_dropped(folder: Path, fmt: str) -> bool:
-    return dropped_sidecar(folder, fmt).is_file()
-
+from .artifacts import DROPPED, dropped_sidecar, is_dropped
 
 @dataclass(frozen=True)
 class Reader:
@@ -64,7 +54,7 @@ class Reader:
 def readers(cfg: Any, device: Any) -> list[Reader]:
     """Every point of the scenario grid that measures something on ``device``, as a Reader (a
     point the device does not offer, or that ``measure.points`` leaves out, reads nothing)."""
-    from .measure import point_name, reading_points, stage_scenario
+    from .measure.protocol import point_name, reading_points, stage_scenario
 
     out = []
     for (framework, precision, cores, accelerator), fmt, sources, m in reading_points(cfg.scenario, cfg.measure):
@@ -110,16 +100,16 @@ def plan(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> Plan:
     from .control import control_models
     from .release import reused_pairs
 
-    if not cfg.measure.release:
-        raise PruneError("measure.release: empty; prune deletes only files whose pairs a committed release holds")
-    if not cfg.measure.reuse_release:
-        raise PruneError("measure.reuse_release: false, so the sweep measures the released pairs again and needs "
+    if not cfg.release.folder:
+        raise PruneError("release.folder: empty; prune deletes only files whose pairs a committed release holds")
+    if not cfg.release.reuse:
+        raise PruneError("release.reuse: false, so the sweep measures the released pairs again and needs "
                          "every file; nothing to prune")
-    released = reused_pairs(cfg.measure)
+    released = reused_pairs(cfg.release, cfg.measure.stopping)
     by_fmt = _by_format(cfg, device)
     sources = _sources(models_dir)
     # a control network named but not generated raises (ControlError names the key): never guess
-    control = {mid for _, mid, _ in control_models(cfg, models_dir)} if cfg.measure.control else set()
+    control = {mid for _, mid, _ in control_models(cfg, models_dir)} if cfg.release.control else set()
     prunable, kept = [], {}
 
     def keep(why: str) -> None:
@@ -168,10 +158,10 @@ def prune(p: Plan, release: str) -> int:
 def restorable(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> list[Path]:
     """The dropped sidecars whose files a grid point still needs: it reads that format of that
     network and the release does not hold its pair (a point added after the prune; every pair
-    when ``reuse_release`` is false, since the sweep then measures released pairs again)."""
+    when ``release.reuse`` is false, since the sweep then measures released pairs again)."""
     from .release import reused_pairs
 
-    released = reused_pairs(cfg.measure)
+    released = reused_pairs(cfg.release, cfg.measure.stopping)
     by_fmt = _by_format(cfg, device)
     sources = _sources(models_dir)
     tail = f".{DROPPED}.json"

@@ -9,7 +9,7 @@ the hours of a sweep it cannot know. The retest measures a set of released netwo
 (``--split``: the test networks of a frozen board split), e2e at every point of the grid with
 the point's own protocol (load check, speed probe), into ``<data_dir>/retest/<session>/``, and
 appends one row per (network, scenario) to ``retest.csv`` inside the release (the columns of
-``control.csv``), which ``pipelines.release`` keeps and states on the card. Per scenario:
+``control.csv``), which ``pipelines.release_writer`` keeps and states on the card. Per scenario:
 
 - the session factor: the median of retest / released over the networks (what moved every
   network alike: another day's machine, which no predictor is asked to know);
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default=str(PARAMS), help="the composed parameters (default: params.yaml)")
     ap.add_argument("--split", help="a frozen board split whose test networks are measured again")
     ap.add_argument("--session", help="the session's name (default: the UTC time, 20261128T064500Z)")
-    ap.add_argument("--release", help="the release to compare with (default: the params' measure.release)")
+    ap.add_argument("--release", help="the release to compare with (default: the params' release.folder)")
     ap.add_argument("--report", action="store_true", help="print the comparison of the committed rows; measure nothing")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     args = ap.parse_args(argv)
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.split:
                 raise ControlError("--split: name the split whose test networks to measure again (or --report)")
             cfg = load_params(args.params)
-            release = release or resolve(cfg.measure.release)
+            release = release or resolve(cfg.release.folder)
             history = release / HISTORY
             names = split_test_names(args.split)
             rows = measure_retest(cfg, names, args.session, progress=not args.quiet,
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                                    f"{cfg.data_dir}/retest/)")
             print(f"retest: {len(rows)} (scenario, network) rows appended to {history} (each point as it finished)")
         if release is None:
-            release = resolve(load_params(args.params).measure.release)
+            release = resolve(load_params(args.params).release.folder)
         print(format_compare(compare(read_history(release / HISTORY), load_dataset(release).e2e)))
     except (ControlError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)

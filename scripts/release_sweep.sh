@@ -2,7 +2,7 @@
 # One session of the dataset release sweep (issue 18; docs/dataset.md, docs/measure.md).
 #
 #   bash scripts/release_sweep.sh [BUDGET_SECONDS] [hydra overrides...]
-#   POINTS="tflite-int8-1large tflite-fp32-2large" bash scripts/release_sweep.sh 3000 'measure.sources=[synthetic]'
+#   POINTS="tflite-cpu-1large-int8 tflite-cpu-2large-fp32" bash scripts/release_sweep.sh 3000 'measure.sources=[synthetic]'
 #
 # Composes the release configuration into data/release.params.yaml (data_dir data/release,
 # never the main job's params.yaml), generates what is missing, prunes the artifacts whose pairs
@@ -27,18 +27,18 @@ start=$(date +%s)
 say() { printf '%s release-sweep: %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 compose() {
-  python -m pipelines.cli compose scenario=release measure=release \
+  python -m pipelines.cli compose scenario=release measure=release release=sweep \
     'generator=[synthetic,zoo,nasbench201,pytorch,release]' data_dir=data/release "$@" -o "$params"
 }
 mkdir -p data
 # a release holds one processor's measurements: this machine adds to the release measured on its
 # processor (a new datasets/host-<processor>-v1 on one the project has not seen); an explicit
-# measure.release=... among the overrides wins, and is checked
+# release.folder=... among the overrides wins, and is checked
 compose "$@"
-release=$(python -m pipelines.release --params "$params" --for-this-machine)
-compose "measure.release=$release" "$@"
-python -m pipelines.release --params "$params" --check-machine
-release=$(python -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['measure']['release'])" "$params")
+release=$(python -m pipelines.release_writer --params "$params" --for-this-machine)
+compose "release.folder=$release" "$@"
+python -m pipelines.release_writer --params "$params" --check-machine
+release=$(python -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['release']['folder'])" "$params")
 say "this machine ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)) adds to $release"
 python -m pipelines.cli generate --params "$params" --quiet
 # the disk first: files whose pairs the release holds at every point reading them are deleted
@@ -57,18 +57,18 @@ python -m pipelines.control --params "$params" --quiet
 # other points or another order; a point is named as DVC's matrix names its stage). A point
 # measures its pairs in blocks of measure.chunk, so the budget ends between blocks of whole pairs,
 # which land in the release.
-for point in ${POINTS:-tflite-fp32-1large tflite-gpu-fp32 tflite-int8-1large tflite-fp32-2large pytorch-fp32-1large}; do
+for point in ${POINTS:-tflite-cpu-1large-fp32 tflite-gpu-fp32 tflite-cpu-1large-int8 tflite-cpu-2large-fp32 pytorch-cpu-1large-fp32}; do
   left=$(( budget - ($(date +%s) - start) ))
   if (( left <= 60 )); then
     say "budget spent: $point and the points after it wait for the next session"
     break
   fi
-  # <framework>-<precision>-<cores> on the CPU, <framework>-gpu-<precision> on the GPU
-  IFS=- read -r framework second third <<< "$point"
-  if [[ $second == gpu ]]; then
-    where=(--accelerator gpu --precision "$third")
+  # <framework>-cpu-<cores>-<precision> on the CPU, <framework>-gpu-<precision> on the GPU
+  IFS=- read -r framework accelerator third fourth <<< "$point"
+  if [[ $accelerator == cpu ]]; then
+    where=(--cores "$third" --precision "$fourth")
   else
-    where=(--precision "$second" --cores "$third")
+    where=(--accelerator "$accelerator" --precision "$third")
   fi
   say "$point (at most $left s)"
   rc=0
@@ -84,7 +84,7 @@ for point in ${POINTS:-tflite-fp32-1large tflite-gpu-fp32 tflite-int8-1large tfl
 done
 
 python -m pipelines.cli assemble --params "$params"
-python -m pipelines.release --params "$params"
+python -m pipelines.release_writer --params "$params"
 say "done after $(( $(date +%s) - start )) s: retrain the host entries on the grown release"
 say "  (leaderboard-train predictor=all track=host out=leaderboard/entries/host; docs/leaderboard.md),"
 say "  then commit datasets/ and leaderboard/entries/host together"

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # on the shared test machine the load is recorded, not refused (tests/test_measure.py tests refusing)
 QUICK = ["measure.processes=2", "measure.warmup=2", "measure.stopping.policy=fixed", "measure.stopping.runs=6",
          "measure.op_runs=3", "measure.overhead_pairs=2", "measure.load.check=false",
-         "measure.release="]  # a committed release would hold these cells: measure them here
+         "release.folder="]  # a committed release would hold these cells: measure them here
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
 FP32, INT8, FP32_2 = "host-tflite-cpu-1large-fp32", "host-tflite-cpu-1large-int8", "host-tflite-cpu-2large-fp32"
 TORCH = "host-pytorch-cpu-1large-fp32"
@@ -326,3 +326,81 @@ def test_pytorch_rows_record_their_page_faults(measured, ds):
     rec = _record(measured, TORCH, a)
     assert rec["runtime"]["allocator"]["name"] == "jemalloc"
     assert rec["e2e"]["page_faults_per_run"] == e.loc[(TORCH, a), "page_faults_per_run"]
+
+
+def _record_files(data: Path) -> list[Path]:
+    return sorted(p for p in data.glob("measurements/host/*/*.json") if re.fullmatch(r"[0-9a-f]{16}\.json", p.name))
+
+
+def test_records_written_by_the_sweep_round_trip_through_their_type(measured):
+    """The measure stage writes a Record and assemble reads it back through the same type: every
+    record of the sweep parses, and its to_json is the file again (same keys, nesting, values)."""
+    from pipelines.measure.records import Record, json_default
+
+    modes = set()
+    for p in _record_files(measured):
+        text = p.read_text()
+        d = json.loads(text)
+        rec = Record.from_json(d, p)
+        assert rec.to_json() == d
+        assert json.dumps(rec.to_json(), indent=1, sort_keys=True, default=json_default) + "\n" == text
+        assert (rec.model_id, rec.scenario_id) == (p.stem, p.parent.name)
+        assert rec.e2e.latency_ms == d["e2e"]["latency_ms"] and rec.e2e.pooled.n == d["e2e"]["pooled"]["n"]
+        assert rec.protocol.stopping.stop_reason == d["protocol"]["stopping"]["stop_reason"]
+        assert rec.load is not None and rec.load.observed == d["load"]["observed"]
+        modes |= {m for m in ("op", "kernel") if rec.profiled(m) is not None}
+    assert modes == {"op", "kernel"}
+
+
+def test_an_unobserved_load_keeps_its_layout():
+    """The load part of a record whose processes' load was not read (a phone) is written as
+    load_summary gives it: observed, reason, remeasured (and the thresholds)."""
+    from pipelines.measure.records import LoadSummary, load_summary
+
+    d = {**load_summary([None, {"observed": False, "reason": "load is read on the host only"}], 1), "check": {}}
+    s = LoadSummary(**d)
+    assert s.to_json() == d == {"observed": False, "reason": "load is read on the host only", "remeasured": 1,
+                                "check": {}}
+
+
+@pytest.mark.parametrize("keys", [("e2e", "pooled"), ("e2e", "latency_ms"), ("scenario", "scenario_id"),
+                                  ("protocol",), ("model_id",)])
+def test_a_record_missing_a_key_is_one_line_naming_the_file_and_the_key(measured, tmp_path, keys):
+    from pipelines.measure.records import Record, RecordError
+
+    a = _ids(measured)[0]
+    d = _record(measured, FP32, a)
+    part = d
+    for k in keys[:-1]:
+        part = part[k]
+    del part[keys[-1]]
+    # read by the type
+    path = tmp_path / f"{a}.json"
+    with pytest.raises(RecordError) as e:
+        Record.from_json(d, path)
+    assert str(e.value) == f"{path}: missing key {'.'.join(keys)!r}"
+    # and by the stage, reading a scenario folder holding it
+    data = tmp_path / "data"
+    for name in ("models", "artifacts"):
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).symlink_to(measured / name)
+    folder = data / "measurements" / "host" / FP32
+    folder.mkdir(parents=True)
+    shutil.copy(measured / "measurements" / "host" / FP32 / "SCENARIO.json", folder)
+    (folder / f"{a}.json").write_text(json.dumps(d))
+    with pytest.raises(AssembleError) as e:
+        assemble(data)
+    assert str(e.value) == f"{folder / f'{a}.json'}: missing key {'.'.join(keys)!r}" and "\n" not in str(e.value)
+
+
+def test_a_record_of_another_shape_is_one_line_naming_the_key(measured, tmp_path):
+    from pipelines.measure.records import Record, RecordError
+
+    d = _record(measured, FP32, _ids(measured)[0])
+    path = tmp_path / "r.json"
+    with pytest.raises(RecordError, match=r"r\.json: bad key 'e2e\.pooled' \(expected an object, got a list\)$"):
+        Record.from_json({**d, "e2e": {**d["e2e"], "pooled": []}}, path)
+    with pytest.raises(RecordError, match=r"r\.json: bad key 'op\.ops' \(expected a list, got an object\)$"):
+        Record.from_json({**d, "op": {**d["op"], "ops": {}}}, path)
+    with pytest.raises(RecordError, match=r"r\.json: schema 'other/1', expected 'latbench\.measurement/1'$"):
+        Record.from_json({**d, "schema": "other/1"}, path)

@@ -16,7 +16,7 @@ import pytest
 from pipelines import control
 from pipelines.assemble import run_assemble
 from pipelines.measure import run_measure
-from pipelines.release import write_release
+from pipelines.release_writer import write_release
 from support.sweeps import exported_sweep, tiny_sweep_cfg, tiny_sweep_overrides
 
 SID = "host-tflite-cpu-1large-fp32"
@@ -43,10 +43,10 @@ def test_two_sessions_append_history_the_release_keeps_and_the_drift_is_reported
     shutil.copytree(exported, data)
     release = tmp_path / "datasets" / "tiny-v1"
     names = _names(data)[:2]
-    cfg = _cfg(data, release, f"measure.control=[{','.join(names)}]")
+    cfg = _cfg(data, release, f"release.control=[{','.join(names)}]")
     history = release / control.HISTORY
 
-    # a released pair is measured again in the control sweep (reuse_release does not apply)
+    # a released pair is measured again in the control sweep (release.reuse does not apply)
     assert run_measure(_cfg(data, release), "tflite", "fp32", "1large", progress=False)["ok"] == 3
     run_assemble(cfg, progress=False)
     write_release(data / "dataset", release)
@@ -79,8 +79,8 @@ def test_two_sessions_append_history_the_release_keeps_and_the_drift_is_reported
 
 
 def test_a_control_name_that_was_not_generated_is_one_line_naming_the_key(exported, tmp_path):
-    cfg = _cfg(exported, tmp_path / "none-v1", "measure.control=[zoo-resnet-ref]")
-    with pytest.raises(control.ControlError, match=r"^measure\.control: 'zoo-resnet-ref' is not among the generated"):
+    cfg = _cfg(exported, tmp_path / "none-v1", "release.control=[zoo-resnet-ref]")
+    with pytest.raises(control.ControlError, match=r"^release\.control: 'zoo-resnet-ref' is not among the generated"):
         control.measure_control(cfg, progress=False)
     assert control.main(["--params", str(tmp_path / "absent.yaml"), "--report"]) == 2
 
@@ -94,7 +94,7 @@ def test_a_session_stopped_part_way_keeps_the_points_it_finished(exported, tmp_p
     shutil.copytree(exported, data)
     release = tmp_path / "datasets" / "tiny-v1"
     names = _names(data)[:1]
-    cfg = tiny_sweep_cfg(data, release, f"measure.control=[{names[0]}]", granularities="[e2e]",
+    cfg = tiny_sweep_cfg(data, release, f"release.control=[{names[0]}]", granularities="[e2e]",
                          grid=(*GRID[:2], "scenario.cores=[1large,2large]", GRID[3]))
     history = release / control.HISTORY
     real, calls = measure_mod.run_measure, []
@@ -122,7 +122,7 @@ def test_the_command_appends_each_row_once(exported, tmp_path):
     shutil.copytree(exported, data)
     release = tmp_path / "datasets" / "tiny-v1"
     name = _names(data)[0]
-    params = write_params(compose(tiny_sweep_overrides(data, release, f"measure.control=[{name}]", grid=GRID)),
+    params = write_params(compose(tiny_sweep_overrides(data, release, f"release.control=[{name}]", grid=GRID)),
                           tmp_path / "params.yaml")
     assert control.main(["--params", str(params), "--quiet"]) == 0
     rows = control.read_history(release / control.HISTORY)

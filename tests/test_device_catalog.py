@@ -384,7 +384,7 @@ def test_add_phone_over_adb_writes_the_catalog(tmp_path):
     and write its entry."""
     from adbd_emulator import AdbServer, EmulatorProcess
 
-    from pipelines.devices.android import add_phone
+    from pipelines.devices.adb import add_phone
 
     srv = AdbServer().start()
     try:

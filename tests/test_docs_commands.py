@@ -66,7 +66,7 @@ def help_text(entry: str, sub: tuple[str, ...]) -> str:
 
 def subcommand(entry: str, args: list[str]) -> tuple[str, ...]:
     """The (nested) subcommand a documented command names: its first word, then each following
-    word the help lists as an action of what came before (`latbench zoo build`), not a file."""
+    word the help lists as an action of what came before (`latbench shelf build`), not a file."""
     words = [a for a in args if not a.startswith("-")]
     sub = tuple(words[:1])
     for w in words[1:]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("generators", "pipelines", "leaderboard", "kernels", "foundation")
+PACKAGES = ("generators", "pipelines", "leaderboard", "kernels", "foundation", "shelf")
 MAX_MODULE_DOCSTRING_LINES = 40
 DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
 

@@ -26,7 +26,7 @@ XNN_NAME = re.compile(r"^[A-Z][A-Za-z0-9 ]*? \((?:N[A-Z]*|ND|NC)(?:, [A-Z0-9]+)*
 # load is recorded but never refused (test_a_busy_core_... turns the check on)
 QUICK = ["measure.processes=2", "measure.warmup=2", "measure.stopping.policy=fixed", "measure.stopping.runs=6",
          "measure.op_runs=3", "measure.overhead_pairs=2", "measure.load.check=false",
-         "measure.release="]  # a committed release would hold these cells: measure them here
+         "release.folder="]  # a committed release would hold these cells: measure them here
 
 
 def params(data_dir: Path, *overrides: str):
@@ -311,7 +311,9 @@ def test_a_busy_core_is_seen_measured_again_and_refused(data):
         loop.kill()
         loop.wait()
     out = r["out"]
-    assert (r["ok"], r["failed"], r["refused"], r["remeasured"]) == (0, 2, 2, 2)
+    # every pair is refused; a process the scheduler let through (the loop holds its CPU only most
+    # of the time) moves on to the pair's next process, so a pair may be measured again more than once
+    assert (r["ok"], r["failed"], r["refused"]) == (0, 2, 2) and r["remeasured"] >= 2
     for p in out.glob("*.error.json"):
         err = json.loads(p.read_text())
         m = re.search(r"taken under load 2 times, last: other processes used (\d+)% of CPUs \[(\d+)\]", err["error"])
@@ -319,7 +321,8 @@ def test_a_busy_core_is_seen_measured_again_and_refused(data):
         assert int(m.group(1)) >= 20 and int(m.group(2)) == cpu
     assert not records(out)
     log = (out / "measure.log").read_text()
-    assert log.count("loaded ") == 4 and "(2 refused as taken under load)" in log
+    # each loaded process is either measured again or ends its pair's refusal
+    assert log.count("loaded ") == r["remeasured"] + 2 and "(2 refused as taken under load)" in log
 
     cfg.measure.load.check = False  # the loop is gone; the shared test machine may still be busy
     r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)  # `loaded` is retried by any rerun
@@ -377,7 +380,8 @@ def test_the_stage_waits_for_a_slow_episode_to_pass_before_a_process(data, monke
     """The probe says slow for its first readings, then fast (scripted readings of the probe,
     the one part a test cannot make the VM do on demand): the stage polls until the cores run
     at speed, then measures; nothing is refused or measured twice."""
-    from pipelines import measure, speed_probe
+    from pipelines import speed_probe
+    from pipelines.measure import observe
 
     class Episode(speed_probe.SpeedProbe):
         def __init__(self, cpus, slow_readings):
@@ -392,7 +396,7 @@ def test_the_stage_waits_for_a_slow_episode_to_pass_before_a_process(data, monke
                     "measure.load.max_steal=1.0", "measure.load.max_slowdown=0.3", "measure.load.speed_wait_s=30")
     cpu = sorted(os.sched_getaffinity(0))[0]
     monkeypatch.setitem(speed_probe._PROBES, (cpu,), Episode([cpu], slow_readings=3))
-    monkeypatch.setattr(measure, "SPEED_POLL_S", 0.01)
+    monkeypatch.setattr(observe, "SPEED_POLL_S", 0.01)
     r = run_measure(cfg, "tflite", "fp32", "1large", progress=False)
     assert (r["ok"], r["failed"], r["remeasured"], r["speed_waits"]) == (2, 0, 0, 1)
     log = (r["out"] / "measure.log").read_text()

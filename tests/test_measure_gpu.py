@@ -1,7 +1,7 @@
 """GPU scenarios in the measure grid (the `measure-gpu` DVC stage) and GPU kernels in the dataset.
 
 One tiny synthetic network (16x16 input, two blocks, 8-16 channels) is generated and exported
-once; the `measure-gpu@fp16` stage command from dvc.yaml measures it on this machine's GPU
+once; the `measure-gpu@tflite-gpu-fp16` stage command from dvc.yaml measures it on this machine's GPU
 (LiteRT's WebGPU accelerator on Mesa's lavapipe) and `assemble` turns the records into
 dataset rows. Those tests skip, saying why, when the machine has no Vulkan device
 (scripts/setup.sh installs one: docs/gpu.md). The "not offered" paths and the pure parts
@@ -45,7 +45,7 @@ def params(data: Path, *overrides: str):
 
 @pytest.fixture(scope="module")
 def measured(needs_gpu, tmp_path_factory) -> Path:
-    """A data dir with the tiny network exported and measured by the measure-gpu@fp16 stage
+    """A data dir with the tiny network exported and measured by the measure-gpu@tflite-gpu-fp16 stage
     command, run exactly as dvc.yaml spells it (with its own params file)."""
     from pipelines.export import run_export
     from pipelines.generate import run_generate
@@ -56,7 +56,7 @@ def measured(needs_gpu, tmp_path_factory) -> Path:
     assert run_export(cfg, progress=False)["failed"] == 0
     p = data.parent / "params.yaml"
     write_params(raw, p)
-    cmd = _stage("measure-gpu")["cmd"].replace("${item.precision}", "fp16").split()
+    cmd = _stage("measure-gpu")["cmd"].replace("${item.framework}", "tflite").replace("${item.precision}", "fp16").split()
     assert cmd[:3] == ["python", "-m", "pipelines.cli"]
     proc = subprocess.run([sys.executable, *cmd[1:], "--params", str(p), "-q"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
@@ -77,13 +77,12 @@ def _records(out: Path) -> dict[str, dict]:
 # ---------------------------------------------------------------- the stage on a GPU
 def test_the_gpu_stage_records_e2e_and_gpu_kernels(measured):
     stage = _stage("measure-gpu")
-    assert stage["matrix"] == {"precision": "${scenario.gpu_precisions}"}
-    assert {"pipelines/gpu", "native/vklayer", "pipelines/measure.py"} <= \
-        set(stage["deps"])
+    assert stage["matrix"] == {"framework": ["tflite"], "accelerator": ["gpu"], "precision": "${scenario.gpu_precisions}"}
+    assert {"pipelines/gpu", "native/vklayer", "pipelines/measure", "${release.folder}"} <= set(stage["deps"])
     (outs,) = stage["outs"]
     (path,) = outs
     out = measured / path.replace("${data_dir}/", "").replace("${device.name}", "host").replace(
-        "${item.precision}", "fp16")
+        "${item.framework}", "tflite").replace("${item.precision}", "fp16")
     info = json.loads((out / "SCENARIO.json").read_text())
     assert out.name == GPU16 and info["status"] == "measured" and info["device"]["gpu"]  # auto -> the Vulkan device
     assert info["scenario"]["accelerator"] == "gpu" and info["scenario"]["cores"] is None

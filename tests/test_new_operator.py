@@ -21,7 +21,7 @@ from torch import nn  # noqa: E402
 from generators.export import nnmeter_ir as nm  # noqa: E402
 from generators.export import tflite as T  # noqa: E402
 from generators.export import torch_module as tm  # noqa: E402
-from generators.export.tflite_lowering import LOWERINGS, TFLITE_FUSIONS, elementwise  # noqa: E402
+from generators.export.tflite_lowering import TFLITE_FUSIONS, TFLITE_LOWERINGS, elementwise  # noqa: E402
 from generators.export.weights import example_input  # noqa: E402
 from generators.ir import Graph  # noqa: E402
 from generators.ops import OPS, OpSpec, register_op  # noqa: E402
@@ -38,7 +38,7 @@ def elu():
     nm.register_nnmeter_op(OP, nm.NNMeterOp(lambda node, ins: ("elu", {}), "elu"))                 # nn-Meter
     yield OP
     # the registries are process-wide: leave them as other test files expect them
-    for table in (OPS, LOWERINGS, TFLITE_FUSIONS, tm.TORCH_OPS, nm.NNMETER_OPS):
+    for table in (OPS, TFLITE_LOWERINGS, TFLITE_FUSIONS, tm.TORCH_OPS, nm.NNMETER_OPS):
         del table[OP]
 
 

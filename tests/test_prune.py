@@ -24,7 +24,7 @@ from pipelines.devices import make_device
 from pipelines.export import run_export
 from pipelines.measure import run_measure
 from pipelines.prune import PruneError, dropped_sidecar, plan, prune, readers, restorable, restore
-from pipelines.release import write_release
+from pipelines.release_writer import write_release
 from support.sweeps import exported_sweep, tiny_sweep_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,28 +64,28 @@ def test_only_files_whose_every_reader_is_released(released, tmp_path):
     data, release, ids = released
     device = make_device(_cfg(data, release).device)
     cfg = _cfg(data, release)
-    assert [(r.point, r.scenario_id, r.fmt) for r in readers(cfg, device)] == [("tflite-fp32-1large", SID, "tflite_fp32")]
+    assert [(r.point, r.scenario_id, r.fmt) for r in readers(cfg, device)] == [("tflite-cpu-1large-fp32", SID, "tflite_fp32")]
     p = plan(cfg, device, data / "models", data / "artifacts")
     assert sorted(a.parent.name for a, *_ in p.prunable) == ids[:2]
     assert all(fmt == "tflite_fp32" and size > 0 and sc == [SID] for _, fmt, size, sc in p.prunable)
-    assert p.kept == {"tflite-fp32-1large not yet released": 1}
+    assert p.kept == {"tflite-cpu-1large-fp32 not yet released": 1}
     # a second point reads the same file: nothing is released there, nothing goes
     two = _cfg(data, release, grid=(*ONE_CORE[:3], "scenario.cores=[1large,2large]"))
     p2 = plan(two, device, data / "models", data / "artifacts")
-    assert p2.prunable == [] and p2.kept == {"tflite-fp32-2large not yet released": 2,
+    assert p2.prunable == [] and p2.kept == {"tflite-cpu-2large-fp32 not yet released": 2,
                                              "several points not yet released": 1}
     # ...unless measure.points leaves that point out
-    only = _cfg(data, release, "+measure.points={tflite-fp32-1large: {granularities: [e2e, op]}}",
+    only = _cfg(data, release, "+measure.points={tflite-cpu-1large-fp32: {granularities: [e2e, op]}}",
                 grid=(*ONE_CORE[:3], "scenario.cores=[1large,2large]"))
     assert len(plan(only, device, data / "models", data / "artifacts").prunable) == 2
     # the control set is measured every session: kept
-    ctl = _cfg(data, release, f"measure.control=[{_name(data, ids[0])}]")
+    ctl = _cfg(data, release, f"release.control=[{_name(data, ids[0])}]")
     p3 = plan(ctl, device, data / "models", data / "artifacts")
     assert [a.parent.name for a, *_ in p3.prunable] == [ids[1]]
     assert p3.kept["control set (measured again every session)"] == 1
     # a sweep that measures released pairs again needs every file
-    with pytest.raises(PruneError, match="reuse_release"):
-        plan(_cfg(data, release, "measure.reuse_release=false"), device, data / "models", data / "artifacts")
+    with pytest.raises(PruneError, match="release.reuse"):
+        plan(_cfg(data, release, "release.reuse=false"), device, data / "models", data / "artifacts")
 
 
 def test_pruned_files_stay_pruned_and_the_data_keeps_their_features(released, tmp_path):
@@ -122,7 +122,7 @@ def test_pruned_files_stay_pruned_and_the_data_keeps_their_features(released, tm
     # measuring a released pair again (here, where its record is gone) needs the file: the failure
     # names the pruning
     (data / "measurements" / "host" / SID / f"{ids[0]}.json").unlink()
-    again = _cfg(data, release, "measure.reuse_release=false", f"measure.models=[{ids[0]}]")
+    again = _cfg(data, release, "release.reuse=false", f"measure.models=[{ids[0]}]")
     r = run_measure(again, "tflite", "fp32", "1large", progress=False)
     assert r["failed"] == 1
     err = json.loads((data / "measurements" / "host" / SID / f"{ids[0]}.error.json").read_text())
@@ -145,13 +145,13 @@ def test_the_command(released, tmp_path):
     shutil.copytree(src, data)
     params = tmp_path / "params.yaml"
     raw = compose(["generator=[nasbench201]", "generator.nasbench201.n=3", f"data_dir={data}",
-                   "export.formats=[tflite_fp32]", *ONE_CORE, f"measure.release={release}",
-                   "measure.reuse_release=true"])
+                   "export.formats=[tflite_fp32]", *ONE_CORE, f"release.folder={release}",
+                   "release.reuse=true"])
     write_params(raw, params)
     run = [sys.executable, "-m", "pipelines.cli", "prune", "--params", str(params)]
     proc = subprocess.run([*run, "--dry-run"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("prune: would delete 2 files") and "1 tflite-fp32-1large not yet released" in proc.stdout
+    assert proc.stdout.startswith("prune: would delete 2 files") and "1 tflite-cpu-1large-fp32 not yet released" in proc.stdout
     assert all(list((data / "artifacts" / mid).glob("*.tflite")) for mid in ids)
     proc = subprocess.run(run, capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.startswith("prune: deleted 2 files"), proc.stderr
@@ -162,7 +162,7 @@ def test_the_command(released, tmp_path):
     proc = subprocess.run([*run, "--restore"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.startswith("prune: 2 dropped sidecars removed")
     # a control network that is not generated: one line naming the key, nothing deleted
-    raw["measure"]["control"] = ["no-such-net"]
+    raw["release"]["control"] = ["no-such-net"]
     write_params(raw, params)
     proc = subprocess.run(run, capture_output=True, text=True, cwd=ROOT)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "measure.control" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "release.control" in proc.stderr

@@ -19,8 +19,9 @@ from pipelines.assemble import run_assemble
 from pipelines.config import compose, validate, write_params
 from pipelines.dataset import load_dataset
 from pipelines.measure import run_measure
-from pipelines.release import (ReleaseError, check_one_machine, machine_mismatch, probe_reference, processor_slug,
-                               release_for_machine, released_pairs, write_release)
+from pipelines.release import (Release, ReleaseConfig, ReleaseError, check_one_machine, processor_slug,
+                               release_for_machine, reused_pairs)
+from pipelines.release_writer import write_release
 from support.sweeps import exported_sweep, tiny_sweep_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,9 +56,9 @@ def test_a_released_sweep_continues_elsewhere_without_measuring_a_pair_twice(exp
     assert manifest["pairs_per_scenario"] == {SID: 2} and manifest["bytes"] < 2**20
     assert {p.name for p in release.iterdir()} >= {"DATASET.md", "RELEASE.json", "e2e.parquet", "models.parquet",
                                                    "scenarios.parquet"}
-    assert released_pairs(release) == {(ids[0], SID), (ids[1], SID)}
+    assert Release(release).pairs() == {(ids[0], SID), (ids[1], SID)}
     # the speed probe's reference of the records travels with the release (pipelines/speed_probe.py)
-    ref = probe_reference(release, "host")
+    ref = Release(release).probe_reference("host")
     assert len(ref) == 1 and 0 < next(iter(ref.values())) < 0.1, ref
     ds = load_dataset(release)
     e = ds.e2e
@@ -82,7 +83,7 @@ def test_a_released_sweep_continues_elsewhere_without_measuring_a_pair_twice(exp
     assert list(both.scenarios["scenario_id"]) == [SID]
 
     # re-measuring released pairs is an explicit choice
-    cfg_c = _cfg(second, release, "measure.reuse_release=false")
+    cfg_c = _cfg(second, release, "release.reuse=false")
     r = run_measure(cfg_c, "tflite", "fp32", "1large", progress=False)
     assert (r["ok"], r["released"], r["skipped"]) == (2, 0, 1)
 
@@ -127,7 +128,7 @@ def test_a_session_keeps_the_released_failures_it_did_not_attempt(exported, tmp_
 
 
 def test_a_released_row_the_speed_probe_never_judged_is_measured_again(exported, tmp_path):
-    """``measure.remeasure_outdated`` (the release protocol): a released row without the speed
+    """``release.remeasure_outdated`` (the release protocol): a released row without the speed
     probe's verdict (measured before the probe existed) counts as not released, is measured
     again, and the fresh row replaces it at assemble; judged rows stay skipped."""
     import pandas as pd
@@ -144,14 +145,14 @@ def test_a_released_row_the_speed_probe_never_judged_is_measured_again(exported,
     e = pd.read_parquet(release / "e2e.parquet")
     e.loc[e["model_id"] == ids[0], "probe_slowdown"] = None
     e.to_parquet(release / "e2e.parquet", index=False)
-    assert released_pairs(release) == {(ids[0], SID), (ids[1], SID)}
-    assert released_pairs(release, current_only=True) == {(ids[1], SID)}
+    assert Release(release).pairs() == {(ids[0], SID), (ids[1], SID)}
+    assert Release(release).pairs(current_only=True) == {(ids[1], SID)}
 
     second = tmp_path / "b"
     shutil.copytree(exported, second)
     plain = _cfg(second, release, f"measure.models=[{','.join(ids)}]")
-    assert not plain.measure.remeasure_outdated  # the default: every released row is reused
-    cfg_b = _cfg(second, release, f"measure.models=[{','.join(ids)}]", "measure.remeasure_outdated=true")
+    assert not plain.release.remeasure_outdated  # the default: every released row is reused
+    cfg_b = _cfg(second, release, f"measure.models=[{','.join(ids)}]", "release.remeasure_outdated=true")
     r = run_measure(cfg_b, "tflite", "fp32", "1large", progress=False)
     assert (r["ok"], r["released"]) == (1, 1)
     run_assemble(cfg_b, progress=False)
@@ -175,15 +176,15 @@ def test_a_released_pytorch_row_without_its_page_faults_is_outdated(tmp_path):
                         "page_faults_per_run": [0.5, None, None, None, None]})
     e2e.to_parquet(folder / "e2e.parquet", index=False)
     every = {("a", "h-pt"), ("b", "h-pt"), ("c", "h-tfl"), ("d", "h-tfl"), ("e", "h-x")}
-    assert released_pairs(folder) == every
+    assert Release(folder).pairs() == every
     # b: PyTorch on glibc (no fault count); d: never judged by the probe
-    assert released_pairs(folder, current_only=True) == {("a", "h-pt"), ("c", "h-tfl"), ("e", "h-x")}
+    assert Release(folder).pairs(current_only=True) == {("a", "h-pt"), ("c", "h-tfl"), ("e", "h-x")}
     # a release written before the column existed: every PyTorch row is outdated
     e2e.drop(columns="page_faults_per_run").to_parquet(folder / "e2e.parquet", index=False)
-    assert released_pairs(folder, current_only=True) == {("c", "h-tfl"), ("e", "h-x")}
+    assert Release(folder).pairs(current_only=True) == {("c", "h-tfl"), ("e", "h-x")}
     # no scenarios table, so no runner is known: the suite's own columns only
     (folder / "scenarios.parquet").unlink()
-    assert released_pairs(folder, current_only=True) == {("a", "h-pt"), ("b", "h-pt"), ("c", "h-tfl"), ("e", "h-x")}
+    assert Release(folder).pairs(current_only=True) == {("a", "h-pt"), ("b", "h-pt"), ("c", "h-tfl"), ("e", "h-x")}
 
 
 def test_a_row_left_unsettled_by_a_smaller_cap_is_outdated(tmp_path):
@@ -195,8 +196,6 @@ def test_a_row_left_unsettled_by_a_smaller_cap_is_outdated(tmp_path):
 
     import pandas as pd
 
-    from pipelines.release import reused_pairs
-
     folder = tmp_path / "r-v1"
     folder.mkdir()
     pd.DataFrame({"scenario_id": ["h-tfl"], "framework": ["tflite"], "accelerator": ["cpu"]}).to_parquet(
@@ -205,20 +204,21 @@ def test_a_row_left_unsettled_by_a_smaller_cap_is_outdated(tmp_path):
                   "stop_reason": ["ci_width", "max_processes", "max_processes"],
                   "processes": [3, 5, 10]}).to_parquet(folder / "e2e.parquet", index=False)
     every = {("a", "h-tfl"), ("b", "h-tfl"), ("c", "h-tfl")}
-    assert released_pairs(folder, current_only=True) == every  # no cap given: not judged on it
-    assert released_pairs(folder, current_only=True, max_processes=5) == every
-    assert released_pairs(folder, current_only=True, max_processes=10) == {("a", "h-tfl"), ("c", "h-tfl")}
+    assert Release(folder).pairs(current_only=True) == every  # no cap given: not judged on it
+    assert Release(folder).pairs(current_only=True, max_processes=5) == every
+    assert Release(folder).pairs(current_only=True, max_processes=10) == {("a", "h-tfl"), ("c", "h-tfl")}
+
+    capped = SimpleNamespace(policy="adaptive", max_processes=10)
 
     def settings(**kw):
-        base = {"release": str(folder), "reuse_release": True, "remeasure_outdated": True,
-                "stopping": SimpleNamespace(policy="adaptive", max_processes=10)}
-        return SimpleNamespace(**(base | kw))
+        return ReleaseConfig(**({"folder": str(folder), "reuse": True, "remeasure_outdated": True} | kw))
 
-    assert reused_pairs(settings()) == {("a", "h-tfl"), ("c", "h-tfl")}
-    assert reused_pairs(settings(remeasure_outdated=False)) == every
-    assert reused_pairs(settings(reuse_release=False)) == set()
+    assert reused_pairs(settings(), capped) == {("a", "h-tfl"), ("c", "h-tfl")}
+    assert reused_pairs(settings(remeasure_outdated=False), capped) == every
+    assert reused_pairs(settings(reuse=False), capped) == set()
+    assert reused_pairs(settings(folder=""), capped) == set()
     # a fixed number of runs has no cap to fall short of
-    assert reused_pairs(settings(stopping=SimpleNamespace(policy="fixed", max_processes=10))) == every
+    assert reused_pairs(settings(), SimpleNamespace(policy="fixed", max_processes=10)) == every
 
 
 def test_the_release_protocol_measures_the_committed_glibc_pytorch_rows_again(tmp_path):
@@ -226,15 +226,13 @@ def test_the_release_protocol_measures_the_committed_glibc_pytorch_rows_again(tm
     is exactly their PyTorch rows without a fault count (glibc's malloc): host-v1's 1,000
     synthetic pairs until an EPYC session measures them on jemalloc; none of host-xeon-v1's.
     Every other row is reused (all were judged by the probe, none fell short of the cap)."""
-    from pipelines.release import reused_pairs
-
     for name in ("host-v1", "host-xeon-v1"):
         folder = ROOT / "datasets" / name
-        cfg = validate(compose(["scenario=release", "measure=release", f"measure.release={folder}",
+        cfg = validate(compose(["scenario=release", "measure=release", "release=sweep", f"release.folder={folder}",
                                 f"data_dir={tmp_path / 'data'}"]))
         e = load_dataset(folder).e2e
         glibc = e["scenario_id"].str.contains("-pytorch-") & e["page_faults_per_run"].isna()
-        outdated = released_pairs(folder) - reused_pairs(cfg.measure)
+        outdated = Release(folder).pairs() - reused_pairs(cfg.release, cfg.measure.stopping)
         assert outdated == set(zip(e.loc[glibc, "model_id"], e.loc[glibc, "scenario_id"])), name
 
 
@@ -246,17 +244,17 @@ def test_release_stage_and_bad_names(exported, tmp_path):
     cfg = _cfg(data, tmp_path / "datasets" / "x-v2", f"measure.models=[{_ids(exported)[0]}]")
     run_measure(cfg, "tflite", "fp32", "1large", progress=False)
     run_assemble(cfg, progress=False)
-    raw = compose(["generator=[nasbench201]", f"data_dir={data}", f"measure.release={tmp_path / 'datasets' / 'x-v2'}"])
+    raw = compose(["generator=[nasbench201]", f"data_dir={data}", f"release.folder={tmp_path / 'datasets' / 'x-v2'}"])
     p = tmp_path / "params.yaml"
     write_params(raw, p)
-    proc = subprocess.run([sys.executable, "-m", "pipelines.release", "--params", str(p)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "pipelines.release_writer", "--params", str(p)], capture_output=True,
                           text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("release x-v2: 1 e2e rows in 1 scenarios")
     assert json.loads((tmp_path / "datasets" / "x-v2" / "RELEASE.json").read_text())["version"] == 2
-    raw["measure"]["release"] = str(tmp_path / "datasets" / "nover")
+    raw["release"]["folder"] = str(tmp_path / "datasets" / "nover")
     write_params(raw, p)
-    proc = subprocess.run([sys.executable, "-m", "pipelines.release", "--params", str(p)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "pipelines.release_writer", "--params", str(p)], capture_output=True,
                           text=True, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "named <name>-v<N>" in proc.stderr
 
@@ -267,7 +265,7 @@ def test_the_release_configuration(tmp_path):
     is one line naming the key."""
     from pipelines.config import ConfigError
 
-    over = ["scenario=release", "measure=release", "generator=[synthetic,zoo,nasbench201,pytorch,release]",
+    over = ["scenario=release", "measure=release", "release=sweep", "generator=[synthetic,zoo,nasbench201,pytorch,release]",
             f"data_dir={tmp_path / 'data'}"]
     cfg = validate(compose(over))
     g = cfg.generator
@@ -276,20 +274,20 @@ def test_the_release_configuration(tmp_path):
     assert g.zoo.include_reference
     pts = cfg.measure.points
     assert {k: (v.granularities, v.sources) for k, v in pts.items()} == {
-        "tflite-fp32-1large": (["e2e", "op", "kernel"], []), "tflite-int8-1large": (["e2e", "op"], []),
-        "tflite-fp32-2large": (["e2e"], ["synthetic"]), "pytorch-fp32-1large": (["e2e"], ["synthetic"]),
+        "tflite-cpu-1large-fp32": (["e2e", "op", "kernel"], []), "tflite-cpu-1large-int8": (["e2e", "op"], []),
+        "tflite-cpu-2large-fp32": (["e2e"], ["synthetic"]), "pytorch-cpu-1large-fp32": (["e2e"], ["synthetic"]),
         "tflite-gpu-fp32": (["e2e", "kernel"], ["nasbench201"])}
     assert cfg.scenario.accelerators == ["cpu", "gpu"] and cfg.scenario.gpu_precisions == ["fp32"]
-    assert cfg.measure.load.check and cfg.measure.remeasure_outdated
+    assert cfg.measure.load.check and cfg.release.remeasure_outdated
     # every point measures some network of the control set (its drift between sessions)
-    names = set(cfg.measure.control)
+    names = set(cfg.release.control)
     assert any(n.startswith("nb201-") for n in names) and any(n.startswith("synthetic-") for n in names)
     r = run_measure(cfg, "pytorch", "int8", "1large", progress=False)
-    assert r["status"] == "not_offered" and "measure.points" in r["reason"] and "pytorch-int8-1large" in r["reason"]
+    assert r["status"] == "not_offered" and "measure.points" in r["reason"] and "pytorch-cpu-1large-int8" in r["reason"]
     with pytest.raises(ConfigError, match=r"^params: measure\.points\.tflite-fp32: a grid point is"):
         validate(compose([*over, "+measure.points.tflite-fp32.granularities=[e2e]"]))
-    with pytest.raises(ConfigError, match=r"^params: measure\.points\.tflite-fp32-1large\.granularities: must include e2e"):
-        validate(compose([*over, "measure.points.tflite-fp32-1large.granularities=[op]"]))
+    with pytest.raises(ConfigError, match=r"^params: measure\.points\.tflite-cpu-1large-fp32\.granularities: must include e2e"):
+        validate(compose([*over, "measure.points.tflite-cpu-1large-fp32.granularities=[op]"]))
 
 
 def test_a_release_holds_one_machine(exported, tmp_path):
@@ -305,12 +303,12 @@ def test_a_release_holds_one_machine(exported, tmp_path):
     run_assemble(cfg, progress=False)
     write_release(data / "dataset", tmp_path / "datasets" / "one-v1")
     here = str(pd.read_parquet(data / "dataset" / "scenarios.parquet")["soc"].iloc[0])
-    assert machine_mismatch(tmp_path / "datasets" / "one-v1", "host", here) is None
+    assert Release(tmp_path / "datasets" / "one-v1").machine_mismatch("host", here) is None
     manifest = json.loads((tmp_path / "datasets" / "one-v1" / "RELEASE.json").read_text())
     assert manifest["processors"] == {"host": [here]}
-    why = machine_mismatch(tmp_path / "datasets" / "one-v1", "host", "Other CPU 9000")
+    why = Release(tmp_path / "datasets" / "one-v1").machine_mismatch("host", "Other CPU 9000")
     assert why and f"measured on {here}; this machine is Other CPU 9000" in why
-    assert machine_mismatch(tmp_path / "datasets" / "none-v1", "host", "Other CPU 9000") is None
+    assert Release(tmp_path / "datasets" / "none-v1").machine_mismatch("host", "Other CPU 9000") is None
     # each processor grows a release of its own: this one finds its release, another starts one
     assert release_for_machine("host", here, tmp_path / "datasets") == tmp_path / "datasets" / "one-v1"
     assert release_for_machine("host", "Other CPU 9000", tmp_path / "datasets") == \

@@ -20,7 +20,7 @@ import pytest
 from pipelines import control, retest
 from pipelines.assemble import run_assemble
 from pipelines.measure import run_measure
-from pipelines.release import write_release
+from pipelines.release_writer import write_release
 from support.sweeps import exported_sweep, tiny_sweep_cfg, tiny_sweep_overrides
 
 SID = "host-tflite-cpu-1large-fp32"

@@ -21,6 +21,8 @@ import pytest
 from generators import blocks as B
 from generators.ir import Graph
 from pipelines.runners import torch as trn
+from pipelines.runners.records import read_records
+from pipelines.runners.torch_zygote import run_torch
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -52,7 +54,7 @@ def artifacts(tmp_path_factory) -> dict[str, Path]:
 def run(model, **kw):
     kw.setdefault("input_shapes", [SHAPE])
     kw.setdefault("timeout", 120)
-    return trn.run_torch(model, **kw)
+    return run_torch(model, **kw)
 
 
 def check_schema(res, runs: int, warmup: int) -> None:
@@ -90,7 +92,7 @@ def test_e2e_records(artifacts, tmp_path):
     assert not res.ops and all(d > 0 for d in res.durations_ns())
     assert res.end["median_run_ns"] == statistics.median(res.durations_ns())
     # the file round-trips through the shared reader
-    assert trn.read_records(tmp_path / "r.jsonl") == res.records
+    assert read_records(tmp_path / "r.jsonl") == res.records
 
 
 @pytest.mark.parametrize("key", ["pt-fp32", "ptl-fp32", "pt-int8", "ptl-int8"])
@@ -166,7 +168,7 @@ def test_input_shape_from_sidecar(artifacts, tmp_path):
     model = tmp_path / "torchscript_fp32.pt"
     model.write_bytes(artifacts["pt-fp32"].read_bytes())
     (tmp_path / "torchscript_fp32.facts.json").write_text(json.dumps({"inputs": [{"name": "input", "shape": SHAPE}]}))
-    res = trn.run_torch(model, cpus=ALLOWED, warmup=1, runs=2, timeout=120)
+    res = run_torch(model, cpus=ALLOWED, warmup=1, runs=2, timeout=120)
     assert res.meta["input_shapes"] == [SHAPE]
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.machine_load import LoadWindow
-from pipelines.measure import _meta_digest
+from pipelines.measure.records import meta_digest
 from pipelines.runners import torch as trn
-from pipelines.runners.torch_zygote import ZYGOTE_ENV, zygote, zygote_env
+from pipelines.runners.torch_zygote import ZYGOTE_ENV, run_torch, zygote, zygote_env
 from test_torch_runner import ALLOWED, SHAPE, artifacts  # noqa: F401 (artifacts: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run(model, **kw):
     kw.setdefault("input_shapes", [SHAPE])
     kw.setdefault("timeout", 120)
-    return trn.run_torch(model, **kw)
+    return run_torch(model, **kw)
 
 
 def test_each_run_is_a_fresh_fork_of_one_zygote(artifacts):
@@ -42,7 +42,7 @@ def test_each_run_is_a_fresh_fork_of_one_zygote(artifacts):
     assert len(pids) == 2 and z.proc.pid not in pids
     for res in (first, second):
         assert res.meta["process_start"] == "zygote"
-        assert _meta_digest(res.meta)["process_start"] == "zygote"  # the measure stage's record keeps it
+        assert meta_digest(res.meta)["process_start"] == "zygote"  # the measure stage's record keeps it
         assert res.meta["affinity_ok"] and all(t["cpus"] == ALLOWED[-1:] for t in res.meta["thread_affinity"])
 
 

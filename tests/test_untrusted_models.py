@@ -10,23 +10,19 @@ runner): each is held to the bounds of foundation/limits.py before it is parsed,
 
 Every refusal is one line naming the file and the bound (``limits.<NAME>``), exit status 2 (the
 runner's own: 4, model_invalid), within WALL_SECONDS and MEMORY: each command runs in a child
-process under RLIMIT_AS (MEMORY plus the address space the command's imports take, measured once
-per module) and its peak resident memory (``ru_maxrss`` of the child and its descendants, from
-``wait4``) is asserted below MEMORY. The Hypothesis properties throw malformed and oversized
-ONNX, TFLite and zip files at the importers (``latbench predict``'s loader) and at ``latbench
+process (tests/support/bounded.py) under RLIMIT_AS (MEMORY plus the address space the command's
+imports take, measured once per module) and its peak resident memory is asserted below MEMORY:
+the child's own high-water mark (VmHWM, which starts afresh at exec), or a descendant's when
+larger. Not ``ru_maxrss``: that keeps the resident size the child was forked with, the test
+process's, from before exec. The Hypothesis properties throw malformed and oversized ONNX,
+TFLite and zip files at the importers (``latbench predict``'s loader) and at ``latbench
 profile``'s loader, a batch of files per child process, and ask the same of every answer.
 """
 from __future__ import annotations
 
 import io
-import json
 import os
-import resource
-import signal
 import struct
-import subprocess
-import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -36,8 +32,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from foundation import limits
+from support.bounded import run_jobs
 
-ROOT = Path(__file__).resolve().parents[1]
 GiB = 1024**3
 MEMORY = 2 * GiB  # peak resident memory a refusal may take, with everything the command imports
 WALL_SECONDS = 30  # a refusal takes well under a second; the rest is imports on a loaded machine
@@ -48,94 +44,12 @@ BATCHES = settings(max_examples=2, deadline=None, database=None, phases=[Phase.e
 HOSTILE_DIMS = st.sampled_from([0, -1, -(2**31), 2**15, 2**16 + 1, 2**31 - 1, 2**40, 2**62])
 
 # ---------------------------------------------------------------- the bounded child process
-DRIVER = r'''
-import contextlib, io, json, re, sys, traceback
-
-def run(job):
-    out, err = io.StringIO(), io.StringIO()
-    rc, exc = 0, None
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            kind = job["kind"]
-            if kind == "latbench":
-                from pipelines.cli import main
-                try:
-                    rc = main(job["argv"]) or 0
-                except SystemExit as e:
-                    rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-                    if isinstance(e.code, str):
-                        print(e.code, file=sys.stderr)
-            elif kind == "torch_runner":
-                from pipelines.runners.torch import main
-                rc = main(job["argv"])
-            elif kind == "predict_load":  # what `latbench predict` does with the file before predicting
-                from pipelines.predict import load_model
-                try:
-                    load_model(job["path"], job.get("shape"))
-                except ValueError as e:
-                    print(e, file=sys.stderr)
-                    rc = 2
-            elif kind == "profile_load":  # what `latbench profile` does with the file before running it
-                from pathlib import Path
-                from pipelines.profile import ProfileError, check_model_file, framework_of, tflite_precision
-                from pipelines.profile import torchscript_precision
-                p = Path(job["path"])
-                try:
-                    fw = framework_of(p)
-                    check_model_file(p, fw, job.get("shape"))
-                    (tflite_precision if fw == "tflite" else torchscript_precision)(p)
-                except ProfileError as e:
-                    print(e, file=sys.stderr)
-                    rc = 2
-    except MemoryError:
-        rc, exc = 98, "MemoryError"
-    except Exception:  # the contract is broken: report the traceback to the test
-        rc, exc = 99, traceback.format_exc()[-3000:]
-    return {"rc": rc, "out": out.getvalue()[-20000:], "err": err.getvalue()[-20000:], "exc": exc}
-
-jobs = json.load(open(sys.argv[1]))
-results = [run(j) for j in jobs]
-peak = re.search(r"VmPeak:\s+(\d+) kB", open("/proc/self/status").read())
-json.dump({"results": results, "vm_peak": int(peak.group(1)) * 1024}, open(sys.argv[2], "w"))
-'''
-
-
 def run_child(jobs: list[dict], work: Path, address_space: int | None, wall: float = WALL_SECONDS) -> dict:
-    """Run the jobs in one child process (RLIMIT_AS ``address_space``, RLIMIT_FSIZE, RLIMIT_CPU);
-    returns its results with ``wall`` seconds and ``maxrss`` bytes (the child's and its
-    descendants' peak resident memory, from wait4), or fails the test on a crash or timeout."""
-    work.mkdir(parents=True, exist_ok=True)
-    jf, rf = work / "jobs.json", work / "results.json"
-    jf.write_text(json.dumps(jobs))
-
-    def limits_() -> None:
-        if address_space is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024**2, 256 * 1024**2))
-        resource.setrlimit(resource.RLIMIT_CPU, (240, 240))
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    with open(work / "stdout", "wb") as so, open(work / "stderr", "wb") as se:
-        t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(jf), str(rf)], cwd=work, stdout=so, stderr=se,
-                                preexec_fn=limits_, env=env)
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() - t0 > wall:
-                os.kill(proc.pid, signal.SIGKILL)
-                os.wait4(proc.pid, 0)
-                proc.returncode = -9
-                pytest.fail(f"the child took more than {wall} s: {jobs}")
-            time.sleep(0.02)
-        elapsed = time.monotonic() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode == 0, f"child ended with {proc.returncode}: {(work / 'stderr').read_text()[-3000:]}"
-    out = json.loads(rf.read_text())
-    for job, r in zip(jobs, out["results"]):
-        assert r["exc"] is None, f"{job}: {r['exc']}"
-    return {**out, "wall": elapsed, "maxrss": usage.ru_maxrss * 1024}
+    """Run the jobs in one child process (support/bounded.py: RLIMIT_AS ``address_space``,
+    RLIMIT_FSIZE, RLIMIT_CPU); returns its results with ``vm_peak``, ``wall`` seconds and
+    ``peak_bytes`` (the child's own peak resident memory, or its descendants'), or fails the test
+    on a crash or timeout."""
+    return run_jobs(jobs, work, address_space=address_space, file_size=256 * 1024**2, cpu_seconds=240, wall=wall)
 
 
 def one_line(r: dict, prefix: str, *needles: str) -> str:
@@ -344,7 +258,7 @@ def test_the_reproductions_are_what_they_claim(files):
 
 def _bounded(r: dict, out: dict) -> None:
     assert out["wall"] < WALL_SECONDS, out["wall"]
-    assert out["maxrss"] < MEMORY, f"peak RSS {out['maxrss'] / GiB:.2f} GiB"
+    assert out["peak_bytes"] < MEMORY, f"peak RSS {out['peak_bytes'] / GiB:.2f} GiB"
 
 
 # ---------------------------------------------------------------- the reproductions, from the command line
@@ -523,7 +437,7 @@ def test_malformed_onnx_files(files, address_space, tmp_path_factory, data):
         assert r["rc"] in (0, 2), r
         if r["rc"] == 2:
             one_line(r, "", Path(job["path"]).stem)
-    assert out["maxrss"] < MEMORY
+    assert out["peak_bytes"] < MEMORY
 
 
 @st.composite
@@ -570,7 +484,7 @@ def test_malformed_tflite_files(files, address_space, tmp_path_factory, data):
         assert r["rc"] in (0, 2), r
         if r["rc"] == 2:
             one_line(r, "", Path(job["path"]).stem)
-    assert out["maxrss"] < MEMORY
+    assert out["peak_bytes"] < MEMORY
 
 
 def _forge_sizes(data: bytes, draw) -> bytes:
@@ -628,4 +542,4 @@ def test_malformed_zip_files(files, address_space, tmp_path_factory, data):
         assert r["rc"] in (0, 2), r
         if r["rc"] == 2:
             one_line(r, job["path"])
-    assert out["maxrss"] < MEMORY
+    assert out["peak_bytes"] < MEMORY

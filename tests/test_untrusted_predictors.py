@@ -161,6 +161,18 @@ def test_malformed_predictor_json_is_one_line(saved, tmp_path, edit, match):
     refused(folder, match)
 
 
+def test_what_the_file_names_reaches_the_message_escaped(saved, tmp_path):
+    """A key of the saved state holding a line separator, an escape sequence or a bidi control
+    is named in the one-line refusal with those characters escaped."""
+    folder = copy(saved, "usc_gbdt", tmp_path)
+    meta = meta_of(folder)
+    meta["state"]["models"]["a\u2028b\x1b[2J\u202e"] = {"kind": "lightgbm"}
+    (folder / "predictor.json").write_text(json.dumps(meta))
+    msg = refused(folder, "state.models")
+    assert "\u2028" not in msg and "\x1b" not in msg and "\u202e" not in msg, repr(msg)
+    assert len(msg.splitlines()) == 1
+
+
 def test_predictor_json_not_an_object_or_hostile(saved, tmp_path):
     folder = copy(saved, "flops", tmp_path)
     (folder / "predictor.json").write_text("[1, 2]")

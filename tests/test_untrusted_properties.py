@@ -5,8 +5,12 @@ the public entry points. For every input:
 - the entry point answers with its exit status (0, or 1/2 for refused input) and a message whose
   lines name the file (and key/node), never a traceback;
 - nothing is written outside the target folder and no other entry changes;
-- time and memory stay bounded: the entry points run in a child process under resource limits
-  (RLIMIT_AS 3 GiB, RLIMIT_FSIZE 64 MiB, RLIMIT_CPU) and a wall-clock timeout.
+- time and memory stay bounded: the entry points run in a child process (tests/support/bounded.py)
+  under resource limits (RLIMIT_AS 3 GiB, RLIMIT_FSIZE 64 MiB, RLIMIT_CPU) and a wall-clock
+  timeout; past the submission bounds, each job's wall time and the child's peak resident memory
+  are asserted too. That peak is the child's own high-water mark (VmHWM, which starts afresh at
+  exec), or a descendant's when larger; not ``ru_maxrss``, which keeps the resident size the child
+  was forked with, the test process's, from before exec.
 
 Each Hypothesis example is a *batch* of inputs run by one child process (importing the suite
 once), so the whole module stays within a few tens of seconds.
@@ -16,10 +20,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
-import resource
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +27,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
+from support.bounded import run_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY = 3 * 1024**3
@@ -41,74 +43,12 @@ BATCHES = settings(max_examples=2, deadline=None, database=None, phases=[Phase.e
 ONE_BATCH = settings(BATCHES, max_examples=1)
 
 # ---------------------------------------------------------------- the bounded child process
-DRIVER = r'''
-import contextlib, io, json, sys, traceback
-
-def run(job):
-    out, err = io.StringIO(), io.StringIO()
-    rc, exc = 0, None
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            if "cli" in job:
-                if job["cli"] == "latbench":
-                    from pipelines.cli import main
-                else:
-                    from leaderboard.cli import main
-                try:
-                    rc = main(job["argv"]) or 0
-                except SystemExit as e:
-                    rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-                    if isinstance(e.code, str):
-                        print(e.code, file=sys.stderr)
-            elif job["call"] == "load_predictor":
-                from leaderboard.baselines import load_predictor
-                from leaderboard.baselines.persist import PersistError
-                try:
-                    load_predictor(job["path"])
-                except PersistError as e:
-                    print(e, file=sys.stderr)
-                    rc = 2
-            elif job["call"] in ("import_usc", "import_help"):
-                from pipelines.dataset import HelpConfig, PublicDataError, UscConfig, import_help, import_usc
-                try:
-                    r = import_usc(UscConfig(path=job["path"], rebuild_ir=False)) if job["call"] == "import_usc" \
-                        else import_help(HelpConfig(path=job["path"], rebuild_ir=False))
-                    print("\n".join(str(p) for p in r.problems))
-                except PublicDataError as e:
-                    print(e, file=sys.stderr)
-                    rc = 2
-    except MemoryError:
-        rc, exc = 98, "MemoryError"
-    except Exception:  # the contract is broken: report the traceback to the test
-        rc, exc = 99, traceback.format_exc()[-3000:]
-    return {"rc": rc, "out": out.getvalue()[-20000:], "err": err.getvalue()[-20000:], "exc": exc}
-
-jobs = json.load(open(sys.argv[1]))
-json.dump([run(j) for j in jobs], open(sys.argv[2], "w"))
-'''
-
-
-def _limits() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE, FILE_SIZE))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
-
-
 def run_bounded(jobs: list[dict], work: Path, cwd: Path) -> list[dict]:
-    """Run the jobs in one child process under the resource limits; every job must end in its
-    entry point's own answer (no traceback, no MemoryError, no kill)."""
-    jf, rf = work / "jobs.json", work / "results.json"
-    jf.write_text(json.dumps(jobs))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, str(jf), str(rf)], cwd=cwd, capture_output=True, text=True,
-                          timeout=WALL_SECONDS, preexec_fn=_limits, env=env)
-    assert proc.returncode == 0, f"child ended with {proc.returncode}: {proc.stderr[-3000:]}"
-    results = json.loads(rf.read_text())
-    jf.unlink()
-    rf.unlink()
-    for job, r in zip(jobs, results):
-        assert r["exc"] is None, f"{job}: {r['exc']}"
-    return results
+    """Run the jobs in one child process (support/bounded.py, in ``cwd``, its files in ``work``)
+    under the resource limits; every job must end in its entry point's own answer (no traceback,
+    no MemoryError, no kill)."""
+    return run_jobs(jobs, work, cwd=cwd, address_space=MEMORY, file_size=FILE_SIZE, cpu_seconds=CPU_SECONDS,
+                    wall=WALL_SECONDS)["results"]
 
 
 def digest(folder: Path, skip: tuple[Path, ...] = ()) -> dict[str, str]:
@@ -196,7 +136,7 @@ def test_malformed_ir_files(tmp_path_factory, files):
         p.write_bytes(data)
         paths.append(str(p))
     before = digest(work)
-    (r,) = run_bounded([{"cli": "latbench", "argv": ["validate", *paths]}], tmp_path_factory.mktemp("jobs"), work)
+    (r,) = run_bounded([{"kind": "latbench", "argv": ["validate", *paths]}], tmp_path_factory.mktemp("jobs"), work)
     lines = r["out"].strip().splitlines()
     assert r["rc"] in (0, 1) and len(lines) == len(paths), r
     for p, line in zip(paths, lines):  # in order, one line each, naming the file
@@ -254,7 +194,7 @@ def test_malformed_configurations(tmp_path_factory, data):
         p = work / f"params{i}.yaml"
         p.write_text(data.draw(malformed_params(work / f"data{i}")))
         params.append(p)
-        jobs.append({"cli": "latbench", "argv": ["generate", "--params", str(p), "--out", str(work / f"out{i}"), "-q"]})
+        jobs.append({"kind": "latbench", "argv": ["generate", "--params", str(p), "--out", str(work / f"out{i}"), "-q"]})
     before = digest(work, skip=tuple(work / f"out{i}" for i in range(8)))
     results = run_bounded(jobs, tmp_path_factory.mktemp("jobs"), sandbox)
     for p, r in zip(params, results):
@@ -339,9 +279,9 @@ def test_malformed_submissions(public, good_predictions, tmp_path_factory, data)
         m.write_text(meta_text)
         files.append((p, m, name))
         roots = ["--public", public["public"], "--host", public["host"]]
-        jobs.append({"cli": "leaderboard", "argv": [*roots, "validate", str(p), str(m)]})
-        jobs.append({"cli": "leaderboard", "argv": [*roots, "submit", str(p), str(m), f"--name={name}",
-                                                     "--submissions", str(subs), "--results", str(results)]})
+        jobs.append({"kind": "leaderboard", "argv": [*roots, "validate", str(p), str(m)]})
+        jobs.append({"kind": "leaderboard", "argv": [*roots, "submit", str(p), str(m), f"--name={name}",
+                                                      "--submissions", str(subs), "--results", str(results)]})
     baseline = (results / TRACK / "flops.json").read_bytes()
     before = digest(work, skip=(results, subs))
     out = run_bounded(jobs, tmp_path_factory.mktemp("jobs"), work)
@@ -368,41 +308,19 @@ def test_malformed_submissions(public, good_predictions, tmp_path_factory, data)
 # Shapes that used to stall or flood the reviewer: wide CSVs (duplicate names made pandas quadratic),
 # long lines, huge cells (also one long string dictionary-encoded in every parquet row), terminal
 # escapes and bidi characters in submitted text, and `kind: baseline` (validate must refuse what
-# submit refuses). One child process under 2 GiB of address space; the driver times every job.
+# submit refuses). One child process under 2 GiB of address space; the driver times every job and
+# reads the process's peak resident memory after it.
 JOB_MEMORY = 2 * 1024**3
 JOB_SECONDS = 10
-TIMED_DRIVER = DRIVER.rsplit("jobs = json.load", 1)[0] + r"""
-import resource, time
-jobs = json.load(open(sys.argv[1]))
-done = []
-for job in jobs:
-    t0 = time.perf_counter()
-    r = run(job)
-    r["seconds"] = time.perf_counter() - t0
-    r["peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the process's so far
-    done.append(r)
-json.dump(done, open(sys.argv[2], "w"))
-"""
-
-
-def _tight_limits() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (JOB_MEMORY, JOB_MEMORY))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE, FILE_SIZE))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
 
 
 def run_timed(jobs: list[dict], work: Path, cwd: Path) -> list[dict]:
     """run_bounded under 2 GiB: every job ends in its entry point's own answer, each within
-    JOB_SECONDS of wall time, the process's peak resident memory under 2 GB."""
-    jf, rf = work / "jobs.json", work / "results.json"
-    jf.write_text(json.dumps(jobs))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", TIMED_DRIVER, str(jf), str(rf)], cwd=cwd, capture_output=True,
-                          text=True, timeout=WALL_SECONDS, preexec_fn=_tight_limits, env=env)
-    assert proc.returncode == 0, f"child ended with {proc.returncode}: {proc.stderr[-3000:]}"
-    results = json.loads(rf.read_text())
+    JOB_SECONDS of wall time, the process's peak resident memory (its own VmHWM, or a
+    descendant's) under 2 GB."""
+    results = run_jobs(jobs, work, cwd=cwd, address_space=JOB_MEMORY, file_size=FILE_SIZE, cpu_seconds=CPU_SECONDS,
+                       wall=WALL_SECONDS)["results"]
     for job, r in zip(jobs, results):
-        assert r["exc"] is None, f"{job}: {r['exc']}"
         assert r["seconds"] < JOB_SECONDS, (job["argv"][-2:], r["seconds"])
         assert r["peak_bytes"] < 2 * 10**9, (job["argv"][-2:], r["peak_bytes"])
     return results
@@ -463,13 +381,13 @@ def test_submissions_past_the_bounds(public, good_predictions, tmp_path_factory,
     for name, content, want in data.draw(hostile_shapes(preds)):
         p = work / name
         p.write_text(content)
-        jobs.append({"cli": "leaderboard", "argv": [*roots, "validate", str(p), str(meta)]})
+        jobs.append({"kind": "leaderboard", "argv": [*roots, "validate", str(p), str(meta)]})
         expect.append(("shape", p, meta, want))
     # parquet: many columns; one long string dictionary-encoded in every row (decodes to gigabytes)
     p = work / "wide.parquet"
     ncols = data.draw(st.integers(17, 400))  # (predictions_columns is 16)
     pq.write_table(pa.table({f"c{i}": [0] for i in range(ncols)}), p)
-    jobs.append({"cli": "leaderboard", "argv": [*roots, "validate", str(p), str(meta)]})
+    jobs.append({"kind": "leaderboard", "argv": [*roots, "validate", str(p), str(meta)]})
     expect.append(("shape", p, meta, f"{ncols} columns (at most "))
     p = work / "bomb.parquet"
     k, rows = data.draw(st.integers(257, 1_000_000)), data.draw(st.integers(1, 1_000_000))
@@ -478,7 +396,7 @@ def test_submissions_past_the_bounds(public, good_predictions, tmp_path_factory,
                              "scenario_id": pa.DictionaryArray.from_arrays(zeros, ["s"]),
                              "model_id": pa.DictionaryArray.from_arrays(zeros, ["m" * k]),
                              "predicted_ms": pa.array(np.ones(rows))}), p, compression="zstd")
-    jobs.append({"cli": "leaderboard", "argv": [*roots, "validate", str(p), str(meta)]})
+    jobs.append({"kind": "leaderboard", "argv": [*roots, "validate", str(p), str(meta)]})
     expect.append(("shape", p, meta, f"row 0: model_id: a cell of {k} characters"))
     # escapes and bidi characters in what a submitter writes: model_id, method, description, a key
     for i in range(2):
@@ -492,8 +410,8 @@ def test_submissions_past_the_bounds(public, good_predictions, tmp_path_factory,
         df.to_csv(p, index=False) if p.suffix == ".csv" else df.to_parquet(p, index=False)
         mf.write_text(yaml.safe_dump(m, allow_unicode=True))
         for cmd in ("validate", "submit"):
-            jobs.append({"cli": "leaderboard", "argv": [*roots, cmd, str(p), str(mf), f"--name=esc{i}", "--submissions",
-                                                         str(subs), "--results", str(results)]})
+            jobs.append({"kind": "leaderboard", "argv": [*roots, cmd, str(p), str(mf), f"--name=esc{i}", "--submissions",
+                                                          str(subs), "--results", str(results)]})
             expect.append(("escapes", p, mf, None))
     # kind: baseline: validate, evaluate and submit refuse it with the same line
     p, mf = work / "kind.parquet", work / "kind.yaml"
@@ -501,7 +419,7 @@ def test_submissions_past_the_bounds(public, good_predictions, tmp_path_factory,
     mf.write_text(yaml.safe_dump({**META, "kind": "baseline"}))
     for argv in (["validate", str(p), str(mf)], ["evaluate", str(p), str(mf)],
                  ["submit", str(p), str(mf), "--name=mine", "--submissions", str(subs), "--results", str(results)]):
-        jobs.append({"cli": "leaderboard", "argv": [*roots, *argv]})
+        jobs.append({"kind": "leaderboard", "argv": [*roots, *argv]})
         expect.append(("kind", mf, mf, "kind: baseline is reserved"))
     out = run_timed(jobs, tmp_path_factory.mktemp("jobs"), work)
     kind_lines = set()
@@ -563,7 +481,7 @@ def test_malformed_public_rows(tmp_path_factory, folders):
         d.mkdir()
         (d / "cnn_real_ops_gpu_tflite.csv").write_text("\n".join(ops) + "\n")
         (d / "cnn_real_e2e_tflite.csv").write_text("\n".join(e2e) + "\n")
-        jobs.append({"call": "import_usc", "path": str(d)})
+        jobs.append({"kind": "import_usc", "path": str(d)})
     before = digest(work)
     for r in run_bounded(jobs, tmp_path_factory.mktemp("jobs"), work):
         assert r["rc"] == 0, r  # bad rows and cells are problems; the import itself goes on
@@ -640,7 +558,7 @@ def test_tampered_saved_predictors(saved_predictors, tmp_path_factory, data):
         d.mkdir()
         for fname, blob in files.items():
             (d / fname).write_bytes(blob)
-        jobs.append({"call": "load_predictor", "path": str(d)})
+        jobs.append({"kind": "load_predictor", "path": str(d)})
         folders.append(d)
     before = digest(work)
     for d, r in zip(folders, run_bounded(jobs, tmp_path_factory.mktemp("jobs"), work)):

@@ -1,5 +1,5 @@
 """The README's walk-through runs as written: a PyTorch model exported to ONNX and TorchScript,
-predicted on three phones from the zoo, profiled on the host, its trace readable."""
+predicted on three phones from the predictor shelf, profiled on the host, its trace readable."""
 from __future__ import annotations
 
 import json

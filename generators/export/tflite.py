@@ -29,8 +29,8 @@ from ..ir import Graph, split_ref
 from ..ops import op_spec
 from .names import unique_name
 from .tflite_lowering import (  # noqa: F401  (TFLITE_FUSIONS, TFLiteExportError: this module's API)
-    LOWERINGS,
     TFLITE_FUSIONS,
+    TFLITE_LOWERINGS,
     Plan,
     TFLiteExportError,
     lowering,
@@ -258,7 +258,7 @@ def build_tf_graph(graph: Graph, weights: dict[str, dict[str, np.ndarray]] | Non
 
         for node in graph.nodes.values():
             if node.op != "input":
-                env[node.name] = LOWERINGS[node.op].build(tf, graph, node, plans[node.name], [get(r) for r in node.inputs], weights, scalar)
+                env[node.name] = TFLITE_LOWERINGS[node.op].build(tf, graph, node, plans[node.name], [get(r) for r in node.inputs], weights, scalar)
         outputs = [tf.identity(get(r), name=f"output_{k}") for k, r in enumerate(graph.outputs)]
     return tf_graph, inputs, outputs
 

@@ -199,7 +199,9 @@ class TFLiteLowering:
     chained: bool = False
 
 
-LOWERINGS: dict[str, TFLiteLowering] = {}
+#: IR operator -> its TFLite lowering (:func:`register_lowering` adds one): the exporter's
+#: registry, as ``torch_module.TORCH_OPS`` and ``nnmeter_ir.NNMETER_OPS`` are the others'.
+TFLITE_LOWERINGS: dict[str, TFLiteLowering] = {}
 #: IR operator (and cross-node / per-precision rule) -> the TFLite builtin operators of the
 #: converted model, measured on TF 2.21's MLIR converter with these lowerings. "P" is the
 #: node's producer when this node is its sole reader and it is not a graph output.
@@ -207,16 +209,16 @@ TFLITE_FUSIONS: dict[str, str] = {}
 
 
 def register_lowering(lowering: TFLiteLowering) -> TFLiteLowering:
-    if lowering.op in LOWERINGS:
+    if lowering.op in TFLITE_LOWERINGS:
         raise ValueError(f"TFLite lowering of {lowering.op!r} registered twice")
-    LOWERINGS[lowering.op] = lowering
+    TFLITE_LOWERINGS[lowering.op] = lowering
     TFLITE_FUSIONS[lowering.op] = lowering.fusion
     return lowering
 
 
 def lowering(node: Node) -> TFLiteLowering:
     try:
-        return LOWERINGS[node.op]
+        return TFLITE_LOWERINGS[node.op]
     except KeyError:
         raise lowering_error(node, "operator not supported by the TFLite exporter") from None
 

@@ -1,19 +1,16 @@
 """``additive_mlp``: a network's latency as the sum of its operators' times, each operator's time an
 MLP of its description, the whole fitted to end-to-end latency alone.
 
-**Why.** On host-random the e2e-only predictors' own error is well above their labels' noise
-(docs/leaderboard.md, "How much of the error is the model's"); the GNN reads the
-whole graph and must learn that latency adds up over what runs. nn-Meter's insight is that it
-does: a network's time is the sum of the kernels the runtime executes. This predictor keeps that
-structure and learns the per-operator costs from e2e sums, so it needs no kernel records: the
-units are the operators LiteRT runs (:func:`.nnmeter_kernelwise.xnnpack_kernels`: XNNPACK
-operators, the convolution variant XNNPACK picks, builtin kernels), described by their sizes,
-MACs, weights and memory traffic (:func:`.nnmeter_kernelwise.with_costs`). For scenarios whose
-kernels the deduction does not know (PyTorch, the GPU delegate, and int8: it deduces LiteRT's fp32
-operators) the same operators are the units; their costs are learned from that scenario's
-latencies, so only the decomposition is borrowed, not the times. It is weakest there: at int8 it
-fits even its own training networks worse than at fp32, and the GNN reads what the fp32 operators
-miss.
+**Why.** nn-Meter's insight is that a network's time is the sum of the kernels the runtime
+executes; a whole-graph regression such as the GNN must learn that latency adds up. This
+predictor keeps that structure and learns the per-operator costs from e2e sums, so it needs no
+kernel records: the units are the operators LiteRT runs (:func:`.kernel_rows.xnnpack_kernels`:
+XNNPACK operators, the convolution variant XNNPACK picks, builtin kernels), described by their
+sizes, MACs, weights and memory traffic (:func:`.kernel_rows.with_costs`). For scenarios whose
+kernels the deduction does not know (PyTorch, the GPU delegate, and int8: it deduces LiteRT's
+fp32 operators) the same operators are the units; their costs are learned from that scenario's
+latencies, so only the decomposition is borrowed, not the times. docs/predictors.md says how
+well that works and where it does not.
 
 **Model.** Per operator ``o`` of network ``n``: ``t_o = exp(f(x_o))``, ``f`` an MLP (``layers``
 hidden layers of ``hidden`` SiLU units) of ``x_o`` = the log1p of :data:`NUMERIC` standardized on
@@ -43,7 +40,7 @@ import pandas as pd
 
 from .base import Networks, Predictor, register_predictor
 from .gnn import _torch_mode
-from .nnmeter_kernelwise import DESC_COLUMNS, _cached_xnnpack, with_costs
+from .kernel_rows import DESC_COLUMNS, cached_xnnpack_kernels, with_costs
 
 #: An operator's numeric description (log1p, then standardized): sizes, then the costs with_costs adds.
 NUMERIC = ("hw", "out_hw", "cin", "cout", "k", "s", "groups", "n_inputs", "flops", "params", "memory")
@@ -54,7 +51,7 @@ def network_operators(X: Networks) -> pd.DataFrame:
     ``kernel_index``, :data:`DESC_COLUMNS`, ``kernel``, ``nodes`` and the costs."""
     frames = []
     for m, graph in zip(X.model_ids, X.graphs()):
-        d = _cached_xnnpack(graph)[1]
+        d = cached_xnnpack_kernels(graph)[1]
         frames.append(d.assign(model_id=m, kernel_index=np.arange(len(d))))
     cols = ["model_id", "kernel_index", *DESC_COLUMNS, "kernel", "nodes"]
     ops = pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)

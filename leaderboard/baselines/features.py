@@ -224,7 +224,7 @@ def ir_config_ids(graph: Any) -> np.ndarray:
 
 
 def _config_ids(graph: Any, table: ConfigTable) -> np.ndarray:
-    # The zoo's hot path for graphs from a NAS loop (~200 ops per NAS-Bench-201 cell): the IR
+    # The shelf's hot path for graphs from a NAS loop (~200 ops per NAS-Bench-201 cell): the IR
     # gave each node its configuration's process-wide integer (generators.ops.config_id) when it
     # inferred the node's shapes, so this gathers integers and maps them with one array look-up.
     gids = np.fromiter((node.config_id for node in graph.nodes.values()), dtype=np.int64, count=len(graph.nodes))

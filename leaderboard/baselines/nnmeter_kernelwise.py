@@ -9,12 +9,12 @@ per kernel type predicts its latency. This is that predictor (``nnmeter``) and, 
 operators LiteRT runs (:mod:`kernels.xnnpack`).
 
 Every kernel, however it was observed (an IR graph, a dataset op row, an adaptive-sampling
-record), is reduced to one row of :data:`DESC_COLUMNS`, and its costs are derived by one formula
-(:func:`with_costs`), so the same kernel gets the same features from every source. The forests
-learn from measured kernel samples, the dataset's kernel rows, a sibling scenario's kernel rows
-(transfer) or e2e latencies re-split over the kernels (``training``; ``"auto"`` takes the first
-the data allows). docs/predictors.md documents every option (training modes, rules,
-calibration, target) and each deviation from nn-Meter.
+record), is reduced to one row of :data:`.kernel_rows.DESC_COLUMNS`, and its costs are derived
+by one formula (:func:`.kernel_rows.with_costs`), so the same kernel gets the same features from
+every source. The forests learn from measured kernel samples, the dataset's kernel rows, a
+sibling scenario's kernel rows (transfer) or e2e latencies re-split over the kernels
+(``training``; ``"auto"`` takes the first the data allows). docs/predictors.md documents every
+option (training modes, rules, calibration, target) and each deviation from nn-Meter.
 
 Saving (``save_predictor``): forests as JSON arrays of their tree nodes
 (:class:`.trees.ForestOpModel`), the rules as their JSON, the fallback's two coefficients: no
@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from .base import Networks, Predictor, register_predictor, sibling_scenarios
+from .kernel_rows import (DESC_COLUMNS, cached_xnnpack_kernels, describe_kernel, with_costs, xnnpack_kernel_type,
+                          xnnpack_kernels)
 from .trees import ForestOpModel
-
-DESC_COLUMNS = ("kernel_type", "hw", "out_hw", "cin", "cout", "k", "s", "groups", "n_inputs")
 
 #: Feature columns per kernel type (nn-Meter Table 6); ``"*"`` is every other type.
 KERNEL_FEATURES: dict[str, tuple[str, ...]] = {
@@ -50,9 +50,6 @@ KERNEL_FEATURES: dict[str, tuple[str, ...]] = {
     "dwconv_igemm": ("hw", "cin", "k", "s", "flops", "params"),
     "*": ("hw", "cin", "n_inputs"),
 }
-
-#: Kernel types whose MACs and parameters :func:`with_costs` counts as a convolution's.
-CONV_TYPES = ("conv", "gconv", "dwconv", "conv1x1", "dwconv_igemm")
 
 #: Scenario columns a transfer-mode sibling shares with the scenario (the same kernels, run on
 #: other cores or threads).
@@ -75,35 +72,7 @@ def features_of(kernel_type: str) -> tuple[str, ...]:
     return KERNEL_FEATURES.get(kernel_type, KERNEL_FEATURES["*"])
 
 
-def with_costs(desc: pd.DataFrame) -> pd.DataFrame:
-    """Add ``flops`` (MACs), ``params`` (weights) and ``memory`` (elements read and written)."""
-    d = desc.copy()
-    t = d["kernel_type"].to_numpy()
-    conv = np.isin(t, list(CONV_TYPES))
-    fc = t == "fc"
-    per_out = np.where(conv, d["cin"] / d["groups"].clip(lower=1) * d["k"] ** 2, 0.0)
-    d["flops"] = np.where(conv, d["out_hw"] ** 2 * d["cout"] * per_out, np.where(fc, d["cin"] * d["cout"], 0.0))
-    d["params"] = np.where(conv, d["cout"] * per_out, np.where(fc, d["cin"] * d["cout"], 0.0))
-    d["memory"] = d["hw"] ** 2 * d["cin"] * d["n_inputs"].clip(lower=1) + d["out_hw"] ** 2 * d["cout"] + d["params"]
-    return d
-
-
-# ---------------------------------------------------------------- kernel descriptions
-def _spatial(shape: list[int]) -> int:
-    return int(shape[2]) if len(shape) == 4 else 1
-
-
-def describe_kernel(kernel: Any, graph: Any) -> dict[str, Any]:
-    """The :data:`DESC_COLUMNS` row of one kernel found in an IR graph (from its first node)."""
-    node = graph.nodes[kernel.nodes[0]]
-    ins = graph.input_shapes(node)
-    x, out = ins[0], node.shape
-    return {"kernel_type": kernel.type, "hw": _spatial(x), "out_hw": _spatial(out),
-            "cin": int(x[1]) if len(x) > 1 else 1, "cout": int(out[1]) if len(out) > 1 else 1,
-            "k": int(node.attrs.get("kernel", [1, 1])[0]), "s": int(node.attrs.get("stride", [1, 1])[0]),
-            "groups": int(node.attrs.get("groups", 1)), "n_inputs": len(node.inputs)}
-
-
+# ---------------------------------------------------------------- kernel detection
 class XnnpackDetector:
     """``rules="xnnpack"``: kernels are the operators LiteRT runs (:mod:`kernels.xnnpack`), not
     nn-Meter's fusion rules; saved as ``{"detector": "xnnpack"}``."""
@@ -112,43 +81,6 @@ class XnnpackDetector:
 
     def to_dict(self) -> dict[str, Any]:
         return {"detector": "xnnpack", "rules": "xnnpack"}
-
-
-def xnnpack_kernel_type(kernel: Any, graph: Any) -> str:
-    """The forest an XNNPACK operator or builtin kernel (a :class:`kernels.xnnpack.KernelOp`) is
-    predicted by: the convolution variant XNNPACK picked, else the operator itself."""
-    import re
-
-    node = graph.nodes[kernel.node]
-    name = kernel.name
-    if not kernel.delegated:
-        return "builtin_" + kernel.tflite_op.lower()
-    if name.startswith("Convolution"):
-        cin = graph.input_shapes(node)[0][1]
-        groups = int(node.attrs.get("groups", 1))
-        if groups == cin and cin > 1:
-            return "dwconv" if name.endswith("DWConv") else "dwconv_igemm"
-        return "gconv" if groups > 1 or name.endswith(" GEMM") else "conv"
-    if name.startswith("Fully Connected"):
-        return "conv1x1" if kernel.tflite_op == "CONV_2D" else "fc"
-    if name.startswith("Copy"):
-        return "concat" if kernel.tflite_op == "CONCATENATION" else "split"
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-
-
-def xnnpack_kernels(graph: Any) -> tuple[list[Any], pd.DataFrame]:
-    """The operators LiteRT runs for ``graph`` and their :data:`DESC_COLUMNS` rows (+ ``kernel``,
-    the operator's name, and ``nodes``, its IR node), in execution order."""
-    from kernels.nnmeter_rules import Kernel
-    from kernels.xnnpack import converted_graph, deduce_kernel_ops
-
-    # the operators name the nodes of the graph as the exporter lowers it (an n-ary add becomes
-    # partial sums, NAS-Bench-201's cells: 'add_1/partial_0'), so they are described from it
-    graph = converted_graph(graph)
-    ops = deduce_kernel_ops(graph)
-    rows = [{**describe_kernel(Kernel((k.node,), (xnnpack_kernel_type(k, graph),)), graph), "kernel": k.name,
-             "nodes": k.node} for k in ops]
-    return ops, pd.DataFrame(rows, columns=[*DESC_COLUMNS, "kernel", "nodes"])
 
 
 def graph_kernels(graph: Any, rules: Any) -> pd.DataFrame:
@@ -218,26 +150,13 @@ def _cached_graph_kernels(graph: Any, rules: Any) -> pd.DataFrame:
     import json
 
     if isinstance(rules, XnnpackDetector):
-        return _cached_xnnpack(graph)[1]
+        return cached_xnnpack_kernels(graph)[1]
     key = json.dumps(rules.to_dict()["rules"], sort_keys=True)
     per_graph = _KERNELS.setdefault(graph, {})
     hit = per_graph.get(key)
     if hit is None or hit.attrs.get("n_nodes") != len(graph.nodes):  # IR graphs only grow
         hit = per_graph[key] = graph_kernels(graph, rules)
         hit.attrs["n_nodes"] = len(graph.nodes)
-    return hit
-
-
-_XNNPACK: "weakref.WeakKeyDictionary[Any, tuple[list[Any], pd.DataFrame]]" = weakref.WeakKeyDictionary()
-
-
-def _cached_xnnpack(graph: Any) -> tuple[list[Any], pd.DataFrame]:
-    """:func:`xnnpack_kernels`, remembered per graph object (every fold and refit reads them)."""
-    hit = _XNNPACK.get(graph)
-    if hit is None or hit[1].attrs.get("n_nodes") != len(graph.nodes):
-        hit = xnnpack_kernels(graph)
-        hit[1].attrs["n_nodes"] = len(graph.nodes)
-        _XNNPACK[graph] = hit
     return hit
 
 
@@ -352,7 +271,7 @@ class NnMeterPredictor(Predictor):
             lat = k["latency_ms"].to_numpy(dtype="float64", na_value=np.nan)
             if np.isnan(lat).all():
                 continue  # hidden: a test network, or a track that trains on e2e only
-            ops, desc = _cached_xnnpack(ds.graph(mid, scenario_id))
+            ops, desc = cached_xnnpack_kernels(ds.graph(mid, scenario_id))
             at = align(ops, k["kernel_name"].tolist(), [runtime_group(c) for c in k["config"]])
             if at is None:
                 counts["not_aligned"] += 1
@@ -655,6 +574,8 @@ class NnMeterXnnpack(NnMeterPredictor):
                          random_state=random_state)
 
 
+# DESC_COLUMNS, describe_kernel, with_costs, xnnpack_kernel_type and xnnpack_kernels live in
+# .kernel_rows; they stay importable from here.
 __all__ = ["DESC_COLUMNS", "KERNEL_FEATURES", "LinearFallback", "NnMeterPredictor", "NnMeterXnnpack", "PAPER_RULES",
            "SIBLING_COLUMNS",
            "TARGETS", "XnnpackDetector", "describe_kernel", "describe_op_row", "features_of", "graph_kernels",

@@ -36,6 +36,7 @@ import numpy as np
 
 from foundation import limits
 from foundation.atomic import write_text
+from foundation.printable import printable
 
 FORMAT = "latbench-predictor"
 FORMAT_VERSION = 1
@@ -48,7 +49,11 @@ MAX_TENSOR_BYTES = limits.PREDICTOR_TENSOR_BYTES
 
 
 class PersistError(ValueError):
-    """A saved predictor that cannot be loaded; the message names the file and the reason."""
+    """A saved predictor that cannot be loaded; the message names the file and the reason, on
+    one line: what the file itself says (keys, names) is escaped (foundation.printable)."""
+
+    def __init__(self, message: str):
+        super().__init__(printable(message))
 
 
 # ---------------------------------------------------------------- typed access to a saved state

@@ -28,7 +28,6 @@ Output is deterministic: the same tables give byte-identical files.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,6 +36,7 @@ import pandas as pd
 
 from foundation.atomic import write_text
 
+from .comparisons import Pairs, core_order, gap_frame, int8_pairs, multicore_pairs, ratio_frame
 from .load import Dataset, load_dataset
 from .schema import SCHEMA_VERSION, TABLES, markdown
 
@@ -87,35 +87,6 @@ def _plt():
 def _save(fig: Any, path: Path) -> None:
     fig.savefig(path, dpi=110, metadata={"Software": None}, bbox_inches="tight")
     _plt().close(fig)
-
-
-_CORES = re.compile(r"(\d+)([a-z]+)")
-CLUSTER_RANK = {"large": 0, "med": 1, "medium": 1, "small": 2}
-
-
-def _baseline(cores: str) -> str | None:
-    """One core of the fastest cluster a combination uses (``1large2med`` -> ``1large``)."""
-    parts = _CORES.findall(cores or "")
-    if not parts:
-        return None
-    fastest = min((c for _, c in parts), key=lambda c: CLUSTER_RANK.get(c, 9))
-    return f"1{fastest}"
-
-
-def _core_order(cores: str) -> tuple:
-    parts = _CORES.findall(cores)
-    return tuple((CLUSTER_RANK.get(c, 9), int(n)) for n, c in parts)
-
-
-def _cpu_scenarios(ds: Dataset) -> pd.DataFrame:
-    s = ds.scenarios
-    return s[(s["accelerator"] == "cpu") & s["cores"].notna() & s["framework"].notna()]
-
-
-def _thread_per_core(s: pd.DataFrame) -> pd.DataFrame:
-    """Scenarios running one thread per core (or not saying): one per core combination."""
-    keep = s["threads"].isna() | s["core_count"].isna() | (s["threads"] == s["core_count"])
-    return s[keep.fillna(True).astype(bool)]
 
 
 def plot_latency_distribution(ds: Dataset, out: Path) -> tuple[str | None, str]:
@@ -186,45 +157,6 @@ def plot_op_breakdown(ds: Dataset, out: Path) -> tuple[str | None, str]:
     return fname, "Latency breakdown by op type (mean over models of each op type's share), per scenario with op records."
 
 
-Pairs = Callable[[pd.DataFrame], list[tuple[str, str, str]]]
-
-
-def multicore_pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(one-core scenario, multicore scenario, cores) of a device's framework, fp32: base / multi
-    is the speed-up over one core of the fastest cluster the combination uses."""
-    g = g[g["precision"] == "fp32"]
-    by_cores = dict(zip(g["cores"], g["scenario_id"]))
-    out_pairs = []
-    for cores, sid in sorted(by_cores.items()):
-        base = _baseline(cores)
-        if base and base != cores and base in by_cores:
-            out_pairs.append((by_cores[base], sid, cores))
-    return out_pairs
-
-
-def int8_pairs(g: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(fp32 scenario, int8 scenario, cores) of a device's framework: fp32 / int8 is the speed-up."""
-    fp32 = dict(zip(g.loc[g["precision"] == "fp32", "cores"], g.loc[g["precision"] == "fp32", "scenario_id"]))
-    int8 = dict(zip(g.loc[g["precision"] == "int8", "cores"], g.loc[g["precision"] == "int8", "scenario_id"]))
-    return [(fp32[c], int8[c], c) for c in sorted(set(fp32) & set(int8))]
-
-
-def scenario_pairs(ds: Dataset, pairs: Pairs) -> list[tuple[str, str, str, str]]:
-    """(group ``<device> <framework>``, numerator scenario, denominator scenario, label) of the
-    CPU scenarios with threads = cores, paired by ``pairs`` within each device and framework."""
-    s = _thread_per_core(_cpu_scenarios(ds))
-    return [(f"{device} {fw}", num, den, label)
-            for (dataset, device, fw), g in s.groupby(["dataset", "device", "framework"], sort=True)
-            for num, den, label in pairs(g)]
-
-
-def _ratio_frame(ds: Dataset, pairs: Pairs) -> pd.DataFrame:
-    """Rows (group, label, ratio) from (numerator scenario, denominator scenario, label) pairs per group."""
-    rows = [(group, label, r) for group, num, den, label in scenario_pairs(ds, pairs)
-            for r in ds.compare(num, den)["ratio"]]
-    return pd.DataFrame(rows, columns=["group", "label", "ratio"])
-
-
 def _boxgrid(df: pd.DataFrame, ylabel: str, fname: str, out: Path, ref: float = 1.0) -> None:
     plt = _plt()
     groups = sorted(df["group"].unique())
@@ -235,7 +167,7 @@ def _boxgrid(df: pd.DataFrame, ylabel: str, fname: str, out: Path, ref: float = 
         ax.axis("off")
     for ax, grp in zip(axes.flat, groups):
         g = df[df["group"] == grp]
-        labels = sorted(g["label"].unique(), key=_core_order)
+        labels = sorted(g["label"].unique(), key=core_order)
         ax.boxplot([g.loc[g["label"] == lab, "ratio"].to_numpy() for lab in labels], showfliers=False)
         ax.set_xticks(range(1, len(labels) + 1), labels, rotation=35, fontsize=7)
         ax.axhline(ref, color="grey", lw=0.8, ls="--")
@@ -249,7 +181,7 @@ def _ratio_figure(ds: Dataset, out: Path, pairs: Pairs, none: str,
                   ylabel: str, fname: str, caption: str) -> tuple[str | None, str]:
     """The box grid of the ratios of ``pairs`` (see _ratio_frame) as ``out/fname``: (fname, caption),
     or (None, ``none``: why there is no figure) when no pair has a ratio."""
-    df = _ratio_frame(ds, pairs)
+    df = ratio_frame(ds, pairs)
     if df.empty:
         return None, none
     _boxgrid(df, ylabel, fname, out)
@@ -269,32 +201,6 @@ def plot_int8_speedup(ds: Dataset, out: Path) -> tuple[str | None, str]:
                          "fp32 / int8 latency", "int8_speedup.png",
                          "int8 speed-up (fp32 latency / int8 latency) per core combination; below the "
                          "dashed line int8 is slower (boxes: quartiles over models).")
-
-
-def gap_frame(ds: Dataset) -> pd.DataFrame:
-    """Per model x scenario with op (or kernel) times: ``label`` (the scenario id, `` kernels``
-    appended for kernel sums), ``sum_ms``, ``reference_ms`` and ``gap_ms`` = reference - sum.
-    The reference is the e2e time of the profiled process that recorded the times when the e2e
-    row has it (``op_run_ms`` / ``kernel_run_ms``), else the e2e latency."""
-    keys = ["model_id", "scenario_id"]
-    e2e = ds.e2e[keys + ["latency_ms", "op_run_ms", "kernel_run_ms"]]
-    parts = []
-    for table, ref, suffix in ((ds.ops, "op_run_ms", ""), (ds.kernels, "kernel_run_ms", " kernels")):
-        if table.empty:
-            continue
-        s = table.groupby(keys, sort=True)["latency_ms"].sum().rename("sum_ms").reset_index()
-        s = s.merge(e2e, on=keys, how="inner")
-        if suffix:  # kernel sums only where the source timed a kernel run of its own (the suite)
-            s = s[s[ref].notna()]
-        s["reference_ms"] = s[ref].fillna(s["latency_ms"]) if not suffix else s[ref]
-        s["label"] = s["scenario_id"] + suffix
-        parts.append(s[["model_id", "scenario_id", "label", "sum_ms", "reference_ms"]])
-    if not parts:
-        return pd.DataFrame(columns=["model_id", "scenario_id", "label", "sum_ms", "reference_ms", "gap_ms"])
-    g = pd.concat(parts, ignore_index=True)
-    g = g[g["reference_ms"].notna() & (g["sum_ms"] > 0)].reset_index(drop=True)
-    g["gap_ms"] = g["reference_ms"] - g["sum_ms"]
-    return g
 
 
 def plot_op_gap(ds: Dataset, out: Path) -> tuple[str | None, str]:
@@ -325,6 +231,63 @@ FIGURES: list[Callable[[Dataset, Path], tuple[str | None, str]]] = [
     plot_latency_distribution, plot_op_breakdown, plot_multicore_speedup, plot_int8_speedup, plot_op_gap,
 ]
 FIGURE_FILES = tuple(f"{f.__name__.removeprefix('plot_')}.png" for f in FIGURES)  # what each one writes
+
+
+# ---------------------------------------------------------------- the suite's GPU scenarios
+def gpu_kernel_breakdown(ds: Dataset) -> pd.DataFrame:
+    """Per GPU scenario x kernel kind (``kernel_type`` before its first ``+``): the mean over
+    models of the kind's share of the summed kernel time (a model without the kind counts 0)."""
+    k, sc = ds.kernels, ds.scenarios
+    gpu_ids = set(sc.loc[sc["accelerator"] == "gpu", "scenario_id"])
+    k = k[k["scenario_id"].isin(gpu_ids) & k["latency_ms"].notna()]
+    if k.empty:
+        return pd.DataFrame()
+    return mean_shares(k, k["kernel_type"].str.split("+").str[0].rename("kind")).sort_index()
+
+
+def plot_gpu_kernel_kinds(ds: Dataset, out: Path) -> str | None:
+    """gpu_kernel_kinds.png: the breakdown above as stacked bars, one per GPU scenario."""
+    data = gpu_kernel_breakdown(ds)
+    path = out / "gpu_kernel_kinds.png"
+    if data.empty:
+        path.unlink(missing_ok=True)  # a stale figure of an earlier assembly
+        return None
+    data = data[data.mean().sort_values(ascending=False).index]
+    plot_share_bars(data, path, "mean share of summed GPU kernel time per model", cmap="tab20", row_height=0.5)
+    return path.name
+
+
+def gpu_section(ds: Dataset, out: Path | None) -> tuple[str, str] | None:
+    """The card's section on the suite's own GPU scenarios: their kernels per run and the kind
+    breakdown (its figure drawn into ``out``); None without such scenarios."""
+    sc = ds.scenarios
+    gpu = sc[sc["accelerator"] == "gpu"]
+    if gpu.empty:
+        return None
+    k = ds.kernels
+    rows = []
+    for s in gpu.itertuples():
+        ks = k[k["scenario_id"] == s.scenario_id]
+        n_models = int((ds.e2e["scenario_id"] == s.scenario_id).sum())
+        per_model = ks.groupby("model_id").size()
+        copies = int(ks["kernel_type"].str.startswith("copy").sum())
+        rows.append([f"`{s.scenario_id}`", s.gpu or "-", s.precision, n_models,
+                     f"{per_model.median():.0f}" if len(per_model) else "-", len(ks), copies])
+    text = ("GPU scenarios run the fp32 `.tflite` fully delegated to LiteRT's GPU accelerator (WebGPU over "
+            "Vulkan; on the host Mesa's software driver lavapipe, so absolute times are emulated while kernel "
+            "selection and fusion are the real backend's); the precision is the GPU's compute precision. They "
+            "have e2e and kernel records, no op records (LiteRT has no profiler for this accelerator). A kernel "
+            "row is one GPU command of a run as the Vulkan timestamp layer saw it, timed by GPU timestamps: "
+            "`kernel_type` = its kind plus fused operations (`conv+bias+clamp`), `config` = the layer's "
+            "identity of it (`kind` dispatch or copy, `shader`, `groups`, `local_size`, `program`). "
+            "Copies (`kernel_type` `copy`) are the read-back of the outputs.\n\n"
+            + markdown_table(rows, ["scenario", "GPU", "compute precision", "models", "kernels per model (median)",
+                                    "kernel rows", "copies"]))
+    fname = plot_gpu_kernel_kinds(ds, out) if out is not None else None
+    if fname:
+        text += (f"\n\n![{fname}]({fname})\n\nGPU kernel time by kernel kind (the `kernel_type` before its "
+                 "first `+`; mean over models of each kind's share of the summed kernel time), per GPU scenario.")
+    return "GPU scenarios", text
 
 
 # ---------------------------------------------------------------- the summary (DVC metrics)

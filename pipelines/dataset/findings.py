@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .card import Pairs, _cpu_scenarios, _ratio_frame, _thread_per_core, gap_frame, int8_pairs, multicore_pairs, \
-    scenario_pairs
+from .comparisons import (Pairs, cpu_scenarios, gap_frame, int8_pairs, multicore_pairs, ratio_frame, scenario_pairs,
+                          thread_per_core)
 from .load import Dataset
 
 
 def _cpu_threads_per_core(ds: Dataset) -> pd.DataFrame:
-    return _thread_per_core(_cpu_scenarios(ds))
+    return thread_per_core(cpu_scenarios(ds))
 
 # op types the USC study groups as element-wise (its Fig. 5 "Element-wise" and "Padding")
 ELEMENTWISE = ("add", "mul", "sub", "div", "maximum", "minimum")
@@ -51,7 +51,7 @@ def _own(ds: Dataset) -> Dataset:
 
 def _ratios(ds: Dataset, pairs: Pairs) -> list[tuple[str, pd.Series]]:
     """(``<device> <framework> <cores>``, per-network ratios) of the card's figure for ``pairs``."""
-    df = _ratio_frame(ds, pairs)
+    df = ratio_frame(ds, pairs)
     return [(f"{group} {label}", g["ratio"]) for (group, label), g in df.groupby(["group", "label"], sort=True)]
 
 

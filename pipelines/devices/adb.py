@@ -31,6 +31,9 @@ the run fails with kind ``device`` and every later run of the sweep fails at onc
 (one quick reconnect attempt each), so the sweep records the rest as failed and moves on; a
 rerun resumes. Clear one-line errors for an unknown serial (``device_missing``), a phone without
 ``taskset`` (``no_taskset``) and a full phone disk (``disk_full``).
+
+The device catalog: :func:`add_phone` (``latbench devices add``) reads a phone as its device does
+and writes the phone's entry into catalog.yaml.
 """
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ from ..runners.litert import litert_version
 from ..runners.records import EXIT_KINDS, NativeRun, NativeRunError, read_records
 from .android import (RC_MARK, AdbFault, PhoneError, cpu_state_command, ensure_server, fault_types, one_line,
                       open_phone, parse_cpu_state, parse_df_available_kb, parse_getprop, parse_thermal, q, shell,
-                      sysfs_dump_command, sysfs_tree, describe_phone)
+                      sysfs_dump_command, sysfs_tree, describe_phone, entry_from_phone)
 from .base import check_run, register_device_kind, sweep_lock
 from .topology import Cluster, CoreSet, core_combinations, read_clusters
 
@@ -505,3 +508,23 @@ class _Job:
             raise self._fail("records without a meta record", "output")
         metas[0]["device"] = device
         write_text(self.records_path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+
+
+# ---------------------------------------------------------------- the phone in the device catalog
+def phone_entry(device, name: str | None = None):
+    """The catalog entry of an adb device (:class:`AdbDevice`) as the phone describes itself,
+    read over adb as the device reads it for a sweep (``props()``, ``clusters()``)."""
+    return entry_from_phone(name or device.name, device.props(), device.clusters(), gpu=device.gpu)
+
+
+def add_phone(serial: str, name: str, *, adb_server: str = "127.0.0.1:5037", gpu: str | None = None,
+              path=None, overwrite: bool = False):
+    """Reads the phone ``serial`` over adb and writes its entry ``name`` into the device catalog
+    (``path``; default the suite's catalog.yaml): ``catalog.add_device`` refuses to replace a
+    different entry of that name unless ``overwrite``. Returns the entry written."""
+    from .catalog import add_device
+
+    dev = AdbDevice.from_config({"kind": "adb", "name": name, "serial": serial, "adb_server": adb_server, "gpu": gpu})
+    entry = phone_entry(dev)
+    add_device(entry, path, overwrite=overwrite)
+    return entry

@@ -17,7 +17,7 @@ The adb device (``adb.py``) is built from these pieces:
 
 The device catalog (``catalog.yaml``): :func:`describe_phone` describes a phone by its catalog
 entry, else by what the phone says (:func:`entry_from_phone`: getprop and the sysfs clusters);
-:func:`add_phone` reads a phone over adb and writes its entry into the catalog.
+``adb.add_phone`` reads a phone over adb and writes its entry into the catalog.
 
 Errors: a lost or refused connection raises :class:`AdbFault` (the caller decides whether to
 retry); configuration mistakes (an unknown serial, an unauthorized phone) raise
@@ -322,23 +322,3 @@ def describe_phone(name: str, props: dict[str, str], clusters, *, gpu: str | Non
                                        f"{' + '.join(f'{n}x {t}' for t, n in ours)}, the phone "
                                        f"{' + '.join(f'{n}x {t}' for t, n in theirs)}")
     return out
-
-
-def phone_entry(device, name: str | None = None):
-    """The catalog entry of an adb device (``adb.AdbDevice``) as the phone describes itself,
-    read over adb as the device reads it for a sweep (``props()``, ``clusters()``)."""
-    return entry_from_phone(name or device.name, device.props(), device.clusters(), gpu=device.gpu)
-
-
-def add_phone(serial: str, name: str, *, adb_server: str = "127.0.0.1:5037", gpu: str | None = None,
-              path=None, overwrite: bool = False):
-    """Reads the phone ``serial`` over adb and writes its entry ``name`` into the device catalog
-    (``path``; default the suite's catalog.yaml): ``catalog.add_device`` refuses to replace a
-    different entry of that name unless ``overwrite``. Returns the entry written."""
-    from .adb import AdbDevice
-    from .catalog import add_device
-
-    dev = AdbDevice.from_config({"kind": "adb", "name": name, "serial": serial, "adb_server": adb_server, "gpu": gpu})
-    entry = phone_entry(dev)
-    add_device(entry, path, overwrite=overwrite)
-    return entry

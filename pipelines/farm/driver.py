@@ -39,15 +39,14 @@ import os
 import statistics
 import time
 import warnings
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import ray
 
 from pipelines.devices import DeviceBusy, sweep_lock
-from pipelines.measure import (StageScenario, Sweep, _read_json, _write_json, grid_dir_name, list_models,
-                               stage_scenario, tidy_work)
+from pipelines.measure import (Plan, StageScenario, Sweep, grid_dir_name, list_models, not_offered, read_json, resolve_plan,
+                               scenario_status, stage_scenario, tidy_work, write_json)
 
 from .host import PhoneWorker
 from .phone import ArtifactCache, FarmPhone, one_line
@@ -236,10 +235,10 @@ def deal(models: Sequence[tuple[str, str]], phones: Sequence[FarmPhone]) -> list
 def _failed_on_device(out: Path, model_ids: Sequence[str], digest: str) -> list[str]:
     found = []
     for mid in model_ids:
-        rec = _read_json(out / f"{mid}.json")
+        rec = read_json(out / f"{mid}.json")
         if rec is not None and rec.get("protocol", {}).get("digest") == digest:
             continue
-        err = _read_json(out / f"{mid}.error.json")
+        err = read_json(out / f"{mid}.error.json")
         if err is not None and err.get("kind") == "device" and err.get("protocol_digest") == digest:
             found.append(mid)
     return found
@@ -285,28 +284,22 @@ def _sweep(cfg, framework, precision, cores, threads, accelerator, phones, model
     scenarios = {p.serial: stage_scenario(p, framework, precision, cores, threads, accelerator) for p in phones}
     first: StageScenario = scenarios[phones[0].serial]
     if first.scenario is None:
-        out = out_root / grid_dir_name(phones[0].name, framework, precision, cores, accelerator)
-        _write_json(out / "SCENARIO.json", {"status": "not_offered", "reason": first.reason, "device": phones[0].name,
-                                            "framework": framework, "precision": precision, "cores": cores,
-                                            "accelerator": accelerator})
-        return {"scenario_id": out.name, "status": "not_offered", "reason": first.reason, "out": out,
-                "ok": 0, "failed": 0, "skipped": 0}
+        return not_offered(out_root / grid_dir_name(phones[0].name, framework, precision, cores, accelerator),
+                           first.reason, phones[0].name, framework, precision, cores, accelerator)
     scenario = first.scenario
     out = out_root / scenario.scenario_id
     left_out = [p for p in phones if scenarios[p.serial].scenario != scenario]
     phones = [p for p in phones if scenarios[p.serial].scenario == scenario]
-    probe = Sweep(phones[0], scenario, cfg.measure, out, artifacts_dir, progress=False)
+    models = list_models(cfg, models_dir, f"{framework}-{accelerator}")
+    plan = resolve_plan(phones[0], scenario, cfg.measure, out, artifacts_dir, models, getattr(cfg, "release", None))
+    probe = Sweep(plan, phones[0], progress=False)  # the driver's own log
     for p in left_out:
         probe.log(f"farm: {p.label()} left out: it does not offer {scenario.scenario_id} as "
                   f"{phones[0].label()} does ({scenarios[p.serial].reason or 'other CPUs'})")
-    models = list_models(cfg, models_dir, f"{framework}-{accelerator}")
-    todo = [(pair.source, pair.model_id) for pair in probe.plan(models)]
-    skipped = probe.counts["skipped"]
-    _write_json(out / "SCENARIO.json", {
-        "status": "measured", "scenario": scenario.to_dict(), "device": phones[0].describe(),
-        "protocol_digest": probe.digest, "measure": asdict(cfg.measure), "models": len(models),
-        "granularities": ["e2e", *probe.modes], "granularities_not_offered": probe.not_offered,
-        "farm": {"phones": [{"serial": p.serial, "host": p.host, "name": p.name} for p in phones]}})
+    todo = [(pair.source, pair.model_id) for pair in plan.pairs]
+    skipped = plan.skipped
+    write_json(out / "SCENARIO.json", scenario_status(plan, phones[0], len(models), farm={
+        "phones": [{"serial": p.serial, "host": p.host, "name": p.name} for p in phones]}))
     probe.log(f"farm: start: {len(todo)} pairs to measure, {skipped} already done, over {len(phones)} phones on "
               f"{len({p.host for p in phones})} hosts ({', '.join(p.serial + '@' + p.host for p in phones)})")
     if on_start:
@@ -316,14 +309,14 @@ def _sweep(cfg, framework, precision, cores, threads, accelerator, phones, model
     while pending and active:
         shares = deal(pending, active)
         with cf.ThreadPoolExecutor(max_workers=len(active)) as pool:
-            futures = [pool.submit(_phone_sweep, p, scenario, cfg, out, artifacts_dir, share, say)
+            futures = [pool.submit(_phone_sweep, p, plan, share, say)
                        for p, share in zip(active, shares) if share]
             for f in futures:
                 ok, runs = f.result()
                 counts["ok"] += ok
                 counts["runs_made"] += runs
         gone = [mid for p, share in zip(active, shares) if p.gone
-                for mid in _failed_on_device(out, [m for _, m in share], probe.digest)]
+                for mid in _failed_on_device(out, [m for _, m in share], plan.digest)]
         active = [p for p in active if not p.gone]
         if not (reassign and gone and active):
             break
@@ -355,13 +348,12 @@ def _sweep(cfg, framework, precision, cores, threads, accelerator, phones, model
             "failed": len(failed), "skipped": skipped, "runs_made": counts["runs_made"], "farm": farm}
 
 
-def _phone_sweep(phone: FarmPhone, scenario, cfg, out: Path, artifacts_dir: Path,
-                 share: list[tuple[str, str]], say) -> tuple[int, int]:
-    """One phone's share, swept as a local sweep does (its own interleaving and failure records)."""
-    sweep = Sweep(phone, scenario, cfg.measure, out, artifacts_dir, progress=False,
-                  log=lambda msg: say(f"farm {phone.serial}@{phone.host}: {msg}"))
+def _phone_sweep(phone: FarmPhone, plan: Plan, share: list[tuple[str, str]], say) -> tuple[int, int]:
+    """One phone's share of the plan, swept as a local sweep does (its own interleaving and
+    failure records)."""
+    sweep = Sweep(plan, phone, progress=False, log=lambda msg: say(f"farm {phone.serial}@{phone.host}: {msg}"))
     sweep.tidy_work = False  # other phones write into the same .work; the driver tidies it
-    sweep.run(share)
+    sweep.run([plan.pair(source, mid) for source, mid in share])
     return sweep.counts["ok"], sweep.runs_made
 
 

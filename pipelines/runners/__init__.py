@@ -17,8 +17,9 @@ The modules of this package:
 - :mod:`.litert`: the instrumented runtime ``latbench-run`` (LiteRT) on this machine;
 - :mod:`.litert_gpu`: the LiteRT GPU runner's own steps around each process (its outputs
   checked against the CPU, its dispatches labelled with their kernels);
-- :mod:`.torch`: the PyTorch runner (a fresh worker process, forked by :mod:`.torch_zygote` with torch
-  imported once; ``python -m pipelines.runners.torch`` runs the worker as a program).
+- :mod:`.torch`: the PyTorch worker, one fresh process per run (``python -m pipelines.runners.torch``
+  runs it as a program); :mod:`.torch_zygote`: the PyTorch runner's processes, forks of one process
+  that imports torch once (``run_torch``, and ``launch`` registered below).
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ class Runner:
     steps: str | None = None  # module of the runner's own steps around each process
     # e2e columns every record of this runner fills under its current protocol: a released row
     # with one of them empty was measured under an older one, and a release sweep measures it
-    # again (pipelines/release.py released_pairs, measure.remeasure_outdated)
+    # again (pipelines/release.py Release.pairs, release.remeasure_outdated)
     protocol_columns: tuple[str, ...] = ()
 
     def launcher(self) -> Callable[..., Any]:
@@ -139,7 +140,7 @@ register_runner("pytorch", "cpu", Runner(
     title="PyTorch (TorchScript)", suffixes=(".pt", ".ptl"),
     missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
     missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"},
-    launch="pipelines.runners.torch:launch",
+    launch="pipelines.runners.torch_zygote:launch",
     # counted since the workers run on jemalloc (pipelines/runners/allocator.py): a row without it
     # was measured on glibc's malloc, whose runs took page faults that the VM, not the network, priced
     protocol_columns=("page_faults_per_run",)))

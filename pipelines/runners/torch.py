@@ -7,11 +7,11 @@ Two halves, which mirror ``latbench-run`` (same records, trace layout and exit c
   torch is imported (this module imports nothing of torch at module level), so every thread
   torch creates later inherits the CPU set; it keeps one inter-op thread (the traced artifacts
   never fork), times the forward call only and writes its records after the last run;
-- the **parent** API :func:`run_torch`, which has the worker's ``main`` run in a process forked
-  by the torch zygote (:mod:`.torch_zygote`, on jemalloc: :mod:`.allocator`) and returns a
-  :class:`pipelines.runners.records.NativeRun`, or raises :class:`TorchRunError`, one line
-  naming the model file; :func:`launch` is the call the registry names for the host device
-  (pipelines/runners/__init__.py).
+- the **parent** side: the worker's command line (:func:`worker_args`, :func:`build_argv`) and
+  what a failed worker said (:func:`worker_error`: a :class:`TorchRunError`, one line naming the
+  model file). The torch zygote (:mod:`.torch_zygote`, on jemalloc: :mod:`.allocator`) forks the
+  worker's processes and holds the parent API ``run_torch`` and the registry's ``launch``, which
+  return a :class:`pipelines.runners.records.NativeRun`.
 
 In op mode torch.profiler's events (CLOCK_REALTIME) are aligned to CLOCK_MONOTONIC from
 bracketed clock reads before and after profiling, and assigned to the timed runs. docs/measure.md
@@ -25,7 +25,6 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,8 +34,8 @@ from foundation.atomic import atomic_path, write_text
 
 # NB: no torch import at module level: main() pins the CPUs before torch exists.
 from . import allocator
-from .process import cpus_arg, exit_failure, native_run
-from .records import NativeRun, NativeRunError, read_records
+from .process import cpus_arg, exit_failure
+from .records import NativeRunError
 
 TOOL = "latbench-torch"
 VERSION = "0.1.0"
@@ -44,7 +43,6 @@ MODES = ("e2e", "op")
 ENGINES = ("x86", "qnnpack")
 KINDS = {".pt": "torchscript", ".ptl": "torchscript-lite"}
 ERROR_PREFIX = f"{TOOL}: error: "
-DEFAULT_TIMEOUT = 600.0
 
 EXIT_OK, EXIT_USAGE, EXIT_MISSING, EXIT_INVALID, EXIT_CPUS, EXIT_RUNTIME, EXIT_OUTPUT = 0, 2, 3, 4, 5, 6, 7
 TID_RUNS, TID_OPS, TID_KERNELS, TID_RUNTIME = 1, 2, 3, 4
@@ -507,7 +505,7 @@ def _profiler_ops(prof, offset_ns: int, all_runs: list[dict[str, Any]]):
     return ops, spans, len(events)
 
 
-# ---------------------------------------------------------------- the parent API
+# ---------------------------------------------------------------- for the parent: the command line and errors
 PROGRAM = ("-m", "pipelines.runners.torch")  # after the interpreter: the worker run as a program
 
 
@@ -540,61 +538,9 @@ def build_argv(model: str | os.PathLike, *, python: str | None = None, **kw: Any
     return program_argv(worker_args(model, **kw), python)
 
 
-def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None, threads: int = 1,
-              mode: str = "e2e", warmup: int = 5, runs: int = 50, engine: str | None = None, *,
-              input_shapes: Sequence[Sequence[int]] | None = None, records_path: str | os.PathLike | None = None,
-              trace_path: str | os.PathLike | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> NativeRun:
-    """Runs the torch worker once in a fresh process forked by this interpreter's torch zygote
-    (:mod:`.torch_zygote`: torch imported once; the child pins itself before torch makes a
-    thread); returns its records. The run's ``outside_cpu_s`` is the child's CPU time, which
-    this process's getrusage does not see (the child is the zygote's).
-
-    ``input_shapes`` default: read by the worker from ``<stem>.facts.json`` beside the model.
-    Raises :class:`TorchRunError` (one line naming the model) on any failure.
-    """
-    import tempfile
-
-    from .torch_zygote import ZygoteError, zygote
-
-    model = str(model)
-    with tempfile.TemporaryDirectory(prefix="latbench-torch-") as tmp:
-        rec = Path(records_path) if records_path is not None else Path(tmp) / "records.jsonl"
-        args = worker_args(model, records=rec, trace=trace_path, cpus=cpus, threads=threads, mode=mode,
-                           warmup=warmup, runs=runs, engine=engine, input_shapes=input_shapes)
-        argv = program_argv(args)  # the same process as a program: the record's provenance
-        stderr = Path(tmp) / "stderr.txt"
-        try:
-            returncode, cpu_s = zygote().run(args, stderr, timeout)
-        except subprocess.TimeoutExpired:
-            raise TorchRunError(f"{model}: the torch worker timed out after {timeout} s", kind="timeout",
-                                model=model) from None
-        except ZygoteError as e:
-            raise TorchRunError(f"{model}: {e}", kind="crashed", model=model) from None
-        if returncode != 0:
-            raise _error(returncode, stderr.read_text(errors="replace") if stderr.is_file() else "", model)
-        try:
-            records = read_records(rec)
-        except FileNotFoundError:
-            raise TorchRunError(f"{model}: the torch worker wrote no records", kind="output", model=model) from None
-        except NativeRunError as e:
-            raise TorchRunError(f"{model}: {e}", kind="output", model=model) from None
-    run = native_run(records, records_path, trace_path, argv)
-    run.outside_cpu_s = cpu_s
-    return run
-
-
-def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
-           warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
-           trace_path: str | os.PathLike | None = None, timeout: float | None = None,
-           engine: str | None = None) -> NativeRun:
-    """One process of ``scenario`` as the host device runs it (the runners' ``launch``): the
-    worker with the scenario's threads and the quantized ``engine``, pinned to ``cpus``
-    (``overhead_pairs``: the worker measures no profiler overhead, not used here)."""
-    return run_torch(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
-                     engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout)
-
-
-def _error(returncode: int, stderr: str, model: str) -> TorchRunError:
+def worker_error(returncode: int, stderr: str, model: str) -> TorchRunError:
+    """The :class:`TorchRunError` of a worker that exited with ``returncode`` (the kind from
+    its exit code, the message from its last error line in ``stderr``)."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     ours = [ln for ln in lines if ln.startswith(ERROR_PREFIX)]
     msg = ours[-1][len(ERROR_PREFIX):] if ours else (lines[-1] if lines else "")

@@ -31,8 +31,10 @@ Protocol (JSON lines on the zygote's stdin/stdout; ``python -m pipelines.runners
   not its child, so getrusage cannot see it; pipelines/machine_load.py);
 - end of input ends the zygote.
 
-:func:`zygote` is the client the torch runner uses: one zygote per interpreter, started on the
-first request, started again if it died.
+The client: :func:`zygote`, one zygote per interpreter, started on the first request and again
+if it died; :func:`run_torch`, the torch runner's parent API, runs the worker (:mod:`.torch`) once
+in a process the zygote forks and returns a ``NativeRun`` or raises ``TorchRunError`` (one line
+naming the model); :func:`launch` is the call the runner registry names for the host device.
 """
 from __future__ import annotations
 
@@ -48,12 +50,16 @@ import tempfile
 import threading
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from . import allocator
+from .process import native_run
+from .records import NativeRun, NativeRunError, read_records
+from .torch import TorchRunError, main, program_argv, worker_args, worker_error
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 180.0
+DEFAULT_TIMEOUT = 600.0  # seconds a worker may run (run_torch)
 # numpy's OpenBLAS would start a pool thread at import (see above); torch never computes on it
 ZYGOTE_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
@@ -81,8 +87,6 @@ def _child(req: dict[str, Any]) -> int:
     os.dup2(devnull, 1)
     err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(err, 2)
-    from .torch import main
-
     return main(req["argv"], process_start="zygote")
 
 
@@ -247,6 +251,57 @@ def _close_all() -> None:
     for z in list(_ZYGOTES.values()):
         z.close()
     _ZYGOTES.clear()
+
+
+# ---------------------------------------------------------------- the torch runner's parent API
+def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None, threads: int = 1,
+              mode: str = "e2e", warmup: int = 5, runs: int = 50, engine: str | None = None, *,
+              input_shapes: Sequence[Sequence[int]] | None = None, records_path: str | os.PathLike | None = None,
+              trace_path: str | os.PathLike | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> NativeRun:
+    """Runs the torch worker once in a fresh process forked by this interpreter's torch zygote
+    (:func:`zygote`: torch imported once; the child pins itself before torch makes a thread);
+    returns its records. The run's ``outside_cpu_s`` is the child's CPU time, which this
+    process's getrusage does not see (the child is the zygote's).
+
+    ``input_shapes`` default: read by the worker from ``<stem>.facts.json`` beside the model.
+    Raises :class:`TorchRunError` (one line naming the model) on any failure.
+    """
+    model = str(model)
+    with tempfile.TemporaryDirectory(prefix="latbench-torch-") as tmp:
+        rec = Path(records_path) if records_path is not None else Path(tmp) / "records.jsonl"
+        args = worker_args(model, records=rec, trace=trace_path, cpus=cpus, threads=threads, mode=mode,
+                           warmup=warmup, runs=runs, engine=engine, input_shapes=input_shapes)
+        argv = program_argv(args)  # the same process as a program: the record's provenance
+        stderr = Path(tmp) / "stderr.txt"
+        try:
+            returncode, cpu_s = zygote().run(args, stderr, timeout)
+        except subprocess.TimeoutExpired:
+            raise TorchRunError(f"{model}: the torch worker timed out after {timeout} s", kind="timeout",
+                                model=model) from None
+        except ZygoteError as e:
+            raise TorchRunError(f"{model}: {e}", kind="crashed", model=model) from None
+        if returncode != 0:
+            raise worker_error(returncode, stderr.read_text(errors="replace") if stderr.is_file() else "", model)
+        try:
+            records = read_records(rec)
+        except FileNotFoundError:
+            raise TorchRunError(f"{model}: the torch worker wrote no records", kind="output", model=model) from None
+        except NativeRunError as e:
+            raise TorchRunError(f"{model}: {e}", kind="output", model=model) from None
+    run = native_run(records, records_path, trace_path, argv)
+    run.outside_cpu_s = cpu_s
+    return run
+
+
+def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
+           warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+           trace_path: str | os.PathLike | None = None, timeout: float | None = None,
+           engine: str | None = None) -> NativeRun:
+    """One process of ``scenario`` as the host device runs it (the runners' ``launch``): the
+    worker with the scenario's threads and the quantized ``engine``, pinned to ``cpus``
+    (``overhead_pairs``: the worker measures no profiler overhead, not used here)."""
+    return run_torch(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
+                     engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout)
 
 
 if __name__ == "__main__":

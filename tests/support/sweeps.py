@@ -16,7 +16,7 @@ def tiny_sweep_overrides(data: Path, release: Path, *more: str, granularities: s
             "measure.warmup=1", "measure.stopping.policy=fixed", "measure.stopping.runs=4",
             f"measure.granularities={granularities}", "measure.load.check=false",
             # the release's protocol reuses released pairs; the tour's does not
-            *grid, f"measure.release={release}", "measure.reuse_release=true", *more]
+            *grid, f"release.folder={release}", "release.reuse=true", *more]
 
 
 def tiny_sweep_cfg(data: Path, release: Path, *more: str, granularities: str = "[e2e]", grid: tuple[str, ...] = ()):

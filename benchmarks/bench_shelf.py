@@ -1,7 +1,7 @@
-"""Prints how fast the predictor zoo answers (`latbench predict` and `leaderboard.zoo.Zoo.predict`),
+"""Prints how fast the predictor shelf answers (`latbench predict` and `shelf.Shelf.predict`),
 side by side with nn-Meter on the same networks.
 
-- ``IR batch``: ``Zoo().predict(graphs, scenario)`` on ``--n`` NAS-Bench-201 cells already built
+- ``IR batch``: ``Shelf().predict(graphs, scenario)`` on ``--n`` NAS-Bench-201 cells already built
   as IR graphs (what a NAS loop holds), one call. ``first scenario``: featurizing every graph
   (its op configurations, interned) + the scenario's predictor; ``each further scenario``: the
   same graphs in the next ``--scenarios`` (featurized graphs are remembered per graph object, so
@@ -14,7 +14,7 @@ side by side with nn-Meter on the same networks.
   with forests refit by its own hyperparameters (its shipped ones cannot be loaded here: see
   benchmarks/bench_predict.py), a lower bound of its predict time.
 
-    python benchmarks/bench_zoo.py [--n 10000] [--scenarios help-pixel2-cpu,usc-pixel4-...]
+    python benchmarks/bench_shelf.py [--n 10000] [--scenarios help-pixel2-cpu,usc-pixel4-...]
 """
 from __future__ import annotations
 
@@ -37,19 +37,19 @@ def timed(fn) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10000, help="cells in the batch (default: %(default)s)")
-    ap.add_argument("--scenarios", default=DEFAULT_SCENARIOS, help="zoo scenarios, comma-separated (default: %(default)s)")
+    ap.add_argument("--scenarios", default=DEFAULT_SCENARIOS, help="shelf scenarios, comma-separated (default: %(default)s)")
     ap.add_argument("--files", type=int, default=50, help="model files predicted one by one (default: %(default)s)")
     ap.add_argument("--nnmeter-n", type=int, default=200, help="cells for nn-Meter's figure (default: %(default)s)")
     a = ap.parse_args()
 
     from generators.nasbench201 import build
-    from leaderboard.zoo import Zoo
     from pipelines.predict import load_model
+    from shelf import Shelf
 
-    zoo = Zoo()
+    shelf = Shelf()
     scenarios = [s for s in a.scenarios.split(",") if s]
     for sid in scenarios:
-        zoo.predictor(sid)  # loading the saved predictors is not part of the timed calls
+        shelf.predictor(sid)  # loading the saved predictors is not part of the timed calls
     t = time.perf_counter()
     graphs = [build(i) for i in range(min(a.n, 15625))]
     build_s = time.perf_counter() - t
@@ -58,14 +58,14 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"  building the IR graphs (the generator, not timed below): {build_s:.1f} s, "
           f"{len(graphs) / build_s:,.0f} graphs/s")
-    first = timed(lambda: zoo.predict(graphs, scenarios[0]))
-    print(f"  IR batch, first scenario ({scenarios[0]}, {zoo.entry(scenarios[0])['predictor']}): "
+    first = timed(lambda: shelf.predict(graphs, scenarios[0]))
+    print(f"  IR batch, first scenario ({scenarios[0]}, {shelf.entry(scenarios[0])['predictor']}): "
           f"{len(graphs) / first:,.0f} graphs/s ({first:.2f} s)")
     total = first
     for sid in scenarios[1:]:
-        s = timed(lambda: zoo.predict(graphs, sid))
+        s = timed(lambda: shelf.predict(graphs, sid))
         total += s
-        print(f"  IR batch, further scenario ({sid}, {zoo.entry(sid)['predictor']}): "
+        print(f"  IR batch, further scenario ({sid}, {shelf.entry(sid)['predictor']}): "
               f"{len(graphs) / s:,.0f} graphs/s ({s:.3f} s)")
     print(f"  IR batch on all {len(scenarios)} scenarios: {len(graphs) * len(scenarios) / total:,.0f} "
           f"graph-scenario predictions/s (each graph featurized once)")
@@ -76,7 +76,7 @@ def main() -> None:
         for suffix, fn in file_writers().items():
             paths[suffix] = [fn(graphs[i], Path(d) / f"m{i}{suffix}") for i in range(min(a.files, len(graphs)))]
         for suffix, ps in paths.items():
-            s = timed(lambda: [zoo.predict([load_model(p)], scenarios[0]) for p in ps])
+            s = timed(lambda: [shelf.predict([load_model(p)], scenarios[0]) for p in ps])
             per_file[suffix] = len(ps) / s
             print(f"  from a {suffix} file (load + predict, one at a time): {per_file[suffix]:,.0f} models/s")
 

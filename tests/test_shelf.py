@@ -1,4 +1,4 @@
-"""The predictor zoo (leaderboard/zoo.py) and `latbench predict` (pipelines/predict.py): building
+"""The predictor shelf (shelf/) and `latbench predict` (shelf/cli.py): building
 from the board's results on public data, the stated held-out accuracy reproduced from the
 saved predictors, batch prediction and the per-op breakdown, and one-line errors.
 
@@ -13,7 +13,9 @@ import pytest
 
 from leaderboard.baselines import Networks, load_predictor
 from leaderboard.metrics import compute
-from leaderboard.zoo import HELD_OUT, ZOO_DIR, Zoo, ZooError, build, choose
+from shelf import ShelfError
+from shelf.build import build, choose
+from shelf.store import HELD_OUT, SHELF_DIR, Shelf
 
 USC = "usc-pixel4-tflite-cpu-1large-fp32"  # additive_mlp wins it on the board (3.1% MAPE against usc_lasso's 4.2%)
 HELP = "help-gold6226-cpu"  # usc_rf wins it: an op-wise model
@@ -24,7 +26,7 @@ RTOL = {"additive_mlp": 1e-5}
 
 @pytest.fixture(scope="module")
 def built(public, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("zoo")
+    out = tmp_path_factory.mktemp("shelf")
     build(out=out, scenarios=[USC, HELP], roots=public)
     return out
 
@@ -57,10 +59,10 @@ def test_choice_follows_the_board():
 
 
 def test_build_states_what_the_saved_predictor_reaches(built, public):
-    zoo = Zoo(built)
-    assert zoo.scenarios() == sorted([USC, HELP])
+    shelf = Shelf(built)
+    assert shelf.scenarios() == sorted([USC, HELP])
     for sid in (USC, HELP):
-        e = zoo.entry(sid)
+        e = shelf.entry(sid)
         held = json.loads((built / e["folder"] / HELD_OUT).read_text())
         X = _subset_networks(public, sid, held["names"])
         pred = load_predictor(built / e["folder"]).predict(X)
@@ -68,23 +70,23 @@ def test_build_states_what_the_saved_predictor_reaches(built, public):
         m = compute(X.y(), pred, ("mape", "acc10", "spearman"))
         assert m["mape"] == pytest.approx(e["accuracy"]["mape"]) and e["accuracy"]["held_out_networks"] == len(pred)
         assert e["training"]["networks"] > 0 and e["board"]["mape"] > 0
-    assert zoo.entry(USC)["predictor"] == "additive_mlp" and zoo.entry(HELP)["predictor"] == "usc_rf"
-    assert zoo.entry(HELP)["accuracy"]["held_out_networks"] == 800  # HELP's test set
+    assert shelf.entry(USC)["predictor"] == "additive_mlp" and shelf.entry(HELP)["predictor"] == "usc_rf"
+    assert shelf.entry(HELP)["accuracy"]["held_out_networks"] == 800  # HELP's test set
 
 
-def test_the_committed_zoo_loads_and_reproduces_its_accuracy(public):
+def test_the_committed_shelf_loads_and_reproduces_its_accuracy(public):
     """Every committed predictor loads; those whose data the public subset has (the Pixel 4's
     USC scenarios and the HELP devices) give back their stored held-out predictions and accuracy."""
-    zoo = Zoo(ZOO_DIR)
-    assert len(zoo.scenarios()) >= 139  # 135 USC scenarios and 4 HELP devices at least
+    shelf = Shelf(SHELF_DIR)
+    assert len(shelf.scenarios()) >= 139  # 135 USC scenarios and 4 HELP devices at least
     checked = 0
-    for sid in zoo.scenarios():
-        e = zoo.entry(sid)
-        est = zoo.predictor(sid)
+    for sid in shelf.scenarios():
+        e = shelf.entry(sid)
+        est = shelf.predictor(sid)
         assert est.name == e["predictor"]
         if not (sid.startswith("usc-pixel4-") or sid.startswith("help-")):
             continue
-        held = json.loads((ZOO_DIR / e["folder"] / HELD_OUT).read_text())
+        held = json.loads((SHELF_DIR / e["folder"] / HELD_OUT).read_text())
         X = _subset_networks(public, sid, held["names"])
         pred = est.predict(X)
         rtol = RTOL.get(e["predictor"], 1e-9)
@@ -100,33 +102,33 @@ def test_batch_prediction_and_breakdown(built, mobilenet):
     from generators.nasbench201 import build as nasbench201_cell
 
     g, _ = mobilenet
-    zoo = Zoo(built)
+    shelf = Shelf(built)
     others = [import_pytorchcv(n) for n in ("squeezenet_v1_1", "resnet10")]
-    batch = zoo.predict([g, *others], USC)
+    batch = shelf.predict([g, *others], USC)
     assert batch.shape == (3,) and np.all(batch > 0)
-    assert [float(zoo.predict([x], USC)[0]) for x in (g, *others)] == pytest.approx(batch.tolist())
+    assert [float(shelf.predict([x], USC)[0]) for x in (g, *others)] == pytest.approx(batch.tolist())
     # additive_mlp: a row per operator LiteRT runs (a conv with its batchnorm and activation is one)
-    b = zoo.breakdown(g, USC)
+    b = shelf.breakdown(g, USC)
     assert b["predicted_ms"].sum() == pytest.approx(batch[0])
     assert 10 < len(b) - 1 < len(g.nodes) - 1 and b["op_index"].iloc[-1] == -1  # fewer operators than IR ops
     assert b.groupby("op_type")["predicted_ms"].sum().idxmax() == "conv1x1"  # MobileNetV2's pointwise convolutions
     assert set(b["node"].iloc[:-1]) <= set(g.nodes)
     # an op-wise model (usc_rf): a row per IR op
     cell = nasbench201_cell(123)
-    b = zoo.breakdown(cell, HELP)
-    assert b["predicted_ms"].sum() == pytest.approx(float(zoo.predict([cell], HELP)[0]))
+    b = shelf.breakdown(cell, HELP)
+    assert b["predicted_ms"].sum() == pytest.approx(float(shelf.predict([cell], HELP)[0]))
     assert len(b) == len(cell.nodes) - 1 + 1  # every op and the overhead row
     assert b.groupby("op_type")["predicted_ms"].sum().idxmax() == "conv2d"
 
 
 def test_an_op_the_predictor_never_saw_is_named(built, mobilenet):
     g, _ = mobilenet
-    with pytest.raises(ZooError, match=rf"{HELP}: op type 'dwconv2d' was never seen by this scenario's predictor"):
-        Zoo(built).predict([g], HELP)
-    with pytest.raises(ZooError, match=r"scenario 'usc-nophone-tflite-cpu-1large-fp32': not in the zoo"):
-        Zoo(built).predict([g], "usc-nophone-tflite-cpu-1large-fp32")
-    with pytest.raises(ZooError, match=r"no predictor zoo here"):
-        Zoo(built / "nothing")
+    with pytest.raises(ShelfError, match=rf"{HELP}: op type 'dwconv2d' was never seen by this scenario's predictor"):
+        Shelf(built).predict([g], HELP)
+    with pytest.raises(ShelfError, match=r"scenario 'usc-nophone-tflite-cpu-1large-fp32': not on the shelf"):
+        Shelf(built).predict([g], "usc-nophone-tflite-cpu-1large-fp32")
+    with pytest.raises(ShelfError, match=r"no predictor shelf here"):
+        Shelf(built / "nothing")
 
 
 def test_a_graph_the_operator_deduction_cannot_read_is_one_error_naming_the_scenario(built, monkeypatch):
@@ -138,37 +140,37 @@ def test_a_graph_the_operator_deduction_cannot_read_is_one_error_naming_the_scen
     monkeypatch.delitem(xnn.XNN_KERNELS, "AVERAGE_POOL_2D")
     cell = nasbench201_cell(123)
     assert any(n.op == "avgpool" for n in cell.nodes.values())
-    zoo = Zoo(built)
-    for ask in (lambda: zoo.predict([cell], USC), lambda: zoo.breakdown(cell, USC)):
-        with pytest.raises(ZooError, match=rf"^{USC}: additive_mlp cannot deduce the operators of this graph: "
+    shelf = Shelf(built)
+    for ask in (lambda: shelf.predict([cell], USC), lambda: shelf.breakdown(cell, USC)):
+        with pytest.raises(ShelfError, match=rf"^{USC}: additive_mlp cannot deduce the operators of this graph: "
                                             r".*no XNNPACK rule for TFLite operator AVERAGE_POOL_2D"):
             ask()
 
 
-def test_an_index_naming_a_predictor_the_zoo_cannot_read_is_refused(built, mobilenet, tmp_path):
+def test_an_index_naming_a_predictor_the_shelf_cannot_read_is_refused(built, mobilenet, tmp_path):
     import shutil
 
     g, _ = mobilenet
-    other = shutil.copytree(built, tmp_path / "zoo")
+    other = shutil.copytree(built, tmp_path / "shelf")
     index = json.loads((other / "INDEX.json").read_text())
     index["scenarios"][USC]["predictor"] = "gnn"  # fitted elsewhere, but it gives no breakdown: not a candidate
     (other / "INDEX.json").write_text(json.dumps(index))
-    with pytest.raises(ZooError, match=rf"INDEX.json: {USC}: predictor 'gnn' is not one the zoo reads"):
-        Zoo(other).predict([g], USC)
+    with pytest.raises(ShelfError, match=rf"INDEX.json: {USC}: predictor 'gnn' is not one the shelf reads"):
+        Shelf(other).predict([g], USC)
 
 
-def test_committed_zoo_predicts_nasbench201_cells_in_every_help_scenario():
+def test_committed_shelf_predicts_nasbench201_cells_in_every_help_scenario():
     """A HELP scenario whose predictor gave folded ops (TFLite folds batchnorm into the conv) no
     time of their own predicts them 0 ms, as on the board; only a type it never saw is an error."""
     from generators.nasbench201 import build as build_cell
 
-    zoo = Zoo()
+    shelf = Shelf()
     cells = [build_cell(i) for i in (0, 777, 15624)]
-    for sid in [s for s in zoo.scenarios() if s.startswith("help-")]:
-        est = zoo.predictor(sid)
+    for sid in [s for s in shelf.scenarios() if s.startswith("help-")]:
+        est = shelf.predictor(sid)
         if hasattr(est, "unseen_types"):  # the op-wise models (additive_mlp refuses no type)
             assert est.unseen_types(["batchnorm", "conv2d"]) == [] and est.unseen_types(["dwconv2d"]) == ["dwconv2d"]
-        ms = zoo.predict(cells, sid)
+        ms = shelf.predict(cells, sid)
         assert ms.shape == (3,) and np.all(np.isfinite(ms)) and np.all(ms > 0), sid
 
 
@@ -191,28 +193,43 @@ def test_latbench_predict_command(built, mobilenet, capsys):
     from pipelines.cli import main
 
     _, path = mobilenet
-    assert main(["predict", str(path), "--zoo", str(built), "--scenario", USC]) == 0
+    assert main(["predict", str(path), "--shelf", str(built), "--scenario", USC]) == 0
     out = capsys.readouterr().out
     assert "mobilenetv2_w1:" in out and USC in out and " ms " in out and "held-out networks" in out
     assert "per-op breakdown" in out and "conv1x1" in out
     # one scenario that cannot predict it: the others are printed, the error names the op, exit 2
     with pytest.raises(SystemExit) as ex:
-        main(["predict", str(path), "--zoo", str(built), "--scenario", USC, "--scenario", HELP])
+        main(["predict", str(path), "--shelf", str(built), "--scenario", USC, "--scenario", HELP])
     assert ex.value.code == 2
     cap = capsys.readouterr()
     assert USC in cap.out and "op type 'dwconv2d'" in cap.err
-    assert main(["predict", "--zoo", str(built), "--list"]) == 0
+    assert main(["predict", "--shelf", str(built), "--list"]) == 0
     assert HELP in capsys.readouterr().out
-    assert main(["predict", str(path.with_suffix(".pb")), "--zoo", str(built), "--scenario", USC]) == 2
+    assert main(["predict", str(path.with_suffix(".pb")), "--shelf", str(built), "--scenario", USC]) == 2
 
 
-def test_a_zoo_of_the_op_wise_candidates_alone(public, mobilenet, tmp_path):
-    """`latbench zoo build --candidate ...`: the op-wise models alone (a zoo for speed), and a
+def test_a_shelf_of_the_op_wise_candidates_alone(public, mobilenet, tmp_path):
+    """`latbench shelf build --candidate ...`: the op-wise models alone (a shelf for speed), and a
     name that is not a candidate is one error line."""
     g, _ = mobilenet
     index = build(out=tmp_path / "fast", scenarios=[USC], roots=public, candidates=("usc_lasso", "lookup", "usc_rf"))
     assert index["scenarios"][USC]["predictor"] == "usc_lasso"  # the best op-wise one on the board there
-    b = Zoo(tmp_path / "fast").breakdown(g, USC)
+    b = Shelf(tmp_path / "fast").breakdown(g, USC)
     assert len(b) == len(g.nodes) - 1 + 1 and b.groupby("op_type")["predicted_ms"].sum().idxmax() == "conv2d"
-    with pytest.raises(ZooError, match=r"candidate 'gnn': the zoo chooses among usc_lasso, lookup, usc_rf, additive_mlp"):
+    with pytest.raises(ShelfError, match=r"candidate 'gnn': the shelf chooses among usc_lasso, lookup, usc_rf, additive_mlp"):
         build(out=tmp_path / "bad", scenarios=[USC], roots=public, candidates=("gnn",))
+
+
+def test_latbench_takes_the_shelf_commands_from_its_registry():
+    """pipelines/cli.py imports nothing of the shelf: `predict` and `shelf build` come from the
+    entry-point group latbench.commands (pyproject.toml), as a third party's command would."""
+    from importlib import metadata
+
+    from pipelines.cli import COMMANDS, build_parser
+    from shelf.cli import add_predict, add_shelf
+
+    eps = {ep.name: ep.value for ep in metadata.entry_points(group="latbench.commands")}
+    assert eps == {"predict": "shelf.cli:add_predict", "shelf": "shelf.cli:add_shelf"}
+    assert COMMANDS.get("predict") is add_predict and COMMANDS.get("shelf") is add_shelf
+    args = build_parser().parse_args(["shelf", "build", "--out", "elsewhere", "--candidate", "usc_rf", "-q"])
+    assert (args.shelf_command, args.out, args.candidate, args.quiet) == ("build", "elsewhere", ["usc_rf"], True)
