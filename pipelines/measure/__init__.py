@@ -5,6 +5,7 @@ precisions (dvc.yaml); each cell measures one scenario into
 ``<data_dir>/measurements/<device>/<scenario_id>/`` (``SCENARIO.json``, one record or error
 record per pair, traces, ``measure.log``). Its parts, in the order a cell runs them:
 
+- ``stage``: the entry point of one grid point (:func:`run_measure`);
 - ``protocol``: the config schema, the grid and its points, the protocol digest;
 - ``plan``: what to measure, resolved once (pairs, reused and released pairs, the speed
   probe's reference, the point's protocol);
@@ -20,7 +21,8 @@ from .protocol import (GRANULARITIES, TRANSIENT_KINDS, MeasureConfig, PointConfi
                        grid_dir_name, grid_formats, grid_points, list_models, point_config, point_name,
                        protocol_digest, reading_points, scenario_dir, stage_scenario, validate_config, validate_grid)
 from .records import Record, RecordError, aggregate_events, load_summary, read_json, write_json
-from .sweep import Sweep, build_record, not_offered, run_measure, scenario_status, tidy_work
+from .stage import not_offered, run_measure, scenario_status
+from .sweep import Sweep, build_record, tidy_work
 
 __all__ = ["GRANULARITIES", "TRANSIENT_KINDS", "MeasureConfig", "MeasureError", "Pair", "Plan", "PointConfig", "Record", "RecordError",
            "StageScenario", "StoppingConfig", "Sweep", "aggregate_events", "build_record", "check_affinity",
