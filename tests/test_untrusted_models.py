@@ -383,6 +383,18 @@ def _mangle(data: bytes, draw) -> bytes:
     return bytes(b[:at]) + b"\xff" * draw(st.integers(1, 12)) + bytes(b[at:])
 
 
+def _each_loads_or_refuses(jobs: list[dict], tmp_path_factory, address_space: int, path_first: bool = False) -> None:
+    """A batch of malformed files in one bounded child: each is read (rc 0) or refused in one
+    line naming its file (rc 2; ``path_first``: the line starts with the file's path), and the
+    child stays under MEMORY."""
+    out = run_child(jobs, tmp_path_factory.mktemp("child"), address_space, BATCH_WALL_SECONDS)
+    for job, r in zip(jobs, out["results"]):
+        assert r["rc"] in (0, 2), r
+        if r["rc"] == 2:
+            one_line(r, job["path"] if path_first else "", Path(job["path"]).stem)
+    assert out["peak_bytes"] < MEMORY
+
+
 @st.composite
 def malformed_onnx(draw, chain: bytes) -> tuple[bytes, list[int] | None]:
     m = onnx_conv()
@@ -432,12 +444,7 @@ def test_malformed_onnx_files(files, address_space, tmp_path_factory, data):
         p = work / f"m{i}.onnx"
         p.write_bytes(blob)
         jobs.append({"kind": "predict_load", "path": str(p), "shape": shape})
-    out = run_child(jobs, tmp_path_factory.mktemp("child"), address_space, BATCH_WALL_SECONDS)
-    for job, r in zip(jobs, out["results"]):
-        assert r["rc"] in (0, 2), r
-        if r["rc"] == 2:
-            one_line(r, "", Path(job["path"]).stem)
-    assert out["peak_bytes"] < MEMORY
+    _each_loads_or_refuses(jobs, tmp_path_factory, address_space)
 
 
 @st.composite
@@ -479,12 +486,7 @@ def test_malformed_tflite_files(files, address_space, tmp_path_factory, data):
         nhwc = None if shape is None else [shape[0], shape[2], shape[3], shape[1]]
         jobs.append({"kind": "predict_load", "path": str(p), "shape": nchw})
         jobs.append({"kind": "profile_load", "path": str(p), "shape": nhwc})
-    out = run_child(jobs, tmp_path_factory.mktemp("child"), address_space, BATCH_WALL_SECONDS)
-    for job, r in zip(jobs, out["results"]):
-        assert r["rc"] in (0, 2), r
-        if r["rc"] == 2:
-            one_line(r, "", Path(job["path"]).stem)
-    assert out["peak_bytes"] < MEMORY
+    _each_loads_or_refuses(jobs, tmp_path_factory, address_space)
 
 
 def _forge_sizes(data: bytes, draw) -> bytes:
@@ -537,9 +539,4 @@ def test_malformed_zip_files(files, address_space, tmp_path_factory, data):
         p = work / f"z{i}.pt"
         p.write_bytes(data.draw(malformed_zip(ts)))
         jobs.append({"kind": "profile_load", "path": str(p), "shape": [1, 3, 8, 8]})
-    out = run_child(jobs, tmp_path_factory.mktemp("child"), address_space, BATCH_WALL_SECONDS)
-    for job, r in zip(jobs, out["results"]):
-        assert r["rc"] in (0, 2), r
-        if r["rc"] == 2:
-            one_line(r, job["path"])
-    assert out["peak_bytes"] < MEMORY
+    _each_loads_or_refuses(jobs, tmp_path_factory, address_space, path_first=True)
