@@ -52,6 +52,9 @@ TABLE_DIM = 2**31 - 1  # channels, sizes, kernels, strides, groups in an op's fe
 TABLE_FLOPS = 2**53
 TABLE_EXACT_INT = 2**53  # integer cells: exactly representable as float64, far inside int64
 DEVICE_BATCH = 65_536  # a batch size in a device name
+PUBLIC_FILES = 100_000  # files of one public dataset an importer reads (AI Hub: one perf.yaml per model, 167)
+MEMORY_MB = 1_048_576.0  # a peak memory a public file states, in MB (1 TiB; AI Hub's largest is ~4,000 MB)
+LAYERS = 10_000_000  # layers of one compiled network a public file states (AI Hub's largest has ~18,000)
 
 # ---------------------------------------------------------------- leaderboard submissions
 SUBMISSION = {

@@ -199,15 +199,44 @@ def _loader(max_aliases: int) -> type:
     return BoundedLoader
 
 
+def _key_lines(node: Any, lines: dict[tuple, int], max_nodes: int) -> None:
+    """``lines[(key, key, ...)] = line`` (1-based) of every mapping key and sequence item under
+    ``node`` (iterative; a node reached through aliases is walked once)."""
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple]] = [(node, ())]
+    while stack:
+        n, at = stack.pop()
+        if id(n) in seen or len(seen) > max_nodes:
+            continue
+        seen.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                if isinstance(k, yaml.ScalarNode):
+                    lines[at + (k.value,)] = k.start_mark.line + 1
+                    stack.append((v, at + (k.value,)))
+        elif isinstance(n, yaml.SequenceNode):
+            for i, v in enumerate(n.value):
+                lines[at + (i,)] = v.start_mark.line + 1
+                stack.append((v, at + (i,)))
+
+
 def load_yaml_text(text: str, where: str, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES,
-                   max_aliases: int = MAX_ALIASES, allow_nan: bool = False) -> Any:
-    """Parse YAML (safe: plain data, no object tags) within the bounds (see the module doc)."""
+                   max_aliases: int = MAX_ALIASES, allow_nan: bool = False,
+                   lines: dict[tuple, int] | None = None) -> Any:
+    """Parse YAML (safe: plain data, no object tags) within the bounds (see the module doc).
+    ``lines``, when given, receives the line (1-based) of every mapping key and sequence item,
+    keyed by its path (``("precisions", "float")``; keys as written in the file)."""
     at = _depth_exceeded(text, _YAML_TOKENS, max_depth)
     if at is not None:  # flow collections ([[[[...) nest without indentation
         raise LoadError(f"{where}: line {text.count(chr(10), 0, at) + 1}: nested deeper than {max_depth} levels")
     loader = _loader(max_aliases)(text)
+    node = None
     try:
-        obj = loader.get_single_data()
+        if lines is None:
+            obj = loader.get_single_data()
+        else:
+            node = loader.get_single_node()
+            obj = None if node is None else loader.construct_document(node)
     except LoadError as e:
         raise LoadError(f"{where}: {e}") from None
     except yaml.YAMLError as e:
@@ -218,7 +247,10 @@ def load_yaml_text(text: str, where: str, max_depth: int = MAX_DEPTH, max_nodes:
         raise LoadError(f"{where}: unreadable YAML ({type(e).__name__}: {_one_line(e)})") from None
     finally:
         loader.dispose()
-    return check_tree(obj, where, max_depth=max_depth, max_nodes=max_nodes, allow_nan=allow_nan)
+    check_tree(obj, where, max_depth=max_depth, max_nodes=max_nodes, allow_nan=allow_nan)
+    if node is not None and lines is not None:  # after the bounds: the walk sees at most max_nodes nodes
+        _key_lines(node, lines, max_nodes)
+    return obj
 
 
 def load_yaml(path: str | Path, max_bytes: int = MAX_BYTES, where: str | None = None, **bounds: Any) -> Any:

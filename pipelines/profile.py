@@ -24,11 +24,13 @@ record's folder:
 
 Precision ``auto`` reads it from the file: a TFLite file whose conv/fc weights are int8 is
 int8, float16 weights fp16, else fp32; a TorchScript file with ``quantized::`` operators is
-int8, else fp32. The scenario id says which precision ran.
+int8, else fp32; an ONNX file (ONNX Runtime) with quantizing operators is int8 and runs with its
+own input shapes (``--shape`` for free dimensions). The scenario id says which precision ran.
 
 Before anything reads the file into objects, inflates it or runs it, :func:`check_model_file`
 holds it to the bounds of ``foundation/limits.py``: its size (``MODEL_FILE_BYTES``); a TorchScript
-file's zip directory (``ARCHIVE_MEMBERS``, ``ARCHIVE_UNPACKED_BYTES``, ``ARCHIVE_RATIO``); a TFLite
+file's zip directory (``ARCHIVE_MEMBERS``, ``ARCHIVE_UNPACKED_BYTES``, ``ARCHIVE_RATIO``); an ONNX
+file's nodes (``GRAPH_NODES``); a TFLite
 file's operators (``GRAPH_NODES``) and every tensor's shape (``TENSOR_ELEMENTS``: what a runtime
 would allocate), as the importers check them; and ``--shape`` (``TENSOR_ELEMENTS``). A refusal is
 one line naming the file and the bound.
@@ -93,7 +95,7 @@ def framework_of(path: Path) -> str:
     fw = known.get(path.suffix.lower())
     if fw is None:
         raise ProfileError(f"{path}: unknown model kind {path.suffix or '(no suffix)'!r} (profile takes "
-                           f"{', '.join(known)}; bring an ONNX model into the IR and export it first)")
+                           f"{', '.join(known)}; import it into the IR and export it first)")
     return fw
 
 
@@ -114,6 +116,8 @@ def check_model_file(path: Path, framework: str, shape: list[int] | None = None)
     try:
         if framework == "pytorch":
             check_zip(path)  # a TorchScript file is a zip archive: its directory, before torch inflates it
+        elif framework == "onnxruntime":
+            onnx_operators(path)  # its size and node count, before anything parses it
         else:
             check_tflite(read_model_file(path, "TFLite file"), str(path))
     except UnsupportedModelError as e:
@@ -148,6 +152,28 @@ def tflite_precision(path: Path) -> str:
     if types & {_TFLITE_INT8, _TFLITE_UINT8}:
         return "int8"
     return "fp16" if _TFLITE_FLOAT16 in types else "fp32"
+
+
+def onnx_operators(path: Path) -> dict[str, int]:
+    """Operator counts of an ONNX file, its size and node count held to foundation/limits.py first."""
+    from collections import Counter
+
+    import onnx
+
+    from generators.importers.common import UnsupportedModelError, check_graph_nodes, read_model_file
+    from generators.importers.onnx import count_nodes
+
+    try:
+        data = read_model_file(path, "ONNX file")
+        check_graph_nodes(count_nodes(data, str(path)), str(path))
+        proto = onnx.load_model_from_string(data)
+    except UnsupportedModelError as e:
+        raise ProfileError(str(e)) from None
+    except Exception as e:  # noqa: BLE001 - any parse failure of a user's file is one line
+        raise ProfileError(f"{path}: not an ONNX model ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})") from None
+    if proto.ir_version < 1 or not proto.graph.node:
+        raise ProfileError(f"{path}: not an ONNX model (no IR version or no graph nodes)")
+    return dict(Counter(n.op_type for n in proto.graph.node))
 
 
 def torchscript_precision(path: Path) -> str:
@@ -252,7 +278,12 @@ def run_profile(cfg: Any, req: ProfileRequest, *, device: Device | None = None, 
     check_model_file(path, framework, req.shape)  # before torch or LiteRT reads, inflates or runs it
     precision = req.precision
     if precision == "auto":
-        precision = tflite_precision(path) if framework == "tflite" else torchscript_precision(path)
+        if framework == "onnxruntime":
+            from .runners.onnxruntime import detect_precision
+
+            precision = detect_precision(onnx_operators(path))
+        else:
+            precision = tflite_precision(path) if framework == "tflite" else torchscript_precision(path)
     if accelerator == "gpu" and req.precision == "auto":
         precision = "fp32"  # the GPU runs the float file; fp32 compute unless asked for fp16
     device = device or make_device(dev_cfg)
@@ -273,8 +304,9 @@ def run_profile(cfg: Any, req: ProfileRequest, *, device: Device | None = None, 
         shutil.copyfile(src, art)
     else:
         shutil.copyfile(path, art)
-        facts = art.parent / f"{art.stem}.facts.json"
-        facts.write_text(json.dumps({"inputs": [{"shape": list(req.shape)}], "source_file": str(path)}))
+        if req.shape is not None:  # the worker's input shape (an ONNX file may say its own)
+            facts = art.parent / f"{art.stem}.facts.json"
+            facts.write_text(json.dumps({"inputs": [{"shape": list(req.shape)}], "source_file": str(path)}))
     m = copy.deepcopy(cfg.measure)
     # a developer's profile on their own machine: the load is recorded and printed
     # (summary_lines), not refused as the dataset's measure stage refuses it
@@ -352,7 +384,9 @@ def summary_lines(p: Profile, top: int = 8) -> list[str]:
             continue
         run_ms = float(m["summary"]["median_ms"])
         total = sum(float(x.get("median_ms") or 0.0) for x in m[entries])
-        kind = {"op": "builtin kernels, XNNPACK off" if sc.get("framework") == "tflite" else "torch.profiler",
+        fw = sc.get("framework")
+        kind = {"op": "builtin kernels, XNNPACK off" if fw == "tflite" else
+                "ONNX Runtime's profiler" if fw == "onnxruntime" else "torch.profiler",
                 "kernel": "as the runtime executed them"}[mode]
         lines.append(f"top {what} ({len(m[entries])} in the {mode} process, {kind}; share of their sum):")
         lines += _share_rows(m[entries], total, top, label)

@@ -1,9 +1,9 @@
 """The ``import-public`` stage: public real-device measurements into the dataset schema.
 
 Config section ``public`` (conf/public/default.yaml): ``datasets`` to import (``usc``,
-``help``; empty: none, the stage then writes empty tables), one section per importer with the
-folder it reads (``pipelines/dataset/usc.py`` / ``help.py`` document what they accept), and
-the output folder. The files are never part of the project: the set-up brings them into
+``help``, ``qaihub``; empty: none, the stage then writes empty tables), one section per importer
+with the folder it reads (``pipelines/dataset/usc.py`` / ``help.py`` / ``qaihub.py`` document
+what they accept), and the output folder. The files are never part of the project: the set-up brings them into
 ``external/`` (:mod:`pipelines.dataset.pull`: this machine's copy, else the pinned commit's files),
 or the paths point elsewhere. A selected dataset whose folder is missing is a one-line error
 naming the folder; one whose folder holds none of its files (the pull left the reason in
@@ -19,18 +19,21 @@ from typing import Any
 
 from .dataset.help import HelpConfig
 from .dataset.help import validate_config as validate_help
+from .dataset.qaihub import QaihubConfig
+from .dataset.qaihub import validate_config as validate_qaihub
 from .dataset.usc import UscConfig
 from .dataset.usc import validate_config as validate_usc
 
-IMPORTERS = {"usc": validate_usc, "help": validate_help}
+IMPORTERS = {"usc": validate_usc, "help": validate_help, "qaihub": validate_qaihub}
 SKIPPED = "SKIPPED.json"  # {dataset: reason} of the selected datasets the stage skipped
 
 
 @dataclass
 class PublicConfig:
-    datasets: list[str] = field(default_factory=lambda: ["usc", "help"])  # which importers run
+    datasets: list[str] = field(default_factory=lambda: ["usc", "help", "qaihub"])  # which importers run
     usc: UscConfig = field(default_factory=UscConfig)
     help: HelpConfig = field(default_factory=HelpConfig)
+    qaihub: QaihubConfig = field(default_factory=QaihubConfig)
     out: str = "public"  # output folder under data_dir
 
 
@@ -85,8 +88,7 @@ def run_public_import(cfg: Any, progress: bool = True) -> dict[str, Any]:
         r: dict[str, Any] = {"counts": {t: 0 for t in TABLES}, "problems": [],
                              "notes": [] if p.datasets else ["no public dataset selected"]}
     else:
-        r = run_import(p.usc if "usc" in present else None, p.help if "help" in present else None,
-                       out_dir=out, progress=progress)
+        r = run_import(**{f"cfg_{d}": getattr(p, d) for d in present}, out_dir=out, progress=progress)
     write_text(out / SKIPPED, json.dumps(skipped, indent=1, sort_keys=True) + "\n")
     r["skipped"] = skipped
     return r

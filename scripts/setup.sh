@@ -40,7 +40,7 @@ fi
 echo "setup: installing Python packages into $VENV (first time: a few minutes)"
 "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 "$VENV/bin/python" -m pip install -q -e '.[test]' 2>&1 | grep -v "^WARNING: Location" || true
-"$VENV/bin/python" -c "import generators, torch, tensorflow, ai_edge_litert, hydra, dvc, pytorchcv" \
+"$VENV/bin/python" -c "import generators, torch, tensorflow, ai_edge_litert, hydra, dvc, pytorchcv, onnxruntime, executorch, torchao" \
     || { echo "setup: the Python environment is incomplete (see pip's output above)" >&2; exit 1; }
 
 pull_public_data

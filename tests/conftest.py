@@ -45,6 +45,17 @@ def help_dir(shared_dir) -> Path:
 
 
 @pytest.fixture(scope="session")
+def qaihub_dir() -> Path:
+    """The copy of Qualcomm AI Hub's perf.yaml files under ../shared/external (never committed);
+    a clone without it skips the tests that read it, saying so."""
+    folder = SHARED / "external" / "qai-hub-models"
+    if not any(folder.glob("*/perf.yaml")):
+        pytest.skip(f"public data not on this machine: no {folder}/<model>/perf.yaml (these tests read the "
+                    "shared copy; LATBENCH_SHARED names another folder)")
+    return folder
+
+
+@pytest.fixture(scope="session")
 def public(shared_dir, tmp_path_factory) -> dict[str, str]:
     """Leaderboard data roots for tests: a small public import (USC Pixel 4 + a HELP subset, built
     once per test process) and a host folder that does not exist (host tracks are skipped)."""

@@ -87,7 +87,8 @@ def test_catalog_describes_every_device_of_the_public_data(usc_dir, help_dir):
 
 
 COLUMNS_SINCE_DIGESTS = ("host", "load_observed", "foreign_busy_frac", "steal_frac", "loadavg_max", "cpu_freq_khz",
-                         "remeasured", "probe_slowdown", "graph_passes", "page_faults_per_run")
+                         "remeasured", "probe_slowdown", "graph_passes", "page_faults_per_run", "peak_memory_min_mb",
+                         "peak_memory_max_mb", "layers", "layers_npu", "layers_gpu", "layers_cpu")
 
 
 def test_known_devices_import_exactly_as_before_the_catalog(tmp_path, usc_dir, help_dir):
@@ -110,8 +111,8 @@ def test_known_devices_import_exactly_as_before_the_catalog(tmp_path, usc_dir, h
         frames.append(r["scenarios"])
         for table, (rows, digest) in before[name].items():
             # columns added to the schema since the digests were taken (the machine's load, the speed probe,
-            # the PyTorch runs' page faults; empty for public data) are left out, so the rest must still be
-            # exactly as before
+            # the PyTorch runs' page faults, AI Hub's memory and layer placement; empty for these data) are
+            # left out, so the rest must still be exactly as before
             df = r[table].drop(columns=[c for c in COLUMNS_SINCE_DIGESTS if c in r[table].columns])
             assert (len(df), dci.digest(df)) == (rows, digest), (name, table)
     cols = ["dataset", "device", "device_model", "soc", "cpu", "gpu", "accelerator", "framework", "batch"]
@@ -272,7 +273,7 @@ devices:
     ("usc: {names: [pixel4]}", "usc: {names: pixel4}", "devices.pixel4.sources.usc.names", "expected a non-empty list"),
     ("usc: {names: [pixel4]}", "help: {accelerator: tpu}", "devices.pixel4.sources.help.accelerator",
      "expected one of cpu, gpu, asic, fpga, unknown"),
-    ("usc: {names", "ucs: {names", "devices.pixel4.sources.ucs", "unknown key (known: usc, help)"),
+    ("usc: {names", "ucs: {names", "devices.pixel4.sources.ucs", "unknown key (known: usc, help, qaihub)"),
     ("usc: {names: [pixel4]}", "help: {graph_passes: [fold_all]}", "devices.pixel4.sources.help.graph_passes[0]",
      "unknown graph pass 'fold_all' (known: fold_constants, nb201_output_zeros_dce, zero_scale_dce)"),
     ("usc: {names: [pixel4]}", "help: {graph_passes: zero_scale_dce}", "devices.pixel4.sources.help.graph_passes",

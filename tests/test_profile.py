@@ -146,10 +146,15 @@ def test_profile_on_a_phone_over_adb(cfg, tmp_path, tmp_path_factory, native_bui
 def test_one_line_errors(cfg, tmp_path):
     from pipelines.cli import main
 
+    keras = tmp_path / "m.h5"
+    keras.write_bytes(b"x")
+    with pytest.raises(ProfileError, match=r"m.h5: unknown model kind '.h5' \(profile takes .tflite, .pt, .ptl, .*\.onnx"):
+        run_profile(cfg, ProfileRequest(keras), progress=False)
     onnx = tmp_path / "m.onnx"
-    onnx.write_bytes(b"x")
-    with pytest.raises(ProfileError, match=r"m.onnx: unknown model kind '.onnx' \(profile takes .tflite, .pt, .ptl"):
-        run_profile(cfg, ProfileRequest(onnx), progress=False)
+    onnx.write_bytes(b"x" * 10)
+    with pytest.raises(ProfileError, match=r"m.onnx: .*ONNX") as info:
+        run_profile(cfg, ProfileRequest(onnx, out=tmp_path / "o"), progress=False)
+    assert "\n" not in str(info.value)
     junk = tmp_path / "junk.tflite"
     junk.write_bytes(b"not a flatbuffer")
     with pytest.raises(ProfileError, match=r"junk.tflite: not a TFLite flatbuffer"):

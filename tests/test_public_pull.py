@@ -133,7 +133,7 @@ def test_import_public_skips_what_was_not_pulled_and_the_board_says_why(tmp_path
     ext = tmp_path / "external"
     pull(root=ext, shared=tmp_path / "none", fetch=False)
     raw = compose([f"data_dir={tmp_path / 'data'}", f"public.usc.path={ext / 'usc-mobile-ml-benchmark'}",
-                   f"public.help.path={ext / 'help-nasbench201'}"])
+                   f"public.help.path={ext / 'help-nasbench201'}", f"public.qaihub.path={ext / 'qai-hub-models'}"])
     params = tmp_path / "params.yaml"
     write_params(raw, params)
     proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "import-public", "--params", str(params), "-q"],
@@ -142,16 +142,17 @@ def test_import_public_skips_what_was_not_pulled_and_the_board_says_why(tmp_path
     lines = proc.stdout.splitlines()
     assert [ln for ln in lines if ln.startswith("import-public: ")] == [
         f"import-public: skipped usc: no copy at {tmp_path / 'none' / 'usc-mobile-ml-benchmark'}, and fetching is off",
-        f"import-public: skipped help: no copy at {tmp_path / 'none' / 'help-nasbench201'}, and fetching is off"]
+        f"import-public: skipped help: no copy at {tmp_path / 'none' / 'help-nasbench201'}, and fetching is off",
+        f"import-public: skipped qaihub: no copy at {tmp_path / 'none' / 'qai-hub-models'}, and fetching is off"]
     out = tmp_path / "data" / "public"
     assert not list(out.glob("*.parquet"))
-    assert set(json.loads((out / "SKIPPED.json").read_text())) == {"usc", "help"}
+    assert set(json.loads((out / "SKIPPED.json").read_text())) == {"usc", "help", "qaihub"}
 
     from leaderboard.tracks import TRACKS, Unavailable, resolve
 
     r = resolve(TRACKS.get("usc-real-kfold"), {"public": str(out)})
     assert isinstance(r, Unavailable)
-    assert r.reason == f"no public data: import-public skipped help, usc ({out / 'SKIPPED.json'} says why)"
+    assert r.reason == f"no public data: import-public skipped help, qaihub, usc ({out / 'SKIPPED.json'} says why)"
 
 
 def test_entries_on_tracks_without_data_here_are_not_rejected(tmp_path):

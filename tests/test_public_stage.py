@@ -30,7 +30,7 @@ def _params(tmp: Path, shared: Path, *extra: str) -> Path:
         f"public.help.path={shared / 'external' / 'help-nasbench201'}",
         f"public.usc.models=[{','.join(USC_MODELS)}]", "public.usc.devices=[pixel4]",
         f"public.help.indices=[{','.join(map(str, HELP_INDICES))}]", f"public.help.devices=[{','.join(HELP_DEVICES)}]",
-        "public.help.workers=1", *extra])
+        "public.help.workers=1", "public.datasets=[usc,help]", *extra])
     p = tmp / "params.yaml"
     write_params(raw, p)
     return p

@@ -20,7 +20,7 @@ from foundation.registry import Registry
 class ArtifactFormat:
     name: str
     filename: str  # under <artifacts>/<model_id>/
-    framework: str  # tflite | pytorch | nnmeter
+    framework: str  # tflite | pytorch | executorch | onnxruntime | nnmeter
     precision: str  # fp32 | fp16 | int8 | n/a
     write: Callable[..., dict[str, Any]]  # (graph, path, **options) -> facts
     # (graph, facts) -> {check: passed}: the artifact against the IR, after the known fusions
@@ -81,6 +81,39 @@ def _torch(kind: str, precision: str) -> Callable[..., dict[str, Any]]:
     return write
 
 
+def _executorch(precision: str) -> Callable[..., dict[str, Any]]:
+    def write(graph: Graph, path: Path, calibration_samples: int = 8, **options: Any) -> dict[str, Any]:
+        from .executorch import export_executorch
+
+        return export_executorch(graph, path, precision=precision, calibration_samples=calibration_samples)
+
+    return write
+
+
+def _verify_executorch(graph: Graph, facts: dict[str, Any]) -> dict[str, bool]:
+    from .executorch import verify
+
+    return verify(graph, facts)
+
+
+def _onnx(precision: str) -> Callable[..., dict[str, Any]]:
+    def write(graph: Graph, path: Path, calibration_samples: int = 8, **options: Any) -> dict[str, Any]:
+        from .onnx import export_onnx
+
+        return export_onnx(graph, path, precision=precision, calibration_samples=calibration_samples)
+
+    return write
+
+
+def _verify_onnx(precision: str) -> Callable[[Graph, dict[str, Any]], dict[str, bool]]:
+    def verify(graph: Graph, facts: dict[str, Any]) -> dict[str, bool]:
+        from .onnx import verify_onnx
+
+        return verify_onnx(graph, facts, precision)
+
+    return verify
+
+
 def _nnmeter(graph: Graph, path: Path, **options: Any) -> dict[str, Any]:
     from .nnmeter_ir import export_nnmeter_ir
 
@@ -93,6 +126,12 @@ for _p in ("fp32", "fp16", "int8"):
 for _p in ("fp32", "int8"):
     _register(ArtifactFormat(f"torchscript_{_p}", f"torchscript_{_p}.pt", "pytorch", _p, _torch("torchscript", _p), _verify_torch(_p)))
     _register(ArtifactFormat(f"lite_{_p}", f"lite_{_p}.ptl", "pytorch", _p, _torch("lite", _p), _verify_torch(_p)))
+# ExecuTorch programs with the XNNPACK delegate; int8 through its PT2E quantizer (docs/exporters.md)
+for _p in ("fp32", "int8"):
+    _register(ArtifactFormat(f"executorch_{_p}", f"executorch_{_p}.pte", "executorch", _p, _executorch(_p), _verify_executorch))
+# ONNX (torch.onnx export; int8: ONNX Runtime's QDQ quantizer), measured by ONNX Runtime (docs/exporters.md)
+for _p in ("fp32", "int8"):
+    _register(ArtifactFormat(f"onnx_{_p}", f"onnx_{_p}.onnx", "onnxruntime", _p, _onnx(_p), _verify_onnx(_p)))
 _register(ArtifactFormat("nnmeter_ir", "nnmeter_ir.json", "nnmeter", "n/a", _nnmeter))
 
 

@@ -811,9 +811,10 @@ def _pytorchcv_models() -> dict[str, Any]:
     return _models
 
 
-def build_pytorchcv(name: str, device: str = "meta") -> "torch.nn.Module":
-    """``pytorchcv.model_provider.get_model(name, pretrained=False)``, in eval mode, built on
-    ``device`` (``meta`` by default: shapes only, no memory, no weight initialisation)."""
+def build_pytorchcv(name: str, device: str = "meta", **kwargs: Any) -> "torch.nn.Module":
+    """``pytorchcv.model_provider.get_model(name, pretrained=False, **kwargs)``, in eval mode, built
+    on ``device`` (``meta`` by default: shapes only, no memory, no weight initialisation);
+    ``kwargs`` go to the model's constructor (``in_channels``, ``num_classes``, ``in_size``)."""
     import numpy
     import torch
 
@@ -826,8 +827,38 @@ def build_pytorchcv(name: str, device: str = "meta") -> "torch.nn.Module":
     from pytorchcv.model_provider import get_model
 
     with torch.device(device):
-        model = get_model(name, pretrained=False)
+        model = get_model(name, pretrained=False, **kwargs)
     return model.eval()
+
+
+@functools.lru_cache(maxsize=None)
+def _stated_weight_counts(module: str) -> dict[str, int]:
+    """The parameter counts a pytorchcv model module states for its models: its ``_test``
+    asserts ``model != <name> or weight_count == <count>`` (read from the source with ``ast``)."""
+    import ast
+    import importlib
+    import inspect
+
+    out: dict[str, int] = {}
+    tree = ast.parse(inspect.getsource(importlib.import_module(module)))
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and len(node.values) == 2):
+            continue
+        a, b = node.values
+        if (isinstance(a, ast.Compare) and isinstance(a.ops[0], ast.NotEq) and isinstance(a.comparators[0], ast.Name)
+                and isinstance(b, ast.Compare) and isinstance(b.ops[0], ast.Eq) and isinstance(b.left, ast.Name)
+                and b.left.id == "weight_count" and isinstance(b.comparators[0], ast.Constant)):
+            out[a.comparators[0].id] = int(b.comparators[0].value)
+    return out
+
+
+def pytorchcv_weight_count(name: str) -> int | None:
+    """The parameter count pytorchcv itself states for model ``name`` (its model module's test
+    metadata), or None when it states none."""
+    fn = _pytorchcv_models().get(name)
+    if fn is None:
+        return None
+    return _stated_weight_counts(fn.__module__).get(getattr(fn, "__name__", name))
 
 
 def import_pytorchcv(name: str, input_size: int | tuple[int, int] | None = 224) -> Graph:

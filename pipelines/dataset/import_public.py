@@ -1,4 +1,4 @@
-"""The ``import-public`` entry: both public importers (:mod:`.usc`, :mod:`.help`) into one folder.
+"""The ``import-public`` entry: the public importers (:data:`IMPORTERS`) into one folder.
 
 :func:`run_import` writes the five parquet tables, ``import_problems.csv`` and the dataset card
 (DATASET.md + plots). It sits above the importers and their shared machinery
@@ -14,13 +14,17 @@ from foundation.atomic import atomic_path
 
 from .help import import_help
 from .importers import ImportProblem, ImportResult, merge_tables
+from .qaihub import import_qaihub
 from .schema import TABLES, check_tables
 from .usc import import_usc
 
+IMPORTERS = {"usc": import_usc, "help": import_help, "qaihub": import_qaihub}  # config section -> importer
+
 
 def run_import(cfg_usc: Any = None, cfg_help: Any = None, out_dir: str | Path = "data/public",
-               progress: bool = True, card: bool = True) -> dict[str, Any]:
-    """Import the public datasets whose config is given (``None`` skips one) into ``out_dir``.
+               progress: bool = True, card: bool = True, cfg_qaihub: Any = None) -> dict[str, Any]:
+    """Import the public datasets whose config is given (``cfg_<name>`` of :data:`IMPORTERS`;
+    ``None`` skips one) into ``out_dir``; a network several datasets hold is kept as the first has it.
 
     Writes ``{models,scenarios,e2e,ops,kernels}.parquet`` (checked against the schema),
     ``import_problems.csv`` (file, row, column, message; header only when clean) and, with
@@ -29,13 +33,10 @@ def run_import(cfg_usc: Any = None, cfg_help: Any = None, out_dir: str | Path = 
     """
     from .load import save_tables
 
-    if cfg_usc is None and cfg_help is None:
-        raise ValueError("run_import: give at least one of cfg_usc, cfg_help")
-    results: list[ImportResult] = []
-    if cfg_usc is not None:
-        results.append(import_usc(cfg_usc, progress=progress))
-    if cfg_help is not None:
-        results.append(import_help(cfg_help, progress=progress))
+    configs = {"usc": cfg_usc, "help": cfg_help, "qaihub": cfg_qaihub}
+    if all(c is None for c in configs.values()):
+        raise ValueError(f"run_import: give at least one of {', '.join(f'cfg_{n}' for n in IMPORTERS)}")
+    results: list[ImportResult] = [IMPORTERS[n](c, progress=progress) for n, c in configs.items() if c is not None]
     tables = merge_tables(*results)
     check_tables(tables)
     out = Path(out_dir)

@@ -19,6 +19,14 @@ having no data. Nothing fails: a checkout without the public data still runs eve
 ``dvc repro`` clones the source repository to verify such a stage on every run, so the main job
 would need the network forever (and DVC refuses ``.dvc`` files in the git-ignored ``external/``).
 The pins give the same reproducibility: a commit and a checksum per file.
+
+A machine's copy may differ from the repository's files: the copy of the Qualcomm AI Hub
+measurements (source ``qaihub``) is re-serialised as YAML and leaves some devices out (its
+SOURCE.md), so no perf.yaml of it has the upstream MD5. That source therefore pins both, in
+``pins/qai-hub-models.json``: ``md5`` holds the upstream files' MD5s at the pinned commit
+(``git show <rev>:<path>``), checked after ``dvc get`` as for every source, and ``copy_md5`` the
+files of the machine's copy, checked before it is linked (a copy that is not the pinned one is
+not linked; the pull then tries ``dvc get``). Both are the files the importer reads.
 """
 from __future__ import annotations
 
@@ -50,16 +58,27 @@ class Source:
     rev: str
     gets: tuple[tuple[str, str], ...]  # (file or folder in the repository, where it goes under the folder)
     md5: tuple[tuple[str, str], ...]  # (file under the folder, its MD5): every file the importer reads
-    present: tuple[str, ...]  # any of these under the folder means the dataset is there
+    present: tuple[str, ...]  # any of these under the folder (a path, or a glob pattern) means the dataset is there
+    # (file under the folder, its MD5) of this machine's copy where it differs from the repository's
+    # files (re-serialised): checked before the copy is linked; empty: the copy is not checked
+    copy_md5: tuple[tuple[str, str], ...] = ()
 
     def missing_reason(self, folder: Path) -> str | None:
         """Why ``folder`` holds no data of this source, or None when it does."""
-        if any((folder / p).exists() for p in self.present):
+        if any(next(folder.glob(p), None) is not None if "*" in p else (folder / p).exists() for p in self.present):
             return None
         note = folder / MISSING
         if note.is_file():
             return note.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0]
         return f"{folder}: none of {', '.join(self.present)} found"
+
+    def copy_fault(self, copy: Path) -> str | None:
+        """Why ``copy`` is not the pinned copy (a file of ``copy_md5`` missing or different), or None."""
+        for name, md5 in self.copy_md5:
+            got = _md5(copy / name) if (copy / name).is_file() else "no such file"
+            if got != md5:
+                return f"{name}: MD5 {got}, pinned {md5}"
+        return None
 
 
 _USC = "https://github.com/qed-usc/mobile-ml-benchmark"
@@ -81,6 +100,17 @@ _HELP_LATENCY = (  # device -> md5 of data/nasbench201/latency/<device>.pt
     ("titanxp_32", "8baf0fbdb9c48483fea895f8d9c0d3a6"),
 )
 
+PINS = Path(__file__).resolve().with_name("pins")  # per-file MD5s of the sources with many files
+
+
+def _pinned(name: str, folder: str, gets: tuple[tuple[str, str], ...], present: tuple[str, ...]) -> Source:
+    """A source whose commit and MD5s are in ``pins/<folder>.json`` (``upstream``: the repository's
+    files at ``rev``; ``copy``: this machine's copy, where it differs)."""
+    pins = json.loads((PINS / f"{folder}.json").read_text(encoding="utf-8"))
+    return Source(name, folder, pins["repo"], pins["rev"], gets=gets, md5=tuple(sorted(pins["upstream"].items())),
+                  present=present, copy_md5=tuple(sorted(pins.get("copy", {}).items())))
+
+
 SOURCES = {s.name: s for s in (
     Source("usc", "usc-mobile-ml-benchmark", _USC, "40ba833a9ca560a3035a76a5c3da504082dec001",
            gets=tuple((f"dataset/{f}", f) for f in ("tflite_cnn_e2e.csv", "torch_cnn_e2e.csv",
@@ -95,6 +125,10 @@ SOURCES = {s.name: s for s in (
            md5=(*((f"latency/{d}.pt", m) for d, m in _HELP_LATENCY),
                 ("str_arch2idx.pt", "763623ed70a07c73195d25da4bf4c38e")),
            present=("latency.csv", "latency")),
+    # Qualcomm AI Hub's published measurements: one perf.yaml per model folder (the copy's layout:
+    # <model>/perf.yaml; pulled: the repository's qai_hub_models/models/<model>/perf.yaml)
+    _pinned("qaihub", "qai-hub-models", gets=(("qai_hub_models/models", "qai_hub_models/models"), ("LICENSE", "LICENSE")),
+            present=("*/perf.yaml", "qai_hub_models/models/*/perf.yaml")),
 )}
 
 
@@ -143,7 +177,7 @@ def _get(src: Source, repo: str, rev: str, root: Path) -> None:
         for dest, _ in src.md5:
             (folder / dest).parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp / dest, folder / dest)
-    record = {"repo": repo, "rev": rev, "files": dict(src.md5)}
+    record = {"repo": repo, "rev": rev, "files": dict(src.md5), "md5_of": "the repository's files at rev"}
     write_text(folder / PULLED, json.dumps(record, indent=1) + "\n")
 
 
@@ -171,15 +205,18 @@ def pull(names: list[str] | None = None, root: Path = EXTERNAL, shared: Path | N
             out[name] = "present"
             continue
         copy = shared / src.folder
+        no_copy = f"no copy at {copy}"
         if copy.is_dir() and src.missing_reason(copy) is None:
-            if folder.is_symlink() or folder.is_dir():
-                shutil.rmtree(folder) if folder.is_dir() and not folder.is_symlink() else folder.unlink()
-            folder.symlink_to(os.path.relpath(copy.resolve(), root.resolve()))
-            out[name] = f"linked {copy}"
-            continue
+            fault = src.copy_fault(copy)
+            if fault is None:
+                if folder.is_symlink() or folder.is_dir():
+                    shutil.rmtree(folder) if folder.is_dir() and not folder.is_symlink() else folder.unlink()
+                folder.symlink_to(os.path.relpath(copy.resolve(), root.resolve()))
+                out[name] = f"linked {copy}"
+                continue
+            no_copy = f"the copy at {copy} is not the pinned one ({fault})"
         repo, _, rev = (repos or {}).get(name, src.repo).partition("@")
         rev = rev or src.rev
-        no_copy = f"no copy at {copy}"
         earlier = folder / MISSING
         if earlier.is_file() and not retry:
             out[name] = f"missing: {src.missing_reason(folder)} (an earlier attempt; --retry tries again)"

@@ -26,7 +26,7 @@ import pandas as pd
 
 from foundation.atomic import atomic_path
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 TABLES = ("models", "scenarios", "e2e", "ops", "kernels")
 PARQUET_META_KEY = b"latbench"  # parquet key-value metadata: {"table": ..., "schema_version": ...}
 
@@ -106,7 +106,7 @@ def _c(name: str, dtype: str, description: str, unit: str = "", **kw: Any) -> Co
 def _provenance(what: str) -> tuple[Column, ...]:
     return (
         _c("dataset", "string", "where the row comes from: `latbench` (measured by this suite) or a public dataset "
-           "(`usc-mobile-ml-benchmark`, `help-nasbench201`)", required=True),
+           "(`usc-mobile-ml-benchmark`, `help-nasbench201`, `qai-hub-models`)", required=True),
         _c("source_file", "string", f"file the {what} was read from (path relative to the dataset root)"),
         _c("source_row", "Int64", "line number in `source_file` (1 = header line)", nonnegative=True),
         _c("source_column", "string", "column(s) of `source_file` the value was read from"),
@@ -134,11 +134,13 @@ _MODELS = _table(
         _c("model_id", "string", "IR hash (16 hex digits, `Graph.model_id`); public networks imported without "
            "rebuilding their IR are keyed `<source>:<name>` instead (e.g. `pytorch:mobilenetv2_w1`)", required=True),
         _c("name", "string", "readable name (pytorchcv name, `nb201-00042`, generator name)", required=True),
-        _c("source", "string", "generator source of the IR: `pytorch`, `nasbench201`, `synthetic`, `zoo`", required=True),
+        _c("source", "string", "generator source of the IR: `pytorch`, `nasbench201`, `synthetic`, `zoo`; `qaihub` for "
+           "a Qualcomm AI Hub network the IR does not express (no IR, keyed `qaihub:<name>`)", required=True),
         _c("family", "string", "model family or search space (`mobilenetv2`, `resnet`, `nasbench201`, ...)"),
         _c("seed", "Int64", "generation seed (generated networks only)"),
         _c("arch", "string", "compact recipe that rebuilds the IR: a pytorchcv model name, a NAS-Bench-201 cell string"),
-        _c("input_shape", "string", "input tensor shape, `1x3x224x224`", required=True),
+        _c("input_shape", "string", "input tensor shape, `1x3x224x224`; `unknown` where neither the IR nor the source "
+           "states it", required=True),
         _c("nodes", "Int64", "IR nodes", nonnegative=True),
         _c("flops", "Int64", "multiply-accumulates of conv and FC layers, from the IR", "MACs", nonnegative=True),
         _c("params", "Int64", "parameters, from the IR", nonnegative=True),
@@ -164,14 +166,19 @@ _SCENARIOS = _table(
         _c("soc", "string", "system on chip / processor (`Snapdragon 855`)"),
         _c("cpu", "string", "CPU clusters: count, cluster name and clock (`1x large 2.84 GHz + 3x medium ...`)"),
         _c("gpu", "string", "GPU name (`Adreno 640`)"),
-        _c("framework", "string", "`tflite`, `pytorch` (PyTorch Mobile), `litert`; missing when the source does not say"),
+        _c("framework", "string", "`tflite`, `pytorch` (PyTorch Mobile), `litert`; Qualcomm AI Hub's runtimes as it "
+           "names them (`tflite`, `qnn_dlc`, `onnx`, `qnn_context_binary`, `precompiled_qnn_onnx`, `genie`); missing "
+           "when the source does not say"),
         _c("framework_version", "string", "framework / runtime library version"),
-        _c("accelerator", "string", "`cpu`, `gpu`, `asic`, `fpga`", required=True),
+        _c("accelerator", "string", "`cpu`, `gpu`, `npu` (a neural processing unit: AI Hub's primary compute unit "
+           "`NPU`), `asic`, `fpga`", required=True),
         _c("cores", "string", "CPU cores used, by cluster: `1large`, `2med`, `1large2med`, `4small` (CPU only)"),
         _c("core_count", "Int64", "number of CPU cores used", nonnegative=True),
         _c("threads", "Int64", "inference threads (= cores in USC)", nonnegative=True),
         _c("heterogeneous", "boolean", "cores from more than one cluster"),
-        _c("precision", "string", "`fp32`, `fp16`, `int8`; missing when the source does not say"),
+        _c("precision", "string", "`fp32`, `fp16`, `int8`; Qualcomm AI Hub's precisions as it names them: `float`, "
+           "weight/activation bits `w8a8`, `w8a16`, `w4a16`, `w4`, `w16a16`, mixed ones such as `w8a16_mixed_int16`; "
+           "missing when the source does not say"),
         _c("batch", "int64", "batch size", required=True, positive=True),
         _c("description", "string", "one readable sentence", required=True),
         _c("graph_passes", "string", "rewrites the scenario's toolchain made to every network before timing it, "
@@ -223,6 +230,15 @@ _E2E = _table(
         _c("start_ns", "Int64", "monotonic clock at the first timed run (raw timestamp)", "ns"),
         _c("end_ns", "Int64", "monotonic clock after the last timed run (raw timestamp)", "ns"),
         _c("runtime_version", "string", "version of the measuring runtime (native runner, benchmark tool)"),
+        _c("peak_memory_min_mb", "float64", "lower end of the range the source states for the inference's peak "
+           "memory (Qualcomm AI Hub: `estimated_peak_memory_range_mb`, whole MB)", "MB", nonnegative=True),
+        _c("peak_memory_max_mb", "float64", "upper end of that range", "MB", nonnegative=True),
+        _c("layers", "Int64", "layers of the network as the runtime compiled it (AI Hub: `layer_counts.total`)",
+           nonnegative=True),
+        _c("layers_npu", "Int64", "of those, the layers the runtime placed on the NPU (AI Hub: `layer_counts.npu`; "
+           "0 where the source lists the others only)", nonnegative=True),
+        _c("layers_gpu", "Int64", "the layers placed on the GPU (AI Hub: `layer_counts.gpu`)", nonnegative=True),
+        _c("layers_cpu", "Int64", "the layers placed on the CPU (AI Hub: `layer_counts.cpu`)", nonnegative=True),
         _c("output_check", "string", "GPU scenarios of the suite: the outputs against the CPU's on the same input "
            "(docs/gpu.md): `ok`, or `fp16_overflow` (fp16 outputs inf/NaN: the network exceeds fp16's range; "
            "the time is that of the fp16 computation); empty where not checked"),

@@ -33,7 +33,7 @@ from foundation.atomic import write_text
 CATALOG_PATH = Path(__file__).resolve().with_name("catalog.yaml")
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = 1
-DATASETS = ("usc", "help")  # the public datasets with a `sources` section
+DATASETS = ("usc", "help", "qaihub")  # the public datasets with a `sources` section
 ACCELERATORS = ("cpu", "gpu", "asic", "fpga", "unknown")
 OSES = ("android", "ios", "linux")
 MAX_BATCH = limits.DEVICE_BATCH  # a {batch} past this (or of more than 6 digits) is no batch size
@@ -41,7 +41,8 @@ BATCH = "{batch}"
 
 ENTRY_KEYS = ("model", "maker", "soc", "clusters", "gpu", "os", "note", "origin", "sources")
 CLUSTER_KEYS = ("tag", "cores", "ghz", "cpus", "max_freq_khz")
-SOURCE_KEYS = {"usc": ("names",), "help": ("names", "accelerator", "framework", "note", "graph_passes")}
+SOURCE_KEYS = {"usc": ("names",), "help": ("names", "accelerator", "framework", "note", "graph_passes"),
+               "qaihub": ("names", "chipset")}
 _TAG = re.compile(r"[a-z]+")
 _NAME_CHARS = re.compile(r"[a-z0-9]")
 
@@ -83,20 +84,22 @@ class CpuCluster:
 @dataclass(frozen=True)
 class SourceInfo:
     """What one public dataset calls a device (``names``; ``{batch}`` stands for a batch size) and
-    says about it (HELP: accelerator, framework, note), and the graph passes its toolchain applied
-    to the networks it timed (``generators.passes``; the scenarios' ``graph_passes``)."""
+    says about it (HELP: accelerator, framework, note; Qualcomm AI Hub: its chipset id), and the
+    graph passes its toolchain applied to the networks it timed (``generators.passes``; the
+    scenarios' ``graph_passes``)."""
 
     names: tuple[str, ...] = ()
     accelerator: str | None = None
     framework: str | None = None
     note: str = ""
     graph_passes: tuple[str, ...] = ()
+    chipset: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.names:
             out["names"] = list(self.names)
-        for k in ("accelerator", "framework"):
+        for k in ("accelerator", "framework", "chipset"):
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
         if self.note:
@@ -252,7 +255,7 @@ def _source(dataset: str, data: Any, at: _Where) -> SourceInfo:
         for i, n in enumerate(passes):
             if why := unknown_pass(n):
                 raise (at / "graph_passes" / i).error(why)
-    return SourceInfo(names, acc, fw, note, passes)
+    return SourceInfo(names, acc, fw, note, passes, _text(d.get("chipset"), at / "chipset"))
 
 
 def parse_entry(name: Any, data: Any, file: str = "<catalog>") -> CatalogEntry:

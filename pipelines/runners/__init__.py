@@ -19,7 +19,10 @@ The modules of this package:
   checked against the CPU, its dispatches labelled with their kernels);
 - :mod:`.torch`: the PyTorch worker, one fresh process per run (``python -m pipelines.runners.torch``
   runs it as a program); :mod:`.torch_zygote`: the PyTorch runner's processes, forks of one process
-  that imports torch once (``run_torch``, and ``launch`` registered below).
+  that imports torch once (``run_torch``, and ``launch`` registered below);
+- :mod:`.worker`: the measuring process of a Python runtime and its parent side (flags, pinning,
+  timed loop, records, trace, errors); :mod:`.onnxruntime`: ONNX Runtime on it;
+- :mod:`.etdump`: an ExecuTorch ETDump read back as executions, calls and operator events.
 """
 from __future__ import annotations
 
@@ -144,3 +147,15 @@ register_runner("pytorch", "cpu", Runner(
     # counted since the workers run on jemalloc (pipelines/runners/allocator.py): a row without it
     # was measured on glibc's malloc, whose runs took page faults that the VM, not the network, priced
     protocol_columns=("page_faults_per_run",)))
+# Not on phones (android=False): ONNX Runtime for Android ships as an AAR on Maven Central
+# (com.microsoft.onnxruntime:onnxruntime-android), which this offline machine cannot obtain; with
+# it, a phone runner needs the AAR's libonnxruntime.so and a native measuring binary pushed over adb
+# (docs/measure.md, The ONNX Runtime worker).
+register_runner("onnxruntime", "cpu", Runner(
+    {"fp32": "onnx_fp32", "int8": "onnx_int8"}, ("e2e", "op"),
+    title="ONNX Runtime (CPU execution provider)", suffixes=(".onnx",),
+    missing_granularities={"kernel": "ORT's profiler reports one event per graph node (the kernel it ran is the "
+                                     "node's); the MLAS routines below it are not instrumented"},
+    missing_precisions={"fp16": "the CPU execution provider has fp16 kernels for few operators and runs the rest "
+                                "in fp32 between inserted casts (docs/exporters.md)"},
+    launch="pipelines.runners.onnxruntime:launch"))

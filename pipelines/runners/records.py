@@ -29,10 +29,12 @@ from typing import Any
 # the measure stage's record of one (model, scenario) pair
 RECORD_SCHEMA = "latbench.measurement/1"
 # what an aggregated op/kernel entry keeps of its per-run events (the first run's value): the
-# runtime's identification of the event; for GPU commands (source "gpu", docs/gpu.md) the
+# runtime's identification of the event (ONNX Runtime's also the node's name and execution
+# provider); for GPU commands (source "gpu", docs/gpu.md) the
 # timestamp layer's identity of the dispatch and what pipelines/gpu/programs.py read from the
 # WGSL program (kernel_kind, fused parts, program index), whichever the record has
-EVENT_KEYS = ("node", "subgraph", "source", "partition", "index_in_partition", "input_shapes")
+EVENT_KEYS = ("node", "subgraph", "source", "partition", "index_in_partition", "input_shapes", "node_name",
+              "provider")
 GPU_EVENT_KEYS = ("kind", "kernel_kind", "fused", "program", "shader", "groups", "local_size")
 
 # exit code of latbench-run -> error class

@@ -24,124 +24,38 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from foundation.atomic import atomic_path, write_text
+from foundation.atomic import write_text
 
 # NB: no torch import at module level: main() pins the CPUs before torch exists.
 from . import allocator
 from .process import cpus_arg, exit_failure
 from .records import NativeRunError
+from .worker import (EXIT_CPUS, EXIT_INVALID, EXIT_MISSING, EXIT_OK, EXIT_OUTPUT, EXIT_RUNTIME, EXIT_USAGE, MODES,
+                     WorkerFail, clock_offset, median_or_zero, model_of, pin, realtime_alignment, write_trace)
+from .worker import affinity_fields as _affinity_fields
+from .worker import page_faults as _faults
 
 TOOL = "latbench-torch"
 VERSION = "0.1.0"
-MODES = ("e2e", "op")
 ENGINES = ("x86", "qnnpack")
 KINDS = {".pt": "torchscript", ".ptl": "torchscript-lite"}
 ERROR_PREFIX = f"{TOOL}: error: "
 
-EXIT_OK, EXIT_USAGE, EXIT_MISSING, EXIT_INVALID, EXIT_CPUS, EXIT_RUNTIME, EXIT_OUTPUT = 0, 2, 3, 4, 5, 6, 7
-TID_RUNS, TID_OPS, TID_KERNELS, TID_RUNTIME = 1, 2, 3, 4
-TRACKS = {TID_RUNS: "runs", TID_OPS: "ops", TID_KERNELS: "kernels", TID_RUNTIME: "runtime"}
 
 
 class TorchRunError(NativeRunError):
     """The torch worker failed; ``str(err)`` is one line naming the model file."""
 
 
-class _Fail(Exception):
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
+_Fail = WorkerFail  # a failure with the worker's exit code
 
 
 # ---------------------------------------------------------------- helpers (torch-free)
-def parse_cpu_list(text: str) -> list[int]:
-    """'0,1' / '0-3' / '0-1,3' -> sorted CPU ids (ValueError if malformed)."""
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            lo_i, hi_i = int(lo), int(hi)
-            if lo_i < 0 or hi_i < lo_i:
-                raise ValueError(f"bad CPU range {part!r}")
-            out.update(range(lo_i, hi_i + 1))
-        else:
-            c = int(part)
-            if c < 0:
-                raise ValueError(f"bad CPU {part!r}")
-            out.add(c)
-    if not out:
-        raise ValueError("empty CPU list")
-    return sorted(out)
-
-
-def thread_affinities() -> list[dict[str, Any]]:
-    """Every thread of this process: tid, name, role, cpus (Cpus_allowed_list), cpu/wait time."""
-    pid = os.getpid()
-    out = []
-    task = Path("/proc/self/task")
-    for entry in sorted(task.iterdir(), key=lambda p: int(p.name)):
-        tid = int(entry.name)
-        try:
-            name = (entry / "comm").read_text().strip()
-            cpus: list[int] = []
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("Cpus_allowed_list:"):
-                    cpus = parse_cpu_list(line.split(":", 1)[1])
-                    break
-            try:
-                run_ns, wait_ns = (int(v) for v in (entry / "schedstat").read_text().split()[:2])
-            except (OSError, ValueError):
-                run_ns = wait_ns = -1
-        except FileNotFoundError:  # the thread ended meanwhile
-            continue
-        out.append({"tid": tid, "name": name, "role": "main" if tid == pid else "runtime", "cpus": cpus,
-                    "cpu_time_ns": run_ns, "wait_time_ns": wait_ns})
-    return out
-
-
-def _affinity_fields(cpus: list[int]) -> tuple[dict[str, Any], str | None]:
-    threads = thread_affinities()
-    bad = next((t for t in threads if t["cpus"] != cpus), None)
-    # every thread here may compute (no writer thread): main + torch's intra-op pool
-    fields = {"thread_affinity": threads, "threads_observed": len(threads),
-              "compute_threads_observed": len(threads),
-              "runtime_threads_active": sum(t["role"] == "runtime" and t["cpu_time_ns"] > 0 for t in threads),
-              "affinity_ok": bad is None and bool(threads)}
-    return fields, (f"thread {bad['tid']} ({bad['name']}) on CPUs {bad['cpus']}" if bad else None)
-
-
-def clock_offset(reads: int = 7) -> dict[str, int]:
-    """CLOCK_REALTIME minus CLOCK_MONOTONIC, from the read with the tightest monotonic bracket."""
-    best = None
-    for _ in range(reads):
-        m0 = time.monotonic_ns()
-        r = time.time_ns()
-        m1 = time.monotonic_ns()
-        if best is None or m1 - m0 < best[0]:
-            best = (m1 - m0, r - (m0 + m1) // 2)
-    return {"offset_ns": best[1], "uncertainty_ns": best[0]}
-
-
-def _faults() -> int:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_minflt + usage.ru_majflt
-
-
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values)) if values else 0.0
-
-
 def _input_shapes(model: Path, given: list[str] | None) -> list[list[int]]:
     if given:
         try:
@@ -161,39 +75,6 @@ def _input_shapes(model: Path, given: list[str] | None) -> list[list[int]]:
     raise _Fail(EXIT_USAGE, f"{model}: input shape unknown (no {sidecar.name} beside it): pass --input-shape")
 
 
-def _ts_us(ns_rel: int) -> float:
-    return round(ns_rel / 1000.0, 3)
-
-
-def write_trace(path: str, records: list[dict[str, Any]], t0_ns: int, process_name: str) -> None:
-    """A Chrome-trace / Perfetto JSON timeline with latbench-run's track layout."""
-    pid = os.getpid()
-    events: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": process_name}}]
-    for tid, name in TRACKS.items():
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
-    for r in records:
-        t = r.get("type")
-        if t == "run":
-            events.append({"ph": "X", "name": f"run {r['run']} ({r['phase']})", "pid": pid, "tid": TID_RUNS,
-                           "ts": _ts_us(r["start_ns"] - t0_ns), "dur": _ts_us(r["duration_ns"]),
-                           "args": {"run": r["run"], "phase": r["phase"], "profiled": r["profiled"]}})
-        elif t == "op":
-            events.append({"ph": "X", "name": r["name"], "pid": pid, "tid": TID_OPS,
-                           "ts": _ts_us(r["start_ns"] - t0_ns), "dur": _ts_us(r["duration_ns"]),
-                           "args": {"run": r["run"], "node": r["node"], "order": r["order"],
-                                    "input_shapes": r.get("input_shapes")}})
-        elif t == "runtime":
-            events.append({"ph": "X", "name": r["name"], "pid": pid, "tid": TID_RUNTIME,
-                           "ts": _ts_us(r["start_ns"] - t0_ns), "dur": _ts_us(r["duration_ns"]),
-                           "args": {"run": r["run"]}})
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.write('{"displayTimeUnit":"ns","traceEvents":[\n')
-        f.write(",\n".join(json.dumps(e, separators=(",", ":")) for e in events))
-        f.write("\n]}\n")
-
-
-# ---------------------------------------------------------------- the worker
 class _ArgError(Exception):
     pass
 
@@ -229,8 +110,7 @@ def main(argv: Sequence[str] | None = None, process_start: str = "exec") -> int:
     wall_start = time.time_ns()
     parser = _parser()
     raw = list(sys.argv[1:] if argv is None else argv)
-    model_arg = next((raw[i + 1] for i, a in enumerate(raw[:-1]) if a == "--model"),
-                     next((a.split("=", 1)[1] for a in raw if a.startswith("--model=")), "(no --model)"))
+    model_arg = model_of(raw)
     try:
         try:
             args = parser.parse_args(argv)
@@ -239,21 +119,7 @@ def main(argv: Sequence[str] | None = None, process_start: str = "exec") -> int:
         model_arg = args.model
         # 1. pin first: torch has made no thread yet (not imported, or imported by the zygote
         # that forked this process), so every thread it makes inherits the set
-        if args.cpus is not None:
-            try:
-                cpus = parse_cpu_list(args.cpus)
-            except ValueError as e:
-                raise _Fail(EXIT_CPUS, f"{model_arg}: bad CPU list {args.cpus!r} ({e})") from None
-            allowed = os.sched_getaffinity(0)
-            outside = [c for c in cpus if c not in allowed]
-            if outside:
-                raise _Fail(EXIT_CPUS, f"{model_arg}: impossible CPU set {args.cpus!r}: CPU {outside[0]} does not "
-                                       f"exist or is not allowed (allowed: {','.join(map(str, sorted(allowed)))})")
-            try:
-                os.sched_setaffinity(0, cpus)
-            except OSError as e:
-                raise _Fail(EXIT_CPUS, f"{model_arg}: cannot pin to CPUs {args.cpus!r}: {e.strerror}") from None
-        cpus = sorted(os.sched_getaffinity(0))
+        cpus = pin(args.cpus, model_arg)
         return _run(args, cpus, t_start, wall_start, process_start)
     except _Fail as e:
         msg = " ".join(str(e).split())
@@ -383,14 +249,8 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
     n_events = 0
     alignment = None
     if profiling:
-        offset = (align_start["offset_ns"] + align_end["offset_ns"]) // 2
-        alignment = {"profiler_clock": "CLOCK_REALTIME (torch.profiler / Kineto)", "method":
-                     "offset = realtime - monotonic (tightest of 7 bracketed reads) at profiler start and stop; "
-                     "monotonic_ns = profiler_ns - mean offset",
-                     "offset_start_ns": align_start["offset_ns"], "offset_end_ns": align_end["offset_ns"],
-                     "offset_drift_ns": align_end["offset_ns"] - align_start["offset_ns"],
-                     "read_uncertainty_ns": max(align_start["uncertainty_ns"], align_end["uncertainty_ns"]),
-                     "offset_ns": offset}
+        alignment = realtime_alignment(align_start, align_end, "CLOCK_REALTIME (torch.profiler / Kineto)")
+        offset = alignment["offset_ns"]
         ops, spans, n_events = _profiler_ops(prof, offset, runs)
     final_aff, bad_final = _affinity_fields(cpus)
     if affinity is None:
@@ -415,11 +275,11 @@ def _run(args, cpus: list[int], t_start: int, wall_start: int, process_start: st
     for o in ops:
         per_run.setdefault(o["run"], []).append(o["duration_ns"])
     op_sums = [sum(per_run.get(r["run"], [])) for r in timed_runs] if profiling else []
-    end = {"type": "end", "timed_runs": args.runs, "median_run_ns": _median(durs), "profiler_events": n_events,
+    end = {"type": "end", "timed_runs": args.runs, "median_run_ns": median_or_zero(durs), "profiler_events": n_events,
            "ops": len(ops),
            "ops_per_run": sorted({len(per_run.get(r["run"], [])) for r in timed_runs}) if profiling else [],
-           "median_op_sum_ns": _median(op_sums) if profiling else None,
-           "op_sum_ratio": _median([s / d for s, d in zip(op_sums, durs) if d > 0]) if profiling else None,
+           "median_op_sum_ns": median_or_zero(op_sums) if profiling else None,
+           "op_sum_ratio": median_or_zero([s / d for s, d in zip(op_sums, durs) if d > 0]) if profiling else None,
            "page_faults_per_run": page_faults_per_run,
            "elapsed_ns": time.monotonic_ns() - t_start, **final_aff}
     records = [meta, *runs, *ops, *spans, end]
