@@ -54,8 +54,10 @@ FAILURE_COLUMNS = ("model_id", "scenario_id", "kind", "error", "processes_done",
 LATENCY_STAT = "median_of_process_medians"
 # the parameters of a stopping rule that apply to it (the record keeps all of the config section)
 STOPPING_PARAMS = {"fixed": ("runs",), "adaptive": ("rel_width", "level", "batch", "max_processes")}
-# kernel source -> what timed its kernels (kernels.config.timing)
+# kernel source -> what timed its kernels (kernels.config.timing); ExecuTorch's kernels (XNNPACK
+# operators and portable kernels) are timed by its ETDump whatever their source
 KERNEL_TIMING = {"xnnpack": "litert_profiler", "builtin": "litert_profiler", "gpu": "gpu_timestamps"}
+ETDUMP_TIMING = "executorch_etdump"
 # what a kernels row keeps in config of its aggregated entry (the keys it has)
 KERNEL_CONFIG_KEYS = ("source", "partition", "index_in_partition", "node", *GPU_EVENT_KEYS, "shader_mismatch")
 
@@ -401,6 +403,9 @@ def op_rows(rec: Record, rel: str, artifact: Path | None, counts: Counts, cache:
             else:
                 feats = tflite_features(n)
                 config.update(inputs=n.inputs, outputs=n.outputs, options=n.options)
+        elif fw == "executorch":  # a portable kernel ("upsample_nearest2d.vec_out"): its aten operator
+            feats = torch_features(f"aten::{name.split('.')[0]}", None)
+            config["portable_kernel"] = name
         else:
             feats = torch_features(name, o.get("input_shapes"))
             config["input_shapes"] = o.get("input_shapes")
@@ -416,7 +421,7 @@ def kernel_rows(rec: Record, rel: str, node_to_op: dict[int, int]) -> list[dict[
 
     ``kernel_type`` comes from the kernel's source (``opfeatures.KERNEL_TYPES``); ``config``
     keeps the run statistics, what timed the kernel (``timing``: ``litert_profiler`` in whole
-    microseconds, ``gpu_timestamps`` for GPU commands) and the runtime's identification of it:
+    microseconds, ``executorch_etdump`` for ExecuTorch's, ``gpu_timestamps`` for GPU commands) and the runtime's identification of it:
     the XNNPACK partition or builtin node; for a GPU command the layer's ``kind`` (dispatch |
     copy), ``shader``, ``groups``, ``local_size`` and the program labels ``kernel_kind``,
     ``fused``, ``program`` (pipelines/gpu/programs.py), when the record has them."""
@@ -429,7 +434,9 @@ def kernel_rows(rec: Record, rel: str, node_to_op: dict[int, int]) -> list[dict[
         src = e.get("source")
         config: dict[str, Any] = {key: e[key] for key in (*_STATS, *KERNEL_CONFIG_KEYS) if key in e}
         config["latency_stat"] = stat
-        if src in KERNEL_TIMING:
+        if rec.framework == "executorch":
+            config["timing"] = ETDUMP_TIMING
+        elif src in KERNEL_TIMING:
             config["timing"] = KERNEL_TIMING[src]
         if stat is None:
             config["latency_missing"] = "median and mean 0: below the profiler's 1 us resolution"

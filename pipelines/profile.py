@@ -25,12 +25,14 @@ record's folder:
 Precision ``auto`` reads it from the file: a TFLite file whose conv/fc weights are int8 is
 int8, float16 weights fp16, else fp32; a TorchScript file with ``quantized::`` operators is
 int8, else fp32; an ONNX file (ONNX Runtime) with quantizing operators is int8 and runs with its
-own input shapes (``--shape`` for free dimensions). The scenario id says which precision ran.
+own input shapes (``--shape`` for free dimensions); an ExecuTorch program (``.pte``) whose XNNPACK
+graphs hold quantized values is int8, else fp32, and runs with the input shapes it was exported
+for (a ``--shape`` that differs is refused). The scenario id says which precision ran.
 
 Before anything reads the file into objects, inflates it or runs it, :func:`check_model_file`
 holds it to the bounds of ``foundation/limits.py``: its size (``MODEL_FILE_BYTES``); a TorchScript
 file's zip directory (``ARCHIVE_MEMBERS``, ``ARCHIVE_UNPACKED_BYTES``, ``ARCHIVE_RATIO``); an ONNX
-file's nodes (``GRAPH_NODES``); a TFLite
+file's nodes (``GRAPH_NODES``); an ExecuTorch program's instructions (``GRAPH_NODES``); a TFLite
 file's operators (``GRAPH_NODES``) and every tensor's shape (``TENSOR_ELEMENTS``: what a runtime
 would allocate), as the importers check them; and ``--shape`` (``TENSOR_ELEMENTS``). A refusal is
 one line naming the file and the bound.
@@ -118,6 +120,8 @@ def check_model_file(path: Path, framework: str, shape: list[int] | None = None)
             check_zip(path)  # a TorchScript file is a zip archive: its directory, before torch inflates it
         elif framework == "onnxruntime":
             onnx_operators(path)  # its size and node count, before anything parses it
+        elif framework == "executorch":
+            pte_program(path)  # its size, identifier and instruction count, before the runtime loads it
         else:
             check_tflite(read_model_file(path, "TFLite file"), str(path))
     except UnsupportedModelError as e:
@@ -174,6 +178,17 @@ def onnx_operators(path: Path) -> dict[str, int]:
     if proto.ir_version < 1 or not proto.graph.node:
         raise ProfileError(f"{path}: not an ONNX model (no IR version or no graph nodes)")
     return dict(Counter(n.op_type for n in proto.graph.node))
+
+
+def pte_program(path: Path) -> dict[str, Any]:
+    """What an ExecuTorch program says of itself (pipelines/runners/executorch.py read_program:
+    operators, delegates, precision), its size and instructions held to foundation/limits.py first."""
+    from .runners.executorch import PteError, read_program
+
+    try:
+        return read_program(path)
+    except PteError as e:
+        raise ProfileError(str(e)) from None
 
 
 def torchscript_precision(path: Path) -> str:
@@ -282,6 +297,8 @@ def run_profile(cfg: Any, req: ProfileRequest, *, device: Device | None = None, 
             from .runners.onnxruntime import detect_precision
 
             precision = detect_precision(onnx_operators(path))
+        elif framework == "executorch":
+            precision = pte_program(path)["precision"]
         else:
             precision = tflite_precision(path) if framework == "tflite" else torchscript_precision(path)
     if accelerator == "gpu" and req.precision == "auto":
@@ -386,7 +403,8 @@ def summary_lines(p: Profile, top: int = 8) -> list[str]:
         total = sum(float(x.get("median_ms") or 0.0) for x in m[entries])
         fw = sc.get("framework")
         kind = {"op": "builtin kernels, XNNPACK off" if fw == "tflite" else
-                "ONNX Runtime's profiler" if fw == "onnxruntime" else "torch.profiler",
+                "ONNX Runtime's profiler" if fw == "onnxruntime" else
+                "ExecuTorch's portable kernels, ETDump" if fw == "executorch" else "torch.profiler",
                 "kernel": "as the runtime executed them"}[mode]
         lines.append(f"top {what} ({len(m[entries])} in the {mode} process, {kind}; share of their sum):")
         lines += _share_rows(m[entries], total, top, label)
@@ -417,4 +435,4 @@ def summary_lines(p: Profile, top: int = 8) -> list[str]:
 
 
 __all__ = ["Profile", "ProfileError", "ProfileRequest", "check_model_file", "device_config",
-           "framework_of", "run_profile", "static_tflite", "summary_lines", "tflite_precision", "torchscript_precision"]
+           "framework_of", "pte_program", "run_profile", "static_tflite", "summary_lines", "tflite_precision", "torchscript_precision"]

@@ -17,11 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_tour_exports_what_its_grid_reads_and_the_full_grid_more():
     tour = validate(compose())
-    # the tour's PyTorch and ONNX Runtime points measure the small networks only, so only they
-    # get TorchScript and ONNX files
+    # the tour's PyTorch, ONNX Runtime and ExecuTorch points measure the small networks only, so
+    # only they get TorchScript, ONNX and ExecuTorch files
     small = frozenset({"nasbench201", "pytorch"})
     assert tour.export.formats == [] and export_formats(tour) == {
-        "onnx_fp32": small, "tflite_fp32": None, "torchscript_fp32": small}
+        "executorch_fp32": small, "onnx_fp32": small, "tflite_fp32": None, "torchscript_fp32": small}
     full = validate(compose(["scenario=host_full", "measure=full"]))
     assert grid_formats(full.scenario) == dict.fromkeys(["tflite_fp32", "tflite_int8", "torchscript_fp32", "torchscript_int8"])
     assert export_formats(full) == grid_formats(full.scenario)

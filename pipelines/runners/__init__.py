@@ -21,7 +21,8 @@ The modules of this package:
   runs it as a program); :mod:`.torch_zygote`: the PyTorch runner's processes, forks of one process
   that imports torch once (``run_torch``, and ``launch`` registered below);
 - :mod:`.worker`: the measuring process of a Python runtime and its parent side (flags, pinning,
-  timed loop, records, trace, errors); :mod:`.onnxruntime`: ONNX Runtime on it;
+  timed loop, records, trace, errors); :mod:`.onnxruntime`: ONNX Runtime on it; :mod:`.executorch`:
+  ExecuTorch (XNNPACK delegate) on it;
 - :mod:`.etdump`: an ExecuTorch ETDump read back as executions, calls and operator events.
 """
 from __future__ import annotations
@@ -159,3 +160,14 @@ register_runner("onnxruntime", "cpu", Runner(
     missing_precisions={"fp16": "the CPU execution provider has fp16 kernels for few operators and runs the rest "
                                 "in fp32 between inserted casts (docs/exporters.md)"},
     launch="pipelines.runners.onnxruntime:launch"))
+# Not on phones (android=False): ExecuTorch for Android is an AAR on Maven Central
+# (org.pytorch:executorch-android) or a source build with the Android NDK, neither of which this
+# offline machine can obtain; with it, a phone runner needs the AAR's libexecutorch.so and a
+# native measuring binary (ExecuTorch's executor_runner with ETDump) pushed over adb
+# (docs/measure.md, The ExecuTorch worker).
+register_runner("executorch", "cpu", Runner(
+    {"fp32": "executorch_fp32", "int8": "executorch_int8"}, ("e2e", "op", "kernel"),
+    title="ExecuTorch (XNNPACK delegate)", suffixes=(".pte",),
+    missing_precisions={"fp16": "the ExecuTorch exporter (generators/export/executorch.py) writes fp32 and int8 "
+                                "programs only: no fp16 artifact to run"},
+    launch="pipelines.runners.executorch:launch"))

@@ -227,7 +227,7 @@ class OrtRuntime(worker.Runtime):
     def run_plain(self) -> None:
         self.plain_sess.run_with_iobinding(self.plain_binding)
 
-    def profile(self) -> Profile:
+    def profile(self, runs: list[dict[str, Any]] | None = None) -> Profile:
         path = self.sess.end_profiling()
         align = worker.realtime_alignment(self._align_start, worker.clock_offset(),
                                           "CLOCK_REALTIME (ORT profiler: std::chrono::high_resolution_clock, "

@@ -12,12 +12,14 @@ per scenario, with ``latbench-run``'s records, trace layout and exit codes:
    inputs (its threads: role ``runtime``);
 3. warm-up, then timed runs, each timed with ``time.monotonic_ns()`` around ``Runtime.run``
    only; the threads' CPU sets are read after the first run and at the end, page faults are
-   counted over the timed runs; in op mode with ``--overhead-pairs`` the profiled run alternates
+   counted over the timed runs; in a profiled mode (op, and kernel where the runtime offers it)
+   with ``--overhead-pairs`` the profiled run alternates
    with ``Runtime.run_plain`` (the same model without the profiler, warmed up first), as
    ``latbench-run`` does;
-4. after the last run, ``Runtime.profile`` gives the profiler's events on CLOCK_MONOTONIC; each
-   goes to the run whose window holds its midpoint (warm-up and overhead runs' are dropped);
-5. the records (meta, run, op, runtime, overhead, end) and the Chrome trace are written.
+4. after the last run, ``Runtime.profile`` gives the profiler's events on CLOCK_MONOTONIC (it gets
+   the run records, for a profiler whose clock is aligned by them); each goes to the run whose
+   window holds its midpoint (warm-up and overhead runs' are dropped);
+5. the records (meta, run, op, kernel, runtime, overhead, end) and the Chrome trace are written.
 
 Errors are one line on stderr (``<tool>: error: <model>: ...``) with the exit codes of
 :data:`pipelines.runners.records.EXIT_KINDS`; a runtime raises :class:`WorkerFail` for them.
@@ -75,7 +77,7 @@ def first_line(e: BaseException, limit: int = 300) -> str:
 @dataclass
 class Profile:
     """What a runtime's profiler recorded, on CLOCK_MONOTONIC: ``events`` are dicts with
-    ``type`` (op | runtime), ``name``, ``start_ns``, ``duration_ns`` and the runtime's own fields;
+    ``type`` (op | kernel | runtime), ``name``, ``start_ns``, ``duration_ns`` and the runtime's own fields;
     ``alignment`` says how the profiler's clock was mapped (meta.clock_alignment); ``count`` is
     every event the profiler recorded (end.profiler_events)."""
 
@@ -87,7 +89,7 @@ class Profile:
 class Runtime:
     """A runtime the worker measures. The worker calls, in order: ``add_arguments`` (building the
     parser), ``check_args``, ``start``, ``load``, ``runs`` (entered around every run), ``run`` and
-    ``run_plain``, ``profile`` (op mode, after the runs), ``meta``."""
+    ``run_plain``, ``profile`` (a profiled mode, after the runs), ``meta``."""
 
     tool = "latbench-worker"  # program name: meta.tool and the error prefix
     version = "0.1.0"
@@ -111,7 +113,8 @@ class Runtime:
     def load(self, model: Path, args: argparse.Namespace, input_shapes: list[list[int]] | None, profiling: bool,
              plain: bool) -> None:
         """Loads ``model`` for ``args.threads`` threads, with its inputs made (``input_shapes``:
-        from ``--input-shape``, None: the runtime's own); ``profiling``: op mode; ``plain``: also a
+        from ``--input-shape``, None: the runtime's own); ``profiling``: a profiled mode
+        (``args.mode``: op or kernel); ``plain``: also a
         twin without the profiler for :meth:`run_plain`."""
         raise NotImplementedError
 
@@ -127,8 +130,9 @@ class Runtime:
         """One inference of the twin without the profiler (overhead rounds)."""
         raise NotImplementedError
 
-    def profile(self) -> Profile:
-        """The profiler's events after the runs (op mode)."""
+    def profile(self, runs: list[dict[str, Any]]) -> Profile:
+        """The profiler's events after the runs (a profiled mode); ``runs``: every run record of
+        the loop (warm-up, timed, overhead; ``profiled`` says which ran with the profiler)."""
         raise NotImplementedError
 
     def meta(self) -> dict[str, Any]:
@@ -281,8 +285,9 @@ def write_trace(path: str | os.PathLike, records: list[dict[str, Any]], t0_ns: i
             events.append({"ph": "X", "name": label, "pid": pid, "tid": TID_RUNS, "ts": _ts_us(r["start_ns"] - t0_ns),
                            "dur": _ts_us(r["duration_ns"]),
                            "args": {k: r[k] for k in ("run", "phase", "profiled", "condition") if k in r}})
-        elif t in ("op", "runtime"):
-            events.append({"ph": "X", "name": r["name"], "pid": pid, "tid": TID_OPS if t == "op" else TID_RUNTIME,
+        elif t in ("op", "kernel", "runtime"):
+            tid = TID_OPS if t == "op" else TID_KERNELS if t == "kernel" else TID_RUNTIME
+            events.append({"ph": "X", "name": r["name"], "pid": pid, "tid": tid,
                            "ts": _ts_us(r["start_ns"] - t0_ns), "dur": _ts_us(r["duration_ns"]),
                            "args": {k: v for k, v in r.items() if k not in _TRACE_OMIT}})
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
@@ -311,11 +316,12 @@ def parser(runtime: Runtime) -> argparse.ArgumentParser:
     p.add_argument("--cpus", help="CPUs to pin the process to, e.g. 0,1 or 0-3 (default: all allowed now)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")
     p.add_argument("--mode", default="e2e", help=f"{' or '.join(runtime.modes)}: e2e has no profiler, "
-                                                 "op records one event per operator")
+                                                 "op records one event per operator, kernel one per kernel")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--overhead-pairs", type=int, default=0,
-                   help="op mode: after the timed runs, N rounds of a plain and a profiled run, alternating")
+                   help="op or kernel mode: after the timed runs, N rounds of a plain and a profiled run, "
+                        "alternating")
     p.add_argument("--input-shape", action="append", help="input shape, e.g. 1,3,32,32 (once per input)")
     runtime.add_arguments(p)
     return p
@@ -449,8 +455,9 @@ def _loop(runtime: Runtime, args: argparse.Namespace, cpus: list[int], library: 
 def assign_runs(events: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The events of the timed runs as records: each goes to the run whose [start_ns, end_ns]
     window holds its midpoint (else the nearest window); events of warm-up and overhead runs are
-    dropped. Records get ``run`` and ``order`` (per run and type; ops also ``node`` = order when
-    the runtime gave none, and ``subgraph`` 0)."""
+    dropped. Records get ``run`` and ``order`` (per run and type, by start time; events starting
+    together keep the profiler's order; ops also ``node`` = order when the runtime gave none, and
+    ``subgraph`` 0)."""
     windows = [(r["start_ns"], r["end_ns"], r["run"] if r["phase"] == "timed" else None) for r in runs]
 
     def run_of(start: int, end: int) -> int | None:
@@ -463,7 +470,7 @@ def assign_runs(events: list[dict[str, Any]], runs: list[dict[str, Any]]) -> lis
         return best
 
     out, order = [], {}
-    for e in sorted(events, key=lambda e: (e["start_ns"], -e["duration_ns"])):
+    for e in sorted(events, key=lambda e: e["start_ns"]):  # stable: ties keep the profiler's order
         run = run_of(e["start_ns"], e["start_ns"] + e["duration_ns"])
         if run is None:
             continue
@@ -482,7 +489,7 @@ def _measure(runtime: Runtime, args: argparse.Namespace, cpus: list[int], t_star
     model = Path(args.model)
     _check_args(runtime, args, model)
     shapes = parse_shapes(model, args.input_shape)
-    profiling = args.mode == "op"
+    profiling = args.mode != "e2e"
     # 2. the runtime, after the pinning; the threads its import leaves are the libraries'
     try:
         runtime.start(args)
@@ -497,7 +504,7 @@ def _measure(runtime: Runtime, args: argparse.Namespace, cpus: list[int], t_star
         raise WorkerFail(EXIT_INVALID, f"{model}: cannot load it: {first_line(e)}") from None
     try:
         loop = _loop(runtime, args, cpus, library, profiling)
-        prof = runtime.profile() if profiling else None
+        prof = runtime.profile(loop.runs) if profiling else None
     except WorkerFail:
         raise
     except Exception as e:
@@ -506,6 +513,7 @@ def _measure(runtime: Runtime, args: argparse.Namespace, cpus: list[int], t_star
     timed_runs = [r for r in loop.runs if r["phase"] == "timed"]
     events = assign_runs(prof.events, loop.runs) if prof else []
     ops = [e for e in events if e["type"] == "op"]
+    kernels = [e for e in events if e["type"] == "kernel"]
     spans = [e for e in events if e["type"] == "runtime"]
     final_aff, bad_final = affinity_fields(cpus, library)
     first_aff, bad_first = loop.affinity or (final_aff, bad_final)
@@ -526,11 +534,12 @@ def _measure(runtime: Runtime, args: argparse.Namespace, cpus: list[int], t_star
     op_sums = [sum(per_run.get(r["run"], [])) for r in timed_runs] if profiling else []
     end = {"type": "end", "timed_runs": args.runs, "median_run_ns": median_or_zero(durs),
            "profiler_events": prof.count if prof else 0, "ops": len(ops),
+           **({"kernels": len(kernels)} if args.mode == "kernel" else {}),
            "ops_per_run": sorted({len(per_run.get(r["run"], [])) for r in timed_runs}) if profiling else [],
            "median_op_sum_ns": median_or_zero(op_sums) if profiling else None,
            "op_sum_ratio": median_or_zero([s / d for s, d in zip(op_sums, durs) if d > 0]) if profiling else None,
            "page_faults_per_run": loop.faults_per_run, "elapsed_ns": time.monotonic_ns() - t_start, **final_aff}
-    records = [meta, *loop.runs, *ops, *spans, *([loop.overhead] if loop.overhead else []), end]
+    records = [meta, *loop.runs, *ops, *kernels, *spans, *([loop.overhead] if loop.overhead else []), end]
     try:
         text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
         if args.records == "-":
