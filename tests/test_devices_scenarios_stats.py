@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pipelines.devices import HostDevice, core_combinations, core_set, cpu_mask, parse_cpu_list, read_clusters
+from pipelines.runners import frameworks
 from pipelines.scenarios import Scenario, ScenarioGridConfig, expand_grid, explain_grid
 from pipelines.stats import (
     AdaptiveStopper,
@@ -181,7 +182,7 @@ def test_grid_expansion(sd855, vm):
 
 @pytest.mark.parametrize("cfg, message", [
     ({"precisions": ["fp64"]}, "precisions: unknown precision 'fp64' (known: fp32, fp16, int8)"),
-    ({"frameworks": ["onnx"]}, "frameworks: unknown framework 'onnx' (known: tflite, pytorch)"),
+    ({"frameworks": ["onnx"]}, f"frameworks: unknown framework 'onnx' (known: {', '.join(frameworks())})"),
     ({"accelerators": ["npu"]}, "accelerators: unknown accelerator 'npu' (known: cpu, gpu)"),
     ({"cores": ["2huge"]}, "cores: unknown cluster 'huge' in '2huge' (known: large, med, small)"),
     ({"cores": ["large2"]}, "cores: core set 'large2' is not <count><cluster>"),
