@@ -30,6 +30,7 @@ from pipelines.runners import executorch as etr  # noqa: E402
 from pipelines.runners import runner_for  # noqa: E402
 from pipelines.runners.executorch import EtRunError, run_executorch_worker  # noqa: E402
 from pipelines.runners.records import read_records  # noqa: E402
+from support.worker_records import check_run_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -61,8 +62,7 @@ def run(model, **kw):
 
 
 def check_schema(res, runs: int, warmup: int) -> None:
-    types = [r["type"] for r in res.records]
-    assert types[0] == "meta" and types[-1] == "end"
+    check_run_records(res, runs, warmup)
     meta = res.meta
     assert meta["tool"] == "latbench-executorch" and meta["framework"] == "executorch"
     assert meta["runtime"] == "executorch" and meta["runtime_version"].startswith("1.5.")
@@ -70,13 +70,6 @@ def check_schema(res, runs: int, warmup: int) -> None:
     assert meta["operators"] == {"aten::upsample_nearest2d.vec_out": 1} and meta["delegate_calls"] == 2
     assert meta["input_shapes"] == [SHAPE] and meta["input_types"] == ["float32"]
     assert meta["clock"] == "CLOCK_MONOTONIC" and meta["threadpool_threads"] == meta["threads"]
-    assert len(res.runs) == runs == res.end["timed_runs"]
-    assert len([r for r in res.of_type("run") if r["phase"] == "warmup"]) == warmup
-    for r in res.of_type("run"):
-        assert isinstance(r["start_ns"], int) and r["duration_ns"] > 0
-        assert r["end_ns"] - r["start_ns"] == r["duration_ns"]
-    starts = [r["start_ns"] for r in res.of_type("run")]
-    assert starts == sorted(starts)
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ from pipelines.runners import onnxruntime as ortr
 from pipelines.runners import runner_for
 from pipelines.runners.onnxruntime import OrtRunError, run_onnxruntime
 from pipelines.runners.records import read_records
+from support.worker_records import check_run_records
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -57,8 +58,7 @@ def run(model, **kw):
 
 
 def check_schema(res, runs: int, warmup: int) -> None:
-    types = [r["type"] for r in res.records]
-    assert types[0] == "meta" and types[-1] == "end"
+    check_run_records(res, runs, warmup)
     meta = res.meta
     assert meta["tool"] == "latbench-onnxruntime" and meta["framework"] == "onnxruntime"
     assert meta["runtime"] == "onnxruntime" and meta["runtime_version"].startswith("1.31.")
@@ -67,13 +67,6 @@ def check_schema(res, runs: int, warmup: int) -> None:
     assert so["graph_optimization_level"] == "ORT_ENABLE_ALL" and so["execution_mode"] == "ORT_SEQUENTIAL"
     assert so["inter_op_num_threads"] == 1 and so["intra_op_num_threads"] == meta["threads"]
     assert meta["input_shapes"] == [SHAPE] and meta["clock"] == "CLOCK_MONOTONIC"
-    assert len(res.runs) == runs == res.end["timed_runs"]
-    assert len([r for r in res.of_type("run") if r["phase"] == "warmup"]) == warmup
-    for r in res.of_type("run"):
-        assert isinstance(r["start_ns"], int) and r["duration_ns"] > 0
-        assert r["end_ns"] - r["start_ns"] == r["duration_ns"]
-    starts = [r["start_ns"] for r in res.of_type("run")]
-    assert starts == sorted(starts)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from generators.ir import Graph
 from pipelines.runners import torch as trn
 from pipelines.runners.records import read_records
 from pipelines.runners.torch_zygote import run_torch
+from support.worker_records import check_run_records
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = sorted(os.sched_getaffinity(0))
@@ -58,18 +59,10 @@ def run(model, **kw):
 
 
 def check_schema(res, runs: int, warmup: int) -> None:
-    types = [r["type"] for r in res.records]
-    assert types[0] == "meta" and types[-1] == "end"
+    check_run_records(res, runs, warmup)
     meta = res.meta
     assert meta["framework"] == "pytorch" and meta["runtime_version"].startswith("2.")
     assert meta["interop_threads"] == 1
-    assert len(res.runs) == runs == res.end["timed_runs"]
-    assert len([r for r in res.of_type("run") if r["phase"] == "warmup"]) == warmup
-    for r in res.of_type("run"):
-        assert isinstance(r["start_ns"], int) and r["duration_ns"] > 0
-        assert r["end_ns"] - r["start_ns"] == r["duration_ns"]
-    starts = [r["start_ns"] for r in res.of_type("run")]
-    assert starts == sorted(starts)
 
 
 # one run of each kind, shared by the tests below (each a fresh process forked by the torch zygote)

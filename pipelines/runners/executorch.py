@@ -331,15 +331,7 @@ def run_executorch_worker(model: str | os.PathLike, cpus: str | Iterable[int] | 
                              trace_path=trace_path, timeout=timeout)
 
 
-def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
-           warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
-           trace_path: str | os.PathLike | None = None, timeout: float | None = None,
-           engine: str | None = None) -> NativeRun:
-    """One process of ``scenario`` as the host device runs it (the runners' ``launch``): the
-    worker with the scenario's threads, pinned to ``cpus`` (``engine`` is PyTorch's: not used)."""
-    return run_executorch_worker(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
-                                 overhead_pairs=overhead_pairs, records_path=records_path, trace_path=trace_path,
-                                 timeout=timeout)
+launch = worker.launcher(EtRuntime)  # the registry's launch
 
 
 if __name__ == "__main__":

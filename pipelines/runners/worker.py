@@ -44,7 +44,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ContextManager, Iterable, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 from foundation.atomic import atomic_path, write_text
 
@@ -635,3 +635,18 @@ def run_worker(runtime: type[Runtime] | Runtime, model: str | os.PathLike, *, cp
         except NativeRunError as e:
             raise err(f"{model}: {e}", kind="output", model=model) from None
     return native_run(records, records_path, trace_path, argv)
+
+
+def launcher(runtime: type[Runtime]) -> Callable[..., NativeRun]:
+    """The runner's ``launch`` (pipelines/runners/__init__.py) for a runtime on this worker: one
+    process of ``scenario`` as the host device runs it, the worker with the scenario's threads
+    pinned to ``cpus`` (``engine`` is PyTorch's: not used)."""
+    def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
+               warmup: int = 5, runs: int = 50, overhead_pairs: int = 0, records_path: str | os.PathLike,
+               trace_path: str | os.PathLike | None = None, timeout: float | None = None,
+               engine: str | None = None) -> NativeRun:
+        return run_worker(runtime, artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup,
+                          runs=runs, overhead_pairs=overhead_pairs, records_path=records_path,
+                          trace_path=trace_path, timeout=timeout)
+
+    return launch
