@@ -1,5 +1,6 @@
 """ETDump of a tiny ExecuTorch program run N times: N executions, each with its XNNPACK
-operators' delegate events and its portable kernel, read back by pipelines/runners/etdump.py."""
+operators' delegate events and its portable kernel, read back by pipelines/runners/etdump.py,
+which agrees with ExecuTorch's Inspector on every run, call and event."""
 from __future__ import annotations
 
 from collections import Counter
@@ -80,6 +81,54 @@ def test_n_executions_with_one_event_per_operator_each(program):
             ops = [e["duration_ns"] for e in events if e["call"] == call]
             assert all(t >= 0 and t % 1000 == 0 for t in ops)  # XNNPACK measures whole microseconds
             assert sum(ops) <= dur + 1000 * len(ops)
+
+
+def _inspector_reading(path) -> dict[str, list[tuple]]:
+    """The same file as ExecuTorch's Inspector groups it: per run, Method::execute's span, the
+    calls' spans and each operator event's name and span (the reference of read_etdump)."""
+    import warnings
+
+    from executorch.devtools import Inspector
+    from executorch.devtools.inspector import TimeScale
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Output Buffer not found": no debug buffer, by design
+        insp = Inspector(etdump_path=str(path), source_time_scale=TimeScale.NS, target_time_scale=TimeScale.NS)
+    runs = []
+    for block in insp.event_blocks:
+        events = [e for e in block.events if e.perf_data is not None]
+        execute = next((e for e in events if e.name == "Method::execute"), None)
+        if execute is None:
+            continue
+        for i, start in enumerate(execute.start_time):
+            spans = [(e.name, int(e.start_time[i]), round(e.perf_data.raw[i]), bool(e.is_delegated_op))
+                     for e in events]
+            runs.append(spans)
+    runs.sort(key=lambda r: next(s for n, s, _, _ in r if n == "Method::execute"))
+    out: dict[str, list[tuple]] = {"executions": [], "calls": [], "events": []}
+    for k, spans in enumerate(runs):
+        for name, start, dur, delegated in spans:
+            if name == "Method::execute":
+                out["executions"].append((k, start, dur))
+            elif name in ("DELEGATE_CALL", "OPERATOR_CALL"):
+                out["calls"].append((k, start, dur))
+            elif delegated or name.startswith("native_call_"):
+                out["events"].append((k, name.removeprefix("native_call_"), start, dur))
+    return {key: sorted(v) for key, v in out.items()}
+
+
+def test_the_reading_agrees_with_executorchs_inspector(program):
+    prog, method, inputs, folder = program
+    for _ in range(3):
+        method.execute(inputs)
+    path = write_etdump(prog, folder / "ref.etdp")
+    d = read_etdump(path)
+    mine = {"executions": sorted((e["run"], e["start_ns"], e["duration_ns"]) for e in d["executions"]),
+            "calls": sorted((c["run"], c["start_ns"], c["duration_ns"]) for c in d["calls"]),
+            "events": sorted((e["run"], e["name"], e["start_ns"], e["duration_ns"]) for e in d["events"])}
+    ref = _inspector_reading(path)
+    assert len(mine["executions"]) == 3 and len(mine["events"]) >= 15
+    assert mine == ref
 
 
 def test_each_write_holds_the_executions_since_the_last(program):

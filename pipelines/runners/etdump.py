@@ -4,7 +4,13 @@ A program loaded with ``Runtime.get().load_program(path, enable_etdump=True)`` (
 buffer: timing needs none) records profiling events on every ``Method.execute``;
 :func:`write_etdump` writes what it holds (``Program.write_etdump_result_to_file``; each write
 holds the executions since the previous one) and :func:`read_etdump` reads the file back with
-ExecuTorch's own reader, ``executorch.devtools.Inspector`` (no ETRecord needed).
+ExecuTorch's own deserialiser (``executorch.devtools.etdump.serialize``: the flatbuffer as the
+schema's dataclasses), imported without ``executorch.devtools``' and ``executorch.exir``'s
+package ``__init__`` (the Inspector, pandas and the compiler: seconds of a measuring process,
+and pandas' allocator starts a thread). Each ``Execute`` block of the file is one run; its
+events come in the order the runtime closed them (an instruction's operators before its call,
+the call before ``Method::execute``), the grouping ExecuTorch's Inspector makes of them too
+(``tests/test_etdump.py`` checks the two agree).
 
 :func:`read_etdump` returns ``{"executions", "calls", "events"}``, lists of dicts ordered by run:
 
@@ -27,7 +33,6 @@ not measured. The runs' run index follows the ``Method::execute`` start times.
 """
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -53,48 +58,50 @@ def write_etdump(program: Any, path: str | Path) -> Path:
     return path
 
 
-def _inspector(path: Path):
-    from executorch.devtools import Inspector
-    from executorch.devtools.inspector import TimeScale
+def _deserialised(path: Path):
+    """The file as ExecuTorch's ETDump dataclasses (``ETDumpFlatCC``)."""
+    from .executorch import bare_package
 
     with path.open("rb") as f:
         head = f.read(12)
     if head[8:12] != FILE_IDENTIFIER:  # checked here: the reader's flatc prints its usage on any bad file
         raise EtdumpError(f"{path}: not an ETDump (no {FILE_IDENTIFIER.decode()} file identifier)")
+    bare_package("executorch.exir")
+    bare_package("executorch.devtools")
+    from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "Output Buffer not found": no debug buffer, by design
-            return Inspector(etdump_path=str(path), source_time_scale=TimeScale.NS, target_time_scale=TimeScale.NS)
+        return deserialize_from_etdump_flatcc(path.read_bytes())
     except Exception as e:  # the reader's errors name neither the file nor the cause on one line
         first = str(e).splitlines()[0][:200] if str(e) else ""
         raise EtdumpError(f"{path}: not a readable ETDump ({type(e).__name__}: {first})") from None
 
 
-def _block_runs(block) -> list[dict[str, Any]]:
-    """The executions one Inspector event block holds (every run of one event signature)."""
-    events = [e for e in block.events if e.perf_data is not None]
-    execute = next((e for e in events if e.name == EXECUTE), None)
+def _block_run(events: list) -> dict[str, Any] | None:
+    """One ``Execute`` block's run: its ``Method::execute`` span, calls and operator events."""
+    profile = [e.profile_event for e in events or [] if e.profile_event is not None]
+    execute = next((p for p in profile if p.name == EXECUTE), None)
     if execute is None:
-        return []
-    runs = [{"start_ns": int(s), "duration_ns": round(d), "calls": [], "events": []}
-            for s, d in zip(execute.start_time, execute.perf_data.raw)]
-    for i, run in enumerate(runs):
-        pending: list[dict[str, Any]] = []  # events of the call not closed yet
-        for e in events:
-            if e.name == EXECUTE:
-                continue
-            span = {"start_ns": int(e.start_time[i]), "duration_ns": round(e.perf_data.raw[i])}
-            if e.is_delegated_op:
-                pending.append({"name": e.name, "kind": "delegated", **span})
-            elif e.name.startswith(NATIVE_PREFIX):
-                pending.append({"name": e.name[len(NATIVE_PREFIX):], "kind": "portable", **span})
-            elif e.name in (DELEGATE_CALL, OPERATOR_CALL):
-                call = len(run["calls"])
-                run["calls"].append({"call": call, "kind": "delegate" if e.name == DELEGATE_CALL else "operator", **span})
-                run["events"].extend({**p, "call": call} for p in pending)
-                pending = []
-        run["events"].extend({**p, "call": None} for p in pending)  # outside any recorded call
-    return runs
+        return None
+    run = {"start_ns": int(execute.start_time), "duration_ns": int(execute.end_time - execute.start_time),
+           "calls": [], "events": []}
+    pending: list[dict[str, Any]] = []  # events of the call not closed yet
+    for p in profile:
+        span = {"start_ns": int(p.start_time), "duration_ns": int(p.end_time - p.start_time)}
+        if p.name == EXECUTE:
+            continue
+        if p.delegate_debug_id_str or (p.delegate_debug_id_int is not None and p.delegate_debug_id_int >= 0):
+            name = p.delegate_debug_id_str or str(p.delegate_debug_id_int)
+            pending.append({"name": name, "kind": "delegated", **span})
+        elif p.name and p.name.startswith(NATIVE_PREFIX):
+            pending.append({"name": p.name[len(NATIVE_PREFIX):], "kind": "portable", **span})
+        elif p.name in (DELEGATE_CALL, OPERATOR_CALL):
+            call = len(run["calls"])
+            run["calls"].append({"call": call, "kind": "delegate" if p.name == DELEGATE_CALL else "operator", **span})
+            run["events"].extend({**q, "call": call} for q in pending)
+            pending = []
+    run["events"].extend({**q, "call": None} for q in pending)  # outside any recorded call
+    return run
 
 
 def read_etdump(path: str | Path) -> dict[str, list[dict[str, Any]]]:
@@ -102,7 +109,7 @@ def read_etdump(path: str | Path) -> dict[str, list[dict[str, Any]]]:
     path = Path(path)
     if not path.is_file():
         raise EtdumpError(f"{path}: no such ETDump file")
-    runs = [r for block in _inspector(path).event_blocks for r in _block_runs(block)]
+    runs = [r for r in (_block_run(block.events) for block in _deserialised(path).run_data) if r is not None]
     runs.sort(key=lambda r: r["start_ns"])
     out: dict[str, list[dict[str, Any]]] = {"executions": [], "calls": [], "events": []}
     for k, r in enumerate(runs):

@@ -74,16 +74,73 @@ def detect_precision(datatypes: Iterable[str]) -> str:
     return "fp16" if "xnn_datatype_fp16" in types else "fp32"
 
 
+def _package_dir() -> Path:
+    """executorch's folder, found without importing it (its backends' packages import the compiler)."""
+    import importlib.util
+
+    return Path(importlib.util.find_spec("executorch").submodule_search_locations[0])
+
+
+def bare_package(name: str) -> None:
+    """Make the package ``name`` bare in this process unless it is imported already: its
+    submodules import, its ``__init__`` runs only when a name it defines is first asked for
+    (``from executorch.exir import to_edge``: :func:`whole_package`), so code that needs the
+    whole package still gets it."""
+    import importlib.util
+    import types
+
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    bare = types.ModuleType(name)
+    bare.__path__ = list(spec.submodule_search_locations)
+    bare.__spec__, bare.__package__, bare.__file__ = spec, name, spec.origin
+    bare.__dict__[_BARE] = True
+
+    def __getattr__(attr: str) -> Any:  # PEP 562: a name the bare package does not hold yet
+        import importlib
+
+        if importlib.util.find_spec(f"{name}.{attr}") is not None:
+            return importlib.import_module(f"{name}.{attr}")
+        whole_package(name)
+        try:
+            return bare.__dict__[attr]
+        except KeyError:
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}") from None
+
+    bare.__getattr__ = __getattr__
+    sys.modules[name] = bare
+
+
+_BARE = "_latbench_bare"
+
+
+def bare_exir() -> None:
+    """``executorch.exir`` as a bare package (:func:`bare_package`): its submodules (the warnings
+    the runtime's bindings import, the program schema read_program uses) import, its ``__init__``
+    does not run. That ``__init__`` imports ExecuTorch's whole compiler (torch.export passes,
+    torch._dynamo, torchao): seconds of a measuring process's start that a deployed runtime never
+    spends, and nothing the runtime calls."""
+    bare_package("executorch.exir")
+
+
+def whole_package(name: str) -> None:
+    """Run the ``__init__`` of a package :func:`bare_package` left bare (nothing when it is whole).
+    The package object stays the same, with the submodules imported so far."""
+    mod = sys.modules.get(name)
+    if mod is not None and mod.__dict__.pop(_BARE, False):
+        mod.__dict__.pop("__getattr__", None)
+        mod.__spec__.loader.exec_module(mod)
+
+
 def _xnnpack_datatypes(payload: bytes, where: str) -> set[str]:
     """The value types of one XNNPACK delegate payload (its flatbuffer decompiled by ExecuTorch's flatc)."""
-    from importlib.resources import files
-
     from executorch.exir._serialize._flatbuffer import _flatc_decompile
 
     if payload[4:8] == b"XH00":  # the XNNPACK header: the flatbuffer's offset and size
         off, size = int.from_bytes(payload[10:14], "little"), int.from_bytes(payload[14:18], "little")
         payload = payload[off:off + size]
-    schema = files("executorch.backends.xnnpack.serialization").joinpath("schema.fbs")
+    schema = _package_dir() / "backends" / "xnnpack" / "serialization" / "schema.fbs"
     with tempfile.TemporaryDirectory(prefix="latbench-pte-") as tmp:
         (Path(tmp) / "graph.bin").write_bytes(payload)
         try:
@@ -177,10 +234,19 @@ class EtRuntime(worker.Runtime):
     error = EtRunError
     # numpy's OpenBLAS would start an idle pool thread at import; ExecuTorch never computes on it
     env = {"OPENBLAS_NUM_THREADS": "1"}
+    # none starts a thread (ExecuTorch's threadpool is sized, and its threads made, in load)
+    shared = ("torch", "executorch.extension.pybindings.portable_lib", "executorch.runtime",
+              "executorch.exir._serialize._flatbuffer_program", "executorch.exir._serialize._program")
+
+    @classmethod
+    def preload(cls) -> dict[str, str]:
+        bare_exir()  # the runtime without the compiler (see bare_exir)
+        return super().preload()
 
     def start(self, args: argparse.Namespace) -> None:
         import importlib
 
+        bare_exir()  # the runtime without the compiler (see bare_exir)
         import torch
         from executorch.extension.pybindings import portable_lib
         from executorch.runtime import Runtime
@@ -332,6 +398,7 @@ def run_executorch_worker(model: str | os.PathLike, cpus: str | Iterable[int] | 
 
 
 launch = worker.launcher(EtRuntime)  # the registry's launch
+FORKABLE = worker.forkable(EtRuntime)  # its processes are forks of a zygote (pipelines/runners/zygote.py)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,9 @@ class OrtRuntime(worker.Runtime):
     error = OrtRunError
     # numpy's OpenBLAS would start an idle pool thread at import; ORT never computes on it
     env = {"OPENBLAS_NUM_THREADS": "1"}
+    # what a zygote imports once: onnx reads the file's graph; onnxruntime itself starts a thread
+    # at import, so each child imports it after pinning (start)
+    shared = ("numpy", "onnx", "generators.importers.onnx")
 
     def start(self, args: argparse.Namespace) -> None:
         import numpy
@@ -278,6 +281,7 @@ def run_onnxruntime(model: str | os.PathLike, cpus: str | Iterable[int] | None =
 
 
 launch = worker.launcher(OrtRuntime)  # the registry's launch
+FORKABLE = worker.forkable(OrtRuntime)  # its processes are forks of a zygote (pipelines/runners/zygote.py)
 
 
 if __name__ == "__main__":

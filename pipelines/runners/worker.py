@@ -12,10 +12,10 @@ per scenario, with ``latbench-run``'s records, trace layout and exit codes:
    inputs (its threads: role ``runtime``);
 3. warm-up, then timed runs, each timed with ``time.monotonic_ns()`` around ``Runtime.run``
    only; the threads' CPU sets are read after the first run and at the end, page faults are
-   counted over the timed runs; in a profiled mode (op, and kernel where the runtime offers it)
-   with ``--overhead-pairs`` the profiled run alternates
-   with ``Runtime.run_plain`` (the same model without the profiler, warmed up first), as
-   ``latbench-run`` does;
+   counted over the timed runs; with ``--overhead-pairs``, as ``latbench-run`` does, a profiled
+   mode (op, and kernel where the runtime offers it) alternates the profiled run with
+   ``Runtime.run_plain`` (the same model without the profiler, warmed up first), and e2e mode
+   alternates runs timed one by one with runs timed as one block (the instrument's own cost);
 4. after the last run, ``Runtime.profile`` gives the profiler's events on CLOCK_MONOTONIC (it gets
    the run records, for a profiler whose clock is aligned by them); each goes to the run whose
    window holds its midpoint (warm-up and overhead runs' are dropped);
@@ -100,6 +100,21 @@ class Runtime:
     kinds: dict[str, str] = {}  # model file suffix -> meta.model_kind
     error: type[NativeRunError] = NativeRunError  # what the parent raises for a failed worker
     env: dict[str, str] = {}  # environment the parent adds for the worker
+    # modules a zygote imports once for all its children (pipelines/runners/zygote.py): each must
+    # start no thread; the rest of the runtime is imported by the child, pinned (start)
+    shared: tuple[str, ...] = ()
+
+    @classmethod
+    def preload(cls) -> dict[str, str]:
+        """Imports :attr:`shared` (in a zygote, before any fork); returns their versions."""
+        import importlib
+
+        out = {}
+        for name in cls.shared:
+            mod = importlib.import_module(name)
+            if "." not in name and hasattr(mod, "__version__"):
+                out[name] = str(mod.__version__)
+        return out
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The runtime's own flags."""
@@ -412,6 +427,7 @@ def _loop(runtime: Runtime, args: argparse.Namespace, cpus: list[int], library: 
     faults_at_timed = 0
     pairs = args.overhead_pairs if profiling else 0
     cond: list[tuple[str, int, int]] = []
+    blocks: list[tuple[str, int, int, int]] = []  # e2e overhead: (condition, round, start, end)
     with runtime.runs():
         for i in range(n_total):
             if i == args.warmup:  # outside the timed window
@@ -432,6 +448,8 @@ def _loop(runtime: Runtime, args: argparse.Namespace, cpus: list[int], library: 
                 call()
                 t1 = mono()
                 cond.append(("plain" if plain else "profiled", t0, t1))
+        if not profiling and args.overhead_pairs:
+            blocks = _e2e_overhead_rounds(run, args.overhead_pairs)
     for i in range(n_total):
         timed = i >= args.warmup
         out.runs.append({"type": "run", "phase": "timed" if timed else "warmup", "run": i - args.warmup if timed else i,
@@ -440,6 +458,10 @@ def _loop(runtime: Runtime, args: argparse.Namespace, cpus: list[int], library: 
     for k, (c, t0, t1) in enumerate(cond):
         out.runs.append({"type": "run", "phase": "overhead", "run": k, "start_ns": t0, "end_ns": t1,
                          "duration_ns": t1 - t0, "profiled": c == "profiled", "condition": c})
+    if blocks:
+        out.runs += [{"type": "run", "phase": "overhead", "run": k, "start_ns": t0, "end_ns": t1, "duration_ns": t1 - t0,
+                      "profiled": False, "condition": c} for k, (c, _, t0, t1) in enumerate(blocks)]
+        out.overhead = _e2e_overhead(blocks, args.overhead_pairs)
     if cond:
         plain = [t1 - t0 for c, t0, t1 in cond if c == "plain"]
         prof = [t1 - t0 for c, t0, t1 in cond if c == "profiled"]
@@ -450,6 +472,44 @@ def _loop(runtime: Runtime, args: argparse.Namespace, cpus: list[int], library: 
                         "ratio": med_prof / med_plain if med_plain > 0 else 0.0,
                         "median_pair_ratio": median_or_zero([b / a for a, b in zip(plain, prof) if a > 0])}
     return out
+
+
+E2E_BLOCK = 5  # runs per condition of an e2e overhead round (as latbench-run's)
+
+
+def _e2e_overhead_rounds(run: Callable[[], None], pairs: int) -> list[tuple[str, int, int, int]]:
+    """The e2e mode's overhead rounds: what the instrument itself adds to a run. Per round,
+    :data:`E2E_BLOCK` runs timed as the timed runs are (two clock reads each, kept) and as many
+    timed as one block (two clock reads for all), in alternating order; the uninstrumented run
+    is the block's time over its runs. Returns (condition, round, start, end) per timed interval."""
+    mono = time.monotonic_ns
+    out: list[tuple[str, int, int, int]] = []
+    for p in range(pairs):
+        for blocked in ((False, True) if p % 2 == 0 else (True, False)):
+            if blocked:
+                b0 = mono()
+                for _ in range(E2E_BLOCK):
+                    run()
+                out.append(("block", p, b0, mono()))
+            else:
+                for _ in range(E2E_BLOCK):
+                    t0 = mono()
+                    run()
+                    t1 = mono()
+                    out.append(("instrumented", p, t0, t1))
+    return out
+
+
+def _e2e_overhead(blocks: list[tuple[str, int, int, int]], pairs: int) -> dict[str, Any]:
+    """The overhead record of :func:`_e2e_overhead_rounds`' intervals (latbench-run's layout)."""
+    inst = [sum(t1 - t0 for c, q, t0, t1 in blocks if c == "instrumented" and q == p) / E2E_BLOCK for p in range(pairs)]
+    block = [sum(t1 - t0 for c, q, t0, t1 in blocks if c == "block" and q == p) / E2E_BLOCK for p in range(pairs)]
+    med_inst, med_block = median_or_zero(inst), median_or_zero(block)
+    return {"type": "overhead", "mode": "e2e", "pairs": pairs, "runs_per_condition": E2E_BLOCK,
+            "baseline": f"block: {E2E_BLOCK} runs timed as one interval, without per-run clock reads or records",
+            "median_unprofiled_ns": med_block, "median_profiled_ns": med_inst,
+            "ratio": med_inst / med_block if med_block > 0 else 0.0,
+            "median_pair_ratio": median_or_zero([i / b for i, b in zip(inst, block) if b > 0])}
 
 
 def assign_runs(events: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -520,7 +580,7 @@ def _measure(runtime: Runtime, args: argparse.Namespace, cpus: list[int], t_star
     meta = {"type": "meta", "tool": runtime.tool, "tool_version": runtime.version, "framework": runtime.framework,
             **runtime.meta(), "model": str(model), "model_bytes": model.stat().st_size, "cpus": cpus,
             "threads_requested": args.threads, "mode": args.mode, "profiling": profiling, "warmup": args.warmup,
-            "runs": args.runs, "overhead_pairs": args.overhead_pairs if profiling else 0,
+            "runs": args.runs, "overhead_pairs": args.overhead_pairs,
             "hostname": socket.gethostname(), "pid": os.getpid(), "clock": "CLOCK_MONOTONIC",
             "clock_resolution_ns": int(time.clock_getres(time.CLOCK_MONOTONIC) * 1e9), "start_unix_ns": wall_start,
             "process_start": process_start, "affinity_read": "after the first run", "allocator": allocator.in_use(),
@@ -607,34 +667,70 @@ def worker_error(runtime: type[Runtime] | Runtime, returncode: int, stderr: str,
     return runtime.error(msg, kind=kind, returncode=returncode, model=model)
 
 
+def forkable(runtime: type[Runtime]) -> Any:
+    """The zygote's view of ``runtime``'s worker (:class:`pipelines.runners.zygote.Forkable`): its
+    module names it ``FORKABLE``, and :func:`run_worker` then forks its processes from a zygote
+    that has imported ``runtime.shared`` once."""
+    from .zygote import Forkable
+
+    return Forkable(f"the {runtime.framework} zygote", runtime.preload,
+                    lambda argv: main(runtime(), argv, process_start="zygote"), env=dict(runtime.env))
+
+
+def _forks(runtime: type[Runtime] | Runtime) -> bool:
+    import importlib
+
+    return bool(runtime.shared) and getattr(importlib.import_module(runtime.program), "FORKABLE", None) is not None
+
+
 def run_worker(runtime: type[Runtime] | Runtime, model: str | os.PathLike, *, cpus: str | Iterable[int] | None = None,
                threads: int = 1, mode: str = "e2e", warmup: int = 5, runs: int = 50, overhead_pairs: int = 0,
                input_shapes: Sequence[Sequence[int]] | None = None, records_path: str | os.PathLike | None = None,
                trace_path: str | os.PathLike | None = None, timeout: float | None = DEFAULT_TIMEOUT,
-               extra: Sequence[str] = (), python: str | None = None) -> NativeRun:
-    """Runs ``runtime``'s worker once as a fresh process (killed after ``timeout`` seconds) and
-    returns its records; raises ``runtime.error`` (a NativeRunError, one line naming the model)."""
+               extra: Sequence[str] = (), python: str | None = None, fork: bool = True) -> NativeRun:
+    """Runs ``runtime``'s worker once in a fresh process (killed after ``timeout`` seconds) and
+    returns its records; raises ``runtime.error`` (a NativeRunError, one line naming the model).
+    The process is forked by the runtime's zygote (:mod:`.zygote`) when its module names a
+    ``FORKABLE`` and ``fork`` is true, else a fresh interpreter; the records' ``argv`` is the
+    program's command either way, and a forked run's ``outside_cpu_s`` is the child's CPU time
+    (the child is the zygote's, so this process's getrusage cannot see it)."""
+    from .zygote import ZygoteError, zygote
+
     model = str(model)
     err = runtime.error
+    cpu_s = None
     with tempfile.TemporaryDirectory(prefix=f"{runtime.tool}-") as tmp:
         rec = Path(records_path) if records_path is not None else Path(tmp) / "records.jsonl"
-        argv = build_argv(runtime, model, python=python, records=rec, trace=trace_path, cpus=cpus, threads=threads,
-                          mode=mode, warmup=warmup, runs=runs, overhead_pairs=overhead_pairs,
-                          input_shapes=input_shapes, extra=extra)
+        kw = dict(records=rec, trace=trace_path, cpus=cpus, threads=threads, mode=mode, warmup=warmup, runs=runs,
+                  overhead_pairs=overhead_pairs, input_shapes=input_shapes, extra=extra)
+        argv = build_argv(runtime, model, python=python, **kw)
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=worker_env(runtime))
+            if fork and _forks(runtime):
+                stderr_path = Path(tmp) / "stderr.txt"
+                try:
+                    returncode, cpu_s = zygote(runtime.program, python).run(worker_args(model, **kw), stderr_path,
+                                                                            timeout)
+                except ZygoteError as e:
+                    raise err(f"{model}: {e}", kind="crashed", model=model) from None
+                stderr = stderr_path.read_text(errors="replace") if stderr_path.is_file() else ""
+            else:
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=worker_env(runtime))
+                returncode, stderr = proc.returncode, proc.stderr or ""
         except subprocess.TimeoutExpired:
             raise err(f"{model}: the {runtime.tool} worker timed out after {timeout} s", kind="timeout",
                       model=model) from None
-        if proc.returncode != 0:
-            raise worker_error(runtime, proc.returncode, proc.stderr or "", model)
+        if returncode != 0:
+            raise worker_error(runtime, returncode, stderr, model)
         try:
             records = read_records(rec)
         except FileNotFoundError:
             raise err(f"{model}: the {runtime.tool} worker wrote no records", kind="output", model=model) from None
         except NativeRunError as e:
             raise err(f"{model}: {e}", kind="output", model=model) from None
-    return native_run(records, records_path, trace_path, argv)
+    run = native_run(records, records_path, trace_path, argv)
+    if cpu_s is not None:
+        run.outside_cpu_s = cpu_s
+    return run
 
 
 def launcher(runtime: type[Runtime]) -> Callable[..., NativeRun]:
