@@ -14,7 +14,9 @@ precision, :data:`pipelines.runners.RUNNERS`), for the sources and models the po
 - ``export`` does not write a pruned file again (:func:`pipelines.export._pending`).
 
 ``prune`` deletes such files and leaves ``<format>.dropped.json`` beside each: what was deleted,
-its size, and the scenarios that hold its pairs. The control set's networks are measured again
+its size, and the scenarios that hold its pairs. A file no export wrote on this machine (a sweep
+on a fresh machine) gets its sidecar too (``written: false``), so export writes only the files a
+point still reads. The control set's networks are measured again
 at the start of every sweep session, so they are never pruned. A point added to the grid later
 that needs a pruned file (the release's GPU point reads the NAS-Bench-201 cells' ``tflite_fp32``)
 finds it missing, with the sidecar named in its error; ``prune --restore`` deletes the sidecars
@@ -88,6 +90,11 @@ class Plan:
     def bytes(self) -> int:
         return sum(b for _, _, b, _ in self.prunable)
 
+    @property
+    def unwritten(self) -> int:
+        """How many of the prunable files were never written here (only their sidecars are left)."""
+        return sum(not art.is_file() for art, _, _, _ in self.prunable)
+
 
 class PruneError(ValueError):
     """The configuration does not allow pruning; one line naming the key."""
@@ -111,17 +118,22 @@ def plan(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> Plan:
     # a control network named but not generated raises (ControlError names the key): never guess
     control = {mid for _, mid, _ in control_models(cfg, models_dir)} if cfg.release.control else set()
     prunable, kept = [], {}
+    written = False
 
     def keep(why: str) -> None:
-        kept[why] = kept.get(why, 0) + 1
+        if written:  # a file not written is not "kept": only whether to write it is decided
+            kept[why] = kept.get(why, 0) + 1
 
-    folders = sorted(p for p in artifacts_dir.iterdir() if p.is_dir()) if artifacts_dir.is_dir() else []
-    for folder in folders:
-        mid = folder.name
+    # the folders there are, and those of networks never exported on this machine: a file whose
+    # pairs are all released need not be written (a sweep on a fresh machine exports only what it reads)
+    present = {p.name for p in artifacts_dir.iterdir() if p.is_dir()} if artifacts_dir.is_dir() else set()
+    for mid in sorted(present | set(sources)):
+        folder = artifacts_dir / mid
         for fmt in FORMATS.names():
             art = folder / FORMATS.get(fmt).filename
-            if not art.is_file():
-                continue
+            written = art.is_file()
+            if not written and (is_dropped(folder, fmt) or fmt not in by_fmt):
+                continue  # already pruned, or a format no point reads and nobody wrote
             source = sources.get(mid)
             if source is None:
                 keep("no IR file under models/ (not this sweep's network)")
@@ -138,20 +150,21 @@ def plan(cfg: Any, device: Any, models_dir: Path, artifacts_dir: Path) -> Plan:
                 keep(f"{missing[0].point} not yet released" if len({r.point for r in missing}) == 1
                      else "several points not yet released")
                 continue
-            prunable.append((art, fmt, art.stat().st_size, sorted(r.scenario_id for r in mine)))
+            prunable.append((art, fmt, art.stat().st_size if written else 0, sorted(r.scenario_id for r in mine)))
     return Plan(prunable, dict(sorted(kept.items(), key=lambda kv: -kv[1])))
 
 
 def prune(p: Plan, release: str) -> int:
-    """Delete the planned files, each leaving its sidecar first (a kill in between leaves a
+    """Delete the planned files (those present), each leaving its sidecar first (a kill in between leaves a
     sidecar beside a file, which the next prune deletes: never a file gone without a record)."""
     for art, fmt, size, scenarios in p.prunable:
         side = dropped_sidecar(art.parent, fmt)
+        art.parent.mkdir(parents=True, exist_ok=True)
         write_text(side, json.dumps({"format": fmt, "file": art.name, "bytes": size, "release": release,
-                                     "scenarios": scenarios,
+                                     "scenarios": scenarios, "written": art.is_file(),
                                      "dropped": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                                     indent=1, sort_keys=True) + "\n")
-        art.unlink()
+        art.unlink(missing_ok=True)
     return len(p.prunable)
 
 

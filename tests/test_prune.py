@@ -1,7 +1,8 @@
 """Pruning artifacts (pipelines/prune.py): a file goes only when the release holds its pair at
 every grid point that reads it; the control set stays; export does not write a pruned file
 again; assemble takes a pruned pair's rows (their op features) from the release; a re-measure
-that needs the file says it was pruned; --restore brings it back through export.
+that needs the file says it was pruned; --restore brings it back through export; on a machine
+where nothing was exported yet, export writes only the files a point still reads.
 
 The tiny sweep (tests/support/sweeps.py): three NAS-Bench-201 cells exported to TFLite fp32; two
 are measured at e2e and op granularity on one core, assembled and released.
@@ -137,6 +138,28 @@ def test_pruned_files_stay_pruned_and_the_data_keeps_their_features(released, tm
     assert restore(restorable(two, dev, models, arts)) == 2
     assert run_export(cfg, progress=False)["ok"] == 2
     assert all(list((data / "artifacts" / mid).glob("*.tflite")) for mid in ids)
+
+
+def test_a_fresh_machine_exports_only_what_a_point_still_reads(released, tmp_path):
+    src, release, ids = released
+    data = tmp_path / "data"
+    shutil.copytree(src, data)
+    shutil.rmtree(data / "artifacts")  # a new machine: the IR files and the release, no artifact
+    cfg = _cfg(data, release)
+    p = plan(cfg, make_device(cfg.device), data / "models", data / "artifacts")
+    assert sorted(a.parent.name for a, *_ in p.prunable) == ids[:2] and p.unwritten == 2 and p.bytes == 0
+    assert p.kept == {}  # nothing present is kept: the third network's file is simply not written yet
+    assert prune(p, str(release)) == 2
+    for mid in ids[:2]:
+        side = json.loads(dropped_sidecar(data / "artifacts" / mid, "tflite_fp32").read_text())
+        assert side["written"] is False and side["bytes"] == 0 and side["scenarios"] == [SID]
+    assert run_export(cfg, progress=False)["ok"] == 1  # the unreleased network alone
+    assert [mid for mid in ids if (data / "artifacts" / mid / "tflite_fp32.tflite").is_file()] == ids[2:]
+    # a point added later that reads them restores them, as it does a pruned file
+    dev, models, arts = make_device(cfg.device), data / "models", data / "artifacts"
+    two = _cfg(data, release, grid=(*ONE_CORE[:3], "scenario.cores=[1large,2large]"))
+    assert restore(restorable(two, dev, models, arts)) == 2
+    assert run_export(cfg, progress=False)["ok"] == 2
 
 
 def test_the_command(released, tmp_path):
