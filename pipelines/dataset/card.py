@@ -19,6 +19,12 @@ Figures (each skipped with a one-line reason in the card when its data is absent
 The multicore and int8 figures compare scenarios with threads = cores only (other thread
 counts are other scenarios).
 
+The section *Frameworks on the same device* (:func:`frameworks_section`) compares the runtimes a
+device ran at one CPU point (scenarios differing in the framework alone, comparisons.py
+``framework_pairs``): per-network latency ratios by generator source and by the op type that
+carries most of a network's MACs in its IR, and where each runtime is the fastest with a computed
+account of why; it says in one line why it is empty.
+
 ``write_card(..., sections=[(title, markdown)])`` adds sections a producer knows beyond the
 tables (the assemble stage: the measuring protocol as recorded, failures, grid points not
 offered) after the sources.
@@ -36,7 +42,9 @@ import pandas as pd
 
 from foundation.atomic import write_text
 
-from .comparisons import Pairs, core_order, gap_frame, int8_pairs, multicore_pairs, ratio_frame
+from .comparisons import (Pairs, core_order, dominant_op, framework_rank, framework_ratio_frame,
+                          framework_scenario_points, framework_wins, gap_frame, int8_pairs, multicore_pairs,
+                          outside_shares, ratio_frame)
 from .load import Dataset, load_dataset
 from .schema import SCHEMA_VERSION, TABLES, markdown
 
@@ -397,6 +405,150 @@ def load_section(ds: Dataset) -> tuple[str, str] | None:
     return "Machine load while measuring", body
 
 
+# ---------------------------------------------------------------- frameworks on the same device
+# frameworks whose runtime is superseded: the card marks them (the suite measures TorchScript as
+# the USC study's PyTorch Mobile did, for comparison with its figures)
+LEGACY_FRAMEWORKS = {"pytorch": "TorchScript (and PyTorch Mobile, its phone build) is deprecated; ExecuTorch "
+                                "is PyTorch's on-device runtime today"}
+TREND = 0.3  # |rank correlation| below which the card reports no trend with FLOPs
+
+
+def framework_title(framework: str, dataset: str) -> str:
+    """How the card names a framework: the runner's title for the suite's own rows, the
+    importer's name for public ones; a legacy runtime says so (``PyTorch (TorchScript, legacy)``)."""
+    if dataset == "latbench":
+        from pipelines.runners import runner_for
+
+        runner = runner_for(framework, "cpu")
+        title = runner.title if runner and runner.title else framework
+    else:
+        from .usc import FRAMEWORKS as USC_FRAMEWORKS
+
+        title = USC_FRAMEWORKS.get(framework, framework) if dataset == "usc-mobile-ml-benchmark" else framework
+    if framework in LEGACY_FRAMEWORKS:
+        title = f"{title[:-1]}, legacy)" if title.endswith(")") else f"{title} (legacy)"
+    return title
+
+
+def _fw(framework: str) -> str:
+    """A framework in the section's tables: its id, ``(legacy)`` marked."""
+    return f"`{framework}` (legacy)" if framework in LEGACY_FRAMEWORKS else f"`{framework}`"
+
+
+def _spread(r: pd.Series) -> list[Any]:
+    """Cells: networks, median ratio, interquartile range, share below 1."""
+    return [len(r), f"{r.median():.2f}x", f"{r.quantile(0.25):.2f}-{r.quantile(0.75):.2f}", f"{(r < 1).mean():.0%}"]
+
+
+def _ratio_rows(df: pd.DataFrame, by: str, overall: bool) -> list[list[Any]]:
+    """Rows (device, point, B / A, group, spread cells) of the framework ratios per ``by`` group,
+    plus an ``all`` row per pair when ``overall`` and the pair has several groups."""
+    rows = []
+    for (device, point, a, b), g in df.groupby(["device", "point", "a", "b"], sort=False):
+        groups = [(k, gg["ratio"]) for k, gg in g.groupby(g[by].fillna("-"), sort=True)]
+        if overall and len(groups) > 1:
+            groups.append(("all", g["ratio"]))
+        rows += [[device, point, f"{_fw(b)} / {_fw(a)}", f"{k}", *_spread(r)] for k, r in groups]
+    return rows
+
+
+def _op_vocabularies(ds: Dataset, points: list[tuple[str, str, dict[str, str]]]) -> str:
+    """One clause per point: how many op types each framework's op records name, and how many
+    all the frameworks with op records share."""
+    parts = []
+    for device, point, sids in points:
+        kinds = {fw: set(ds.ops.loc[ds.ops["scenario_id"] == sid, "op_type"].dropna()) for fw, sid in sids.items()}
+        recorded = [k for k in kinds.values() if k]
+        shared = sorted(set.intersection(*recorded)) if len(recorded) >= 2 else []
+        counts = ", ".join(f"{fw} {len(k)}" if k else f"{fw} none" for fw, k in kinds.items())
+        parts.append(f"{device} {point}: op types recorded {counts}"
+                     + (f"; shared by all that record ops {len(shared)} ({', '.join(shared[:8])}"
+                        f"{', ...' if len(shared) > 8 else ''})" if len(recorded) >= 2 else ""))
+    return "; ".join(parts)
+
+
+def _why(row: Any, title: str, outside: dict[str, tuple[float, str, int]]) -> str:
+    """The one-line, computed account of where a runtime stands at a point."""
+    line = (f"fastest on {row.wins} of {row.networks} networks ({row.wins / row.networks:.0%}), its time "
+            f"{row.vs_best_other:.2f}x the fastest other runtime's (median)")
+    if row.scenario_id in outside:
+        share, what, n = outside[row.scenario_id]
+        line += f"; {share:.0%} of its profiled run is outside its recorded {what} (median over {n} networks)"
+    rho = row.size_trend
+    if rho is None or pd.isna(rho):
+        line += "; too few networks with FLOPs for a trend with size"
+    elif rho >= TREND:
+        line += (f"; its difference to the fastest other grows with network FLOPs (rank correlation {rho:.2f}): "
+                 "a difference in kernel speed")
+    elif rho <= -TREND:
+        line += (f"; its difference to the fastest other is largest on small networks (rank correlation with FLOPs "
+                 f"{rho:.2f}): a fixed cost per run or per operator in the slower runtime")
+    else:
+        line += f"; no clear trend of its difference with network FLOPs (rank correlation {rho:.2f})"
+    return f"- {row.device} {row.point}, **{title}**: {line}."
+
+
+def frameworks_section(ds: Dataset) -> tuple[str, str]:
+    """The card's section comparing frameworks at the same CPU point of one device: per-network
+    ratios by generator source and by the IR's dominant op, and where each runtime wins and why
+    (computed); one line saying why when no two frameworks share a point or a network."""
+    title = "Frameworks on the same device"
+    points = framework_scenario_points(ds)
+    if not points:
+        return title, ("Not compared: no two frameworks measured one device at the same CPU point (accelerator, "
+                       "cores, threads, precision).")
+    df = framework_ratio_frame(ds)
+    if df.empty:
+        return title, (f"Not compared: {len(points)} CPU point(s) have two or more frameworks, but no network was "
+                       "measured by two of them.")
+    dataset_of = dict(zip(ds.scenarios["scenario_id"], ds.scenarios["dataset"]))
+    named = sorted({(fw, dataset_of[sid]) for _, _, sids in points for fw, sid in sids.items()},
+                   key=lambda t: (framework_rank(t[0]), t[1]))
+    legend = [f"- {_fw(fw)}: {framework_title(fw, d)}" + (f" ({d})" if d != "latbench" else "")
+              + (f". {LEGACY_FRAMEWORKS[fw]}." if fw in LEGACY_FRAMEWORKS else "") for fw, d in named]
+    ir = ds.models.set_index("model_id")["ir"] if "ir" in ds.models.columns else pd.Series(dtype="object")
+    ops = {m: dominant_op(ir.get(m)) for m in sorted(df["model_id"].unique())}
+    df = df.assign(dominant_op=df["model_id"].map(ops))
+    no_ir = int(df.loc[df["dominant_op"].isna(), "model_id"].nunique())
+    text = [("Scenarios of one device that differ in the framework alone (same processor, accelerator, cores, "
+             "threads, precision, batch and graph passes) are compared on the networks both measured: the ratio "
+             "is B's end-to-end latency over A's (> 1: A faster); median and interquartile range over networks, "
+             "and the share of networks on which B is faster. Frameworks:"), "", *legend, "",
+            "By the networks' generator source:", "",
+            _table(_ratio_rows(df, "source", overall=True),
+                   ["device", "point", "B / A", "source", "networks", "median", "IQR", "B faster"]), "",
+            ("Op records are not compared op type by op type: each runtime names its operators in its own "
+             f"vocabulary ({_op_vocabularies(ds, points)}), and they come from separately profiled processes "
+             "(TFLite's with its builtin kernels, not the XNNPACK delegate its end-to-end runs use). Networks are "
+             "grouped instead by the op type carrying most of their multiply-accumulates in the IR (convolutions "
+             "split as the ops table's `op_type`: conv2d, dwconv2d, group_conv2d; fc)"
+             + (f"; {no_ir} network(s) without a stored IR are left out" if no_ir else "") + ":"), ""]
+    grouped = df[df["dominant_op"].notna()]
+    text += [_table(_ratio_rows(grouped, "dominant_op", overall=False),
+                    ["device", "point", "B / A", "dominant op", "networks", "median", "IQR", "B faster"])
+             if len(grouped) else "(no network with a stored IR)", ""]
+    wins = framework_wins(ds)
+    if wins.empty:
+        text += ["Where each runtime wins: no network was measured by every framework of a point."]
+        return title, "\n".join(text)
+    outside = outside_shares(ds)
+    rows = []
+    for r in wins.itertuples():
+        o = outside.get(r.scenario_id)
+        rows.append([r.device, r.point, _fw(r.framework), f"{r.wins} of {r.networks} ({r.wins / r.networks:.0%})",
+                     f"{r.vs_best_other:.2f}x", f"{o[0]:.0%} ({o[1]})" if o else "-",
+                     "-" if r.size_trend is None or pd.isna(r.size_trend) else f"{r.size_trend:.2f}"])
+    text += [("Where each runtime wins, over the networks every framework of the point measured: the share on "
+              "which it is the fastest, its time over the fastest other runtime's (median), the share of its "
+              "profiled run outside its recorded kernels or ops (median; the runtime's own time between "
+              "operators), and the rank correlation of |log| of that ratio with the network's FLOPs (> 0: the "
+              "difference grows with size; < 0: it is largest on small networks):"), "",
+             _table(rows, ["device", "point", "framework", "fastest on", "time / fastest other", "outside recorded",
+                           "difference vs FLOPs"]), ""]
+    text += [_why(r, framework_title(r.framework, dataset_of[r.scenario_id]), outside) for r in wins.itertuples()]
+    return title, "\n".join(text)
+
+
 def write_card(ds: Dataset | str | Path, out_dir: str | Path | None = None, notes: list[str] | None = None,
                sections: list[tuple[str, str]] | None = None) -> Path:
     """Write ``DATASET.md`` and its figures into ``out_dir`` (default: the dataset's folder);
@@ -446,7 +598,8 @@ def write_card(ds: Dataset | str | Path, out_dir: str | Path | None = None, note
         lines += [head + ".", "", info["how"], ""]
     from .findings import findings_section
 
-    for title, body in [*(sections or []), *filter(None, [load_section(ds), findings_section(ds)])]:
+    for title, body in [*(sections or []), *filter(None, [load_section(ds), findings_section(ds)]),
+                       frameworks_section(ds)]:
         lines += [f"### {title}", "", body.rstrip(), ""]
 
     # figures
