@@ -79,8 +79,10 @@ def _cmd_prune(args: argparse.Namespace) -> None:
         raise ConfigError(str(e)) from None
     kept = "; ".join(f"{n} {why}" for why, n in p.kept.items()) or "none"
     verb = "would delete" if args.dry_run else "deleted"
+    unwritten = p.unwritten
     n = len(p.prunable) if args.dry_run else prune(p, cfg.release.folder)
-    print(f"prune: {verb} {n} files ({p.bytes / 1e9:.2f} GB) whose pairs {cfg.release.folder} holds; kept: {kept}")
+    print(f"prune: {verb} {n - unwritten} files ({p.bytes / 1e9:.2f} GB) whose pairs {cfg.release.folder} holds "
+          f"(and {unwritten} never exported here, which export now skips); kept: {kept}")
 
 
 def _cmd_measure(args: argparse.Namespace) -> None:
@@ -199,7 +201,9 @@ def _cmd_profile(args: argparse.Namespace) -> None:
     processes, the configured stopping rule, op and kernel processes) on the host CPU, the host GPU
     or an adb phone, and print the e2e median with its interval, the top ops and kernels with their
     share, the time outside any op (nnPerf's data preparation) and where the Perfetto traces and the
-    JSON record are. Free dimensions (Keras' batch None) resolve to 1 unless --shape says otherwise."""
+    JSON record are. Free dimensions (Keras' batch None) resolve to 1 unless --shape says otherwise.
+    With --framework all the model goes through the IR to every runtime's format and each is
+    profiled: one table of e2e, top ops and kernels side by side (pipelines/profile_compare.py)."""
     from pathlib import Path
 
     from tqdm import tqdm
@@ -219,6 +223,16 @@ def _cmd_profile(args: argparse.Namespace) -> None:
         tqdm.write(f"  process {k + 1}: median {ms[len(ms) // 2]:.3f} ms, min {ms[0]:.3f}, max {ms[-1]:.3f} "
                    f"({len(ms)} runs)")
 
+    if args.framework:  # the model through the IR to every asked runtime, side by side
+        from .profile_compare import compare_runtimes, comparison_lines, parse_frameworks
+
+        try:
+            cmp = compare_runtimes(cfg, req, parse_frameworks(args.framework), progress=not args.quiet,
+                                   say=(lambda line: None) if args.quiet else tqdm.write)
+        except (ProfileError, DeviceBusy, NativeRunError) as e:
+            raise ConfigError(str(e)) from None
+        print("\n".join(comparison_lines(cmp, top=min(args.top, 3))))
+        return
     try:
         prof = run_profile(cfg, req, progress=not args.quiet, on_process=None if args.quiet else live)
     except (ProfileError, DeviceBusy, NativeRunError) as e:
@@ -355,8 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
     _quiet(a)
 
     pr = _command(sub, "profile", _cmd_profile,
-                  help="profile a .tflite or TorchScript file: e2e, top ops and kernels, traces")
-    pr.add_argument("model", help="a .tflite, .pt (TorchScript) or .ptl (lite interpreter) file")
+                  help="profile a model file: e2e, top ops and kernels, traces; --framework all: every runtime")
+    pr.add_argument("model", help="a .tflite, .onnx, .pte (ExecuTorch), .pt (TorchScript) or .ptl file; with "
+                    "--framework, a file an importer reads (.onnx, .tflite, an IR .json)")
+    pr.add_argument("--framework", default=None, help="all, or a comma-separated list of frameworks: import the "
+                    "model into the IR, export it for each runtime and profile each, one table side by side "
+                    "(default: the file's own runtime only)")
     pr.add_argument("--device", default="host", help="host (CPU), gpu (the host's GPU via LiteRT's GPU accelerator) "
                     "or an adb serial (default: %(default)s)")
     pr.add_argument("--cores", default="1large", help="core-set label as in `latbench scenarios` (default: %(default)s)")

@@ -42,7 +42,7 @@ def load_model(path: str | Path, shape: list[int] | None = None) -> Any:
         raise ValueError(f"{p}: no such model file")
     loader = LOADERS.get(p.suffix.lower())
     if loader is None:
-        raise ValueError(f"{p}: unknown model kind {p.suffix or '(no suffix)'!r} (predict takes "
+        raise ValueError(f"{p}: unknown model kind {p.suffix or '(no suffix)'!r} (the importers take "
                          f"{', '.join(LOADERS)}: IR JSON, ONNX, TFLite)")
     return loader(p, shape)
 
