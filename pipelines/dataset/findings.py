@@ -115,14 +115,23 @@ def _op_ratio(ds: Dataset, pairs: list[tuple[str, str]]) -> pd.Series | None:
 
 def breakdown(ds: Dataset) -> Finding:
     usc = "convolutions (regular and depthwise) carry most of a CNN's time"
+    from .comparisons import framework_rank
+
     s = _cpu_threads_per_core(_own(ds))
-    ops = ds.ops[ds.ops["scenario_id"].isin(s.loc[s["precision"] == "fp32", "scenario_id"])]
+    s = s[s["precision"] == "fp32"]
+    ops = ds.ops[ds.ops["scenario_id"].isin(s["scenario_id"])]
     if ops.empty:
         return Finding("op types", usc, "no fp32 op records", None)
+    # one framework's records: each runtime names its operators in its own vocabulary (the card's
+    # framework section); the first of the registry's order with op records (TFLite's op types
+    # are the IR's)
+    fw_of = dict(zip(s["scenario_id"], s["framework"]))
+    fw = min({fw_of[x] for x in ops["scenario_id"].unique()}, key=framework_rank)
+    ops = ops[ops["scenario_id"].map(fw_of) == fw]
     share = ops.groupby("op_type")["latency_ms"].sum()
     share = (share / share.sum()).sort_values(ascending=False)
     conv = float(share[share.index.isin(CONV_TYPES + ("fc",))].sum())
-    here = (f"share of summed fp32 op time over {ops['model_id'].nunique()} networks: "
+    here = (f"share of summed fp32 op time ({fw}) over {ops['model_id'].nunique()} networks: "
             + ", ".join(f"{t} {v:.1%}" for t, v in share.head(6).items())
             + f"; convolutions and FC together {conv:.1%}.")
     return Finding("op types", usc, here, conv > 0.5)
