@@ -60,7 +60,7 @@ def write_etdump(program: Any, path: str | Path) -> Path:
 
 def _deserialised(path: Path):
     """The file as ExecuTorch's ETDump dataclasses (``ETDumpFlatCC``)."""
-    from .executorch import bare_package
+    from .bare import bare_package
 
     with path.open("rb") as f:
         head = f.read(12)

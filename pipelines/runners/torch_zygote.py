@@ -13,86 +13,52 @@ The zygote starts with jemalloc preloaded (``LD_PRELOAD``; :mod:`.allocator` say
 worker it forks runs on it; where the machine has no jemalloc the client warns once and the
 records name glibc's malloc.
 
-:data:`FORKABLE` is what the zygote needs of the torch worker (:mod:`.torch`); :func:`run_torch`,
-the torch runner's parent API, runs the worker once in a process the zygote forks and returns a
-``NativeRun`` or raises ``TorchRunError`` (one line naming the model); :func:`launch` is the call
-the runner registry names for the host device.
+:func:`run_torch`, the torch runner's parent API, runs the worker (:mod:`.torch`, whose
+``FORKABLE`` the zygote serves) once in a process the zygote forks and returns a ``NativeRun`` or
+raises ``TorchRunError`` (one line naming the model); :func:`launch` is the call the runner
+registry names for the host device.
 """
 from __future__ import annotations
 
 import os
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from . import zygote as _zygote
-from .process import native_run
-from .records import NativeRun, NativeRunError, read_records
-from .torch import TorchRunError, main, program_argv, worker_args, worker_error
-from .zygote import ZYGOTE_ENV, Forkable, Zygote, ZygoteError
+from .records import NativeRun
+from .torch import TorchRuntime
+from .worker import run_worker
+from .zygote import ZYGOTE_ENV, Zygote, ZygoteError
 
 DEFAULT_TIMEOUT = 600.0  # seconds a worker may run (run_torch)
-
-
-def _preload() -> dict[str, str]:
-    import torch  # the one import every child shares
-
-    return {"torch": torch.__version__}
-
-
-FORKABLE = Forkable("the torch zygote", _preload, lambda argv: main(argv, process_start="zygote"), jemalloc=True)
+WORKER = TorchRuntime.program  # the module whose FORKABLE the torch zygote serves
 
 
 def zygote_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The torch zygote's environment (:func:`.zygote.zygote_env`): a worker run as a program in
     it measures as the zygote's children do (jemalloc included)."""
-    return _zygote.zygote_env(__name__, base)
+    return _zygote.zygote_env(WORKER, base)
 
 
 def zygote(python: str | None = None) -> Zygote:
     """This interpreter's torch zygote for ``python`` (started now if none is running)."""
-    return _zygote.zygote(__name__, python)
+    return _zygote.zygote(WORKER, python)
 
 
-# ---------------------------------------------------------------- the torch runner's parent API
 def run_torch(model: str | os.PathLike, cpus: str | Iterable[int] | None = None, threads: int = 1,
               mode: str = "e2e", warmup: int = 5, runs: int = 50, engine: str | None = None, *,
               input_shapes: Sequence[Sequence[int]] | None = None, records_path: str | os.PathLike | None = None,
-              trace_path: str | os.PathLike | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> NativeRun:
+              trace_path: str | os.PathLike | None = None, timeout: float | None = DEFAULT_TIMEOUT,
+              overhead_pairs: int = 0) -> NativeRun:
     """Runs the torch worker once in a fresh process forked by this interpreter's torch zygote
-    (:func:`zygote`: torch imported once; the child pins itself before torch makes a thread);
-    returns its records. The run's ``outside_cpu_s`` is the child's CPU time, which this
-    process's getrusage does not see (the child is the zygote's).
-
-    ``input_shapes`` default: read by the worker from ``<stem>.facts.json`` beside the model.
-    Raises :class:`TorchRunError` (one line naming the model) on any failure.
-    """
-    model = str(model)
-    with tempfile.TemporaryDirectory(prefix="latbench-torch-") as tmp:
-        rec = Path(records_path) if records_path is not None else Path(tmp) / "records.jsonl"
-        args = worker_args(model, records=rec, trace=trace_path, cpus=cpus, threads=threads, mode=mode,
-                           warmup=warmup, runs=runs, engine=engine, input_shapes=input_shapes)
-        argv = program_argv(args)  # the same process as a program: the record's provenance
-        stderr = Path(tmp) / "stderr.txt"
-        try:
-            returncode, cpu_s = zygote().run(args, stderr, timeout)
-        except subprocess.TimeoutExpired:
-            raise TorchRunError(f"{model}: the torch worker timed out after {timeout} s", kind="timeout",
-                                model=model) from None
-        except ZygoteError as e:
-            raise TorchRunError(f"{model}: {e}", kind="crashed", model=model) from None
-        if returncode != 0:
-            raise worker_error(returncode, stderr.read_text(errors="replace") if stderr.is_file() else "", model)
-        try:
-            records = read_records(rec)
-        except FileNotFoundError:
-            raise TorchRunError(f"{model}: the torch worker wrote no records", kind="output", model=model) from None
-        except NativeRunError as e:
-            raise TorchRunError(f"{model}: {e}", kind="output", model=model) from None
-    run = native_run(records, records_path, trace_path, argv)
-    run.outside_cpu_s = cpu_s
-    return run
+    (torch imported once; the child pins itself before torch makes a thread); returns its
+    records. The run's ``outside_cpu_s`` is the child's CPU time, which this process's getrusage
+    does not see (the child is the zygote's). ``input_shapes`` default: read by the worker from
+    ``<stem>.facts.json`` beside the model. Raises ``TorchRunError`` (one line naming the model)
+    on any failure."""
+    return run_worker(TorchRuntime, model, cpus=cpus, threads=threads, mode=mode, warmup=warmup, runs=runs,
+                      overhead_pairs=overhead_pairs, input_shapes=input_shapes, records_path=records_path,
+                      trace_path=trace_path, timeout=timeout,
+                      extra=["--engine", engine] if engine is not None else ())
 
 
 def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None, mode: str = "e2e",
@@ -100,12 +66,11 @@ def launch(artifact: str | os.PathLike, *, scenario: Any, cpus: list[int] | None
            trace_path: str | os.PathLike | None = None, timeout: float | None = None,
            engine: str | None = None) -> NativeRun:
     """One process of ``scenario`` as the host device runs it (the runners' ``launch``): the
-    worker with the scenario's threads and the quantized ``engine``, pinned to ``cpus``
-    (``overhead_pairs``: the worker measures no profiler overhead, not used here)."""
+    worker with the scenario's threads and the quantized ``engine``, pinned to ``cpus``.
+    ``overhead_pairs`` counts in e2e mode only (torch.profiler has no plain twin in op mode)."""
     return run_torch(artifact, cpus=cpus, threads=scenario.threads, mode=mode, warmup=warmup, runs=runs,
-                     engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout)
+                     engine=engine, records_path=records_path, trace_path=trace_path, timeout=timeout,
+                     overhead_pairs=overhead_pairs if mode == "e2e" else 0)
 
 
-
-__all__ = ["DEFAULT_TIMEOUT", "FORKABLE", "ZYGOTE_ENV", "Zygote", "ZygoteError", "launch", "run_torch", "zygote",
-           "zygote_env"]
+__all__ = ["DEFAULT_TIMEOUT", "ZYGOTE_ENV", "Zygote", "ZygoteError", "launch", "run_torch", "zygote", "zygote_env"]

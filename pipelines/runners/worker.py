@@ -24,8 +24,9 @@ per scenario, with ``latbench-run``'s records, trace layout and exit codes:
 Errors are one line on stderr (``<tool>: error: <model>: ...``) with the exit codes of
 :data:`pipelines.runners.records.EXIT_KINDS`; a runtime raises :class:`WorkerFail` for them.
 
-The **parent** side runs a worker as ``python -m <Runtime.program>``: :func:`worker_args`,
-:func:`build_argv`, :func:`run_worker` (a fresh process with a timeout, its records as a
+The **parent** side: :func:`worker_args`, :func:`build_argv` (the worker as ``python -m
+<Runtime.program>``), :func:`run_worker` (a fresh process with a timeout, forked by the runtime's
+zygote when its module names a ``FORKABLE``, :func:`forkable` and :mod:`.zygote`; its records as a
 :class:`~pipelines.runners.records.NativeRun`) and :func:`worker_error` (the runtime's
 ``NativeRunError`` subclass, one line naming the model). Standard library only at module level.
 docs/measure.md (*The Python workers*) has the flags and the record fields.
@@ -103,6 +104,7 @@ class Runtime:
     # modules a zygote imports once for all its children (pipelines/runners/zygote.py): each must
     # start no thread; the rest of the runtime is imported by the child, pinned (start)
     shared: tuple[str, ...] = ()
+    jemalloc = False  # its zygote runs on jemalloc with freed pages kept (pipelines/runners/allocator.py)
 
     @classmethod
     def preload(cls) -> dict[str, str]:
@@ -674,7 +676,8 @@ def forkable(runtime: type[Runtime]) -> Any:
     from .zygote import Forkable
 
     return Forkable(f"the {runtime.framework} zygote", runtime.preload,
-                    lambda argv: main(runtime(), argv, process_start="zygote"), env=dict(runtime.env))
+                    lambda argv: main(runtime(), argv, process_start="zygote"), env=dict(runtime.env),
+                    jemalloc=runtime.jemalloc)
 
 
 def _forks(runtime: type[Runtime] | Runtime) -> bool:
