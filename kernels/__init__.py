@@ -5,6 +5,8 @@ running it (see docs/kernels.md).
   convolution kernel selection (Algorithm B.3);
 - :mod:`.gpu_vulkan`: PyTorch Mobile's Vulkan convolution kernel selection (Algorithm B.1);
 - :mod:`.xnnpack`: the XNNPACK operators LiteRT runs on CPU for a network;
+- :mod:`.executorch`: the XNNPACK operators ExecuTorch's XNNPACK delegate runs for a network,
+  and what stays on its portable kernels;
 - :mod:`.nnmeter_rules`: nn-Meter's black-box fusion-rule detection and kernel search
   (``find_kernels(graph, rules)``, ``load_rules()``);
 - :mod:`.gpu_truth`: the TFLite-GPU deduction compared with what ran on this host's GPU;

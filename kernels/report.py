@@ -8,7 +8,11 @@
 - ``detect``: nn-Meter's fusion-rule detection on this host, written as JSON (``--out``);
 - ``nnmeter``: nn-Meter's kernels (from the rules) against the executed XNNPACK operators;
 - ``gpu-host``: the USC GPU rules (B.2, B.3) against the kernels LiteRT's GPU accelerator
-  generated on this host (software Vulkan), probe networks and real ones (``gpu_truth.py``).
+  generated on this host (software Vulkan), probe networks and real ones (``gpu_truth.py``);
+- ``executorch``: the XNNPACK operators predicted for ExecuTorch's delegate against the kernel
+  records of a measured ExecuTorch scenario, per generator source, and the export facts (delegate
+  calls, delegated and portable operators) of every ExecuTorch program in the data folder; it
+  only reads records and IR.
 
 Each prints a table; the numbers are computed here, nothing is stored in the code.
 """
@@ -322,8 +326,145 @@ def _gpu_host_parser(sub) -> None:
     p.set_defaults(func=_cmd_gpu_host)
 
 
+# ---------------------------------------------------------------- ExecuTorch's XNNPACK delegate
+DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data"
+DEFAULT_EXECUTORCH_SCENARIO = "host-executorch-cpu-1large-fp32"
+
+
+def ir_path(data: Path, model_id: str, source: str | None = None) -> Path | None:
+    """The IR of a network in the data folder: ``models/<source>/<id>.json``, else the release's."""
+    for base in (Path(data) / "models", Path(data) / "release" / "models"):
+        found = ([base / source / f"{model_id}.json"] if source else []) + sorted(base.glob(f"*/{model_id}.json"))
+        for path in found:
+            if path.is_file():
+                return path
+    return None
+
+
+def scenario_folder(data: Path, scenario: str | Path) -> Path:
+    """A scenario's measurement folder: ``scenario`` itself when it is one, else
+    ``<data>/measurements/<device>/<scenario>``."""
+    if Path(scenario).is_dir():
+        return Path(scenario)
+    found = sorted((Path(data) / "measurements").glob(f"*/{scenario}"))
+    if not found:
+        raise FileNotFoundError(f"no measurement folder for scenario {scenario!r} under {Path(data) / 'measurements'}")
+    return found[0]
+
+
+def measure_records(folder: Path):
+    """The measure records of a scenario folder (not SCENARIO.json, traces or error records)."""
+    import json
+
+    for path in sorted(Path(folder).glob("*.json")):
+        if path.name == "SCENARIO.json" or path.name.endswith((".trace.json", ".error.json")):
+            continue
+        yield json.loads(path.read_text())
+
+
+def executorch_rows(data: Path = DEFAULT_DATA, scenario: str | Path = DEFAULT_EXECUTORCH_SCENARIO) -> list[dict]:
+    """One row per network of the scenario with XNNPACK kernel records: the deduction
+    (``kernels/executorch.py``) against the executed operator names (``missing_ir``: no IR found)."""
+    from generators.ir import Graph
+
+    from . import executorch as et
+
+    rows = []
+    for rec in measure_records(scenario_folder(data, scenario)):
+        executed = et.recorded_kernels(rec)
+        if not executed:
+            continue
+        path = ir_path(data, rec["model_id"], rec.get("source"))
+        row = {"model_id": rec["model_id"], "source": rec.get("source") or (path.parent.name if path else "?")}
+        if path is None:
+            rows.append({**row, "missing_ir": True, "executed": len(executed)})
+            continue
+        m = et.compare(et.deduce_kernels(Graph.load(path)), executed)
+        rows.append({**row, "predicted": m.predicted, "executed": m.executed, "matched": m.matched, "share": m.share,
+                     "same_multiset": m.share == 1.0, "same_order": m.exact})
+    return rows
+
+
+def executorch_facts_rows(data: Path = DEFAULT_DATA) -> list[dict]:
+    """One row per ExecuTorch fp32 program of the data folder (its artifacts, then the release's):
+    the deduction against the export's facts (:func:`kernels.executorch.facts_agreement`)."""
+    import json
+
+    from generators.ir import Graph
+
+    from . import executorch as et
+
+    rows, seen = [], set()
+    data = Path(data)
+    for facts_path in [*sorted(data.glob("artifacts/*/executorch_fp32.facts.json")),
+                       *sorted(data.glob("release/artifacts/*/executorch_fp32.facts.json"))]:
+        model_id = facts_path.parent.name
+        path = ir_path(data, model_id)
+        if model_id in seen or path is None:
+            continue
+        seen.add(model_id)
+        agree = et.facts_agreement(Graph.load(path), json.loads(facts_path.read_text()))
+        rows.append({"model_id": model_id, "source": path.parent.name, **agree})
+    return rows
+
+
+def _cmd_executorch(args: argparse.Namespace) -> int:
+    from collections import defaultdict
+
+    try:
+        rows = executorch_rows(Path(args.data), args.scenario)
+    except FileNotFoundError as e:
+        print(f"executorch: {e}", file=sys.stderr)
+        return 2
+    missing = [r for r in rows if r.get("missing_ir")]
+    rows = [r for r in rows if not r.get("missing_ir")]
+    if args.verbose:
+        for r in rows:
+            print(f"{r['model_id']:18s} {r['source']:12s} predicted {r['predicted']:4d} executed {r['executed']:4d} "
+                  f"share {r['share']:.3f} same order {r['same_order']}")
+    print(f"XNNPACK operators predicted from the IR vs executed by ExecuTorch's delegate ({args.scenario}, kernel records)")
+    print(f"{'source':12s} {'nets':>4s} {'operators':>9s} {'match share':>11s} {'same multiset':>13s} {'same order':>10s}")
+    per: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        per[r["source"]].append(r)
+    for source, rs in sorted(per.items()):
+        share = sum(r["matched"] for r in rs) / max(1, sum(max(r["predicted"], r["executed"]) for r in rs))
+        print(f"{source:12s} {len(rs):4d} {sum(r['executed'] for r in rs):9d} {share:11.3f} "
+              f"{sum(r['same_multiset'] for r in rs):13d} {sum(r['same_order'] for r in rs):10d}")
+    if missing:
+        print(f"{len(missing)} networks without an IR in {args.data}: {', '.join(r['model_id'] for r in missing)}")
+    if not rows:
+        print("no ExecuTorch kernel records found", file=sys.stderr)
+        return 1
+    if args.facts:
+        facts = executorch_facts_rows(Path(args.data))
+        print("\nExecuTorch export facts vs the deduction (programs agreeing on each count)")
+        print(f"{'source':12s} {'programs':>8s} {'delegate calls':>14s} {'delegated ops':>13s} {'portable ops':>12s}")
+        by: dict[str, list[dict]] = defaultdict(list)
+        for r in facts:
+            by[r["source"]].append(r)
+        for source, rs in sorted(by.items()):
+            print(f"{source:12s} {len(rs):8d} {sum(r['delegate_calls'] for r in rs):14d} "
+                  f"{sum(r['delegated_ops'] for r in rs):13d} {sum(r['portable_ops'] for r in rs):12d}")
+        if args.verbose:
+            for r in facts:
+                if not (r["delegate_calls"] and r["delegated_ops"] and r["portable_ops"]):
+                    print(f"  differs: {r['model_id']} ({r['source']})")
+    return 0
+
+
+def _executorch_parser(sub) -> None:
+    p = sub.add_parser("executorch", help="predicted vs executed XNNPACK operators of ExecuTorch's delegate (records)")
+    p.add_argument("--data", default=str(DEFAULT_DATA), help="data folder (default: %(default)s)")
+    p.add_argument("--scenario", default=DEFAULT_EXECUTORCH_SCENARIO,
+                   help="scenario id under <data>/measurements/<device>/, or its folder (default: %(default)s)")
+    p.add_argument("--no-facts", dest="facts", action="store_false", help="skip the check against the export facts")
+    p.add_argument("--verbose", action="store_true", help="one line per network, and the programs whose facts differ")
+    p.set_defaults(func=_cmd_executorch)
+
+
 _EXTRA: dict = {"gpu": _gpu_parser, "xnnpack": _xnnpack_parser, "nnmeter": _nnmeter_parser,
-                "gpu-host": _gpu_host_parser}
+                "gpu-host": _gpu_host_parser, "executorch": _executorch_parser}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -90,17 +90,23 @@ def tflite_ops(graph: Graph) -> list[TfliteOp]:
 
 
 # ---------------------------------------------------------------- TFLite op -> XNNPACK operators
+def conv_operator(cin: int, groups: int, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int]) -> str:
+    """The XNNPACK operator an fp32 2-D convolution runs as (the same XNNPACK under LiteRT and
+    ExecuTorch): a 1x1 stride-1 unpadded one a ``Fully Connected`` GEMM (grouped: a convolution
+    GEMM), a depthwise one a ``DWConv`` up to 5x5 windows, anything else an IGEMM."""
+    if groups == cin and cin > 1:
+        # depthwise micro-kernels cover windows up to 5x5; larger ones run as a grouped IGEMM
+        area = kernel[0] * kernel[1]
+        return "Convolution (NHWC, F32) DWConv" if area <= 25 else "Convolution (NHWC, F32) IGEMM"
+    one = list(kernel) == [1, 1] and list(stride) == [1, 1] and list(padding) == [0, 0]
+    if one and groups == 1:
+        return "Fully Connected (NC, F32) GEMM"
+    return "Convolution (NHWC, F32) GEMM" if one else "Convolution (NHWC, F32) IGEMM"
+
+
 def _conv(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
     a = node.attrs
-    cin = graph.input_shapes(node)[0][1]
-    if a["groups"] == cin and cin > 1:
-        # depthwise micro-kernels cover windows up to 5x5; larger ones run as a grouped IGEMM
-        area = a["kernel"][0] * a["kernel"][1]
-        return ["Convolution (NHWC, F32) DWConv" if area <= 25 else "Convolution (NHWC, F32) IGEMM"]
-    one = list(a["kernel"]) == [1, 1] and list(a["stride"]) == [1, 1] and list(a["padding"]) == [0, 0]
-    if one and a["groups"] == 1:
-        return ["Fully Connected (NC, F32) GEMM"]
-    return ["Convolution (NHWC, F32) GEMM" if one else "Convolution (NHWC, F32) IGEMM"]
+    return [conv_operator(graph.input_shapes(node)[0][1], a["groups"], a["kernel"], a["stride"], a["padding"])]
 
 
 def _fc(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
@@ -334,5 +340,5 @@ def compare(predicted: Sequence[str], executed: Sequence[str]) -> Match:
     return Match(len(predicted), len(executed), sum((p & e).values()), list(predicted) == list(executed))
 
 
-__all__ = ["KernelOp", "MAX_CONCAT_INPUTS", "Match", "TfliteOp", "XNN_KERNELS", "align", "compare", "deduce_kernel_ops",
-           "deduce_kernels", "executed_kernels", "partitions", "runtime_group", "tflite_ops"]
+__all__ = ["KernelOp", "MAX_CONCAT_INPUTS", "Match", "TfliteOp", "XNN_KERNELS", "align", "compare", "conv_operator",
+           "deduce_kernel_ops", "deduce_kernels", "executed_kernels", "partitions", "runtime_group", "tflite_ops"]
