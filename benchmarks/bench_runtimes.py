@@ -105,7 +105,8 @@ def overhead(cfg, data: Path, models: list[str], fws: list[str], cores: str, pai
         print(f"{fw:<14}" + "".join(cells))
         e2e = ratios.get((fw, "e2e"))
         met &= bool(e2e) and abs(statistics.median(e2e)) <= 0.005
-    print(f"goal: e2e mode within 0.5% for every runtime: {'met' if met else 'NOT met'} ({load()})")
+    print(f"goal: e2e mode within 0.5% for every runtime: {'met' if met else 'NOT met'} (median over networks; "
+          f"{load()})")
     return ratios
 
 

@@ -276,6 +276,8 @@ def test_the_release_configuration(tmp_path):
     assert {k: (v.granularities, v.sources) for k, v in pts.items()} == {
         "tflite-cpu-1large-fp32": (["e2e", "op", "kernel"], []), "tflite-cpu-1large-int8": (["e2e", "op"], []),
         "tflite-cpu-2large-fp32": (["e2e"], ["synthetic"]), "pytorch-cpu-1large-fp32": (["e2e"], ["synthetic"]),
+        "onnxruntime-cpu-1large-fp32": (["e2e", "op"], ["synthetic", "zoo"]),
+        "executorch-cpu-1large-fp32": (["e2e", "op", "kernel"], ["synthetic", "zoo"]),
         "tflite-gpu-fp32": (["e2e", "kernel"], ["nasbench201"])}
     assert cfg.scenario.accelerators == ["cpu", "gpu"] and cfg.scenario.gpu_precisions == ["fp32"]
     assert cfg.measure.load.check and cfg.release.remeasure_outdated

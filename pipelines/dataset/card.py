@@ -42,6 +42,7 @@ import pandas as pd
 
 from foundation.atomic import write_text
 
+from ..runners import legacy_frameworks
 from .comparisons import (Pairs, core_order, dominant_op, framework_rank, framework_ratio_frame,
                           framework_scenario_points, framework_wins, gap_frame, int8_pairs, multicore_pairs,
                           outside_shares, ratio_frame)
@@ -406,10 +407,6 @@ def load_section(ds: Dataset) -> tuple[str, str] | None:
 
 
 # ---------------------------------------------------------------- frameworks on the same device
-# frameworks whose runtime is superseded: the card marks them (the suite measures TorchScript as
-# the USC study's PyTorch Mobile did, for comparison with its figures)
-LEGACY_FRAMEWORKS = {"pytorch": "TorchScript (and PyTorch Mobile, its phone build) is deprecated; ExecuTorch "
-                                "is PyTorch's on-device runtime today"}
 TREND = 0.3  # |rank correlation| below which the card reports no trend with FLOPs
 
 
@@ -425,14 +422,14 @@ def framework_title(framework: str, dataset: str) -> str:
         from .usc import FRAMEWORKS as USC_FRAMEWORKS
 
         title = USC_FRAMEWORKS.get(framework, framework) if dataset == "usc-mobile-ml-benchmark" else framework
-    if framework in LEGACY_FRAMEWORKS:
+    if framework in legacy_frameworks() and "legacy" not in title:
         title = f"{title[:-1]}, legacy)" if title.endswith(")") else f"{title} (legacy)"
     return title
 
 
 def _fw(framework: str) -> str:
     """A framework in the section's tables: its id, ``(legacy)`` marked."""
-    return f"`{framework}` (legacy)" if framework in LEGACY_FRAMEWORKS else f"`{framework}`"
+    return f"`{framework}` (legacy)" if framework in legacy_frameworks() else f"`{framework}`"
 
 
 def _spread(r: pd.Series) -> list[Any]:
@@ -505,7 +502,7 @@ def frameworks_section(ds: Dataset) -> tuple[str, str]:
     named = sorted({(fw, dataset_of[sid]) for _, _, sids in points for fw, sid in sids.items()},
                    key=lambda t: (framework_rank(t[0]), t[1]))
     legend = [f"- {_fw(fw)}: {framework_title(fw, d)}" + (f" ({d})" if d != "latbench" else "")
-              + (f". {LEGACY_FRAMEWORKS[fw]}." if fw in LEGACY_FRAMEWORKS else "") for fw, d in named]
+              + (f". {legacy_frameworks()[fw]}." if fw in legacy_frameworks() else "") for fw, d in named]
     ir = ds.models.set_index("model_id")["ir"] if "ir" in ds.models.columns else pd.Series(dtype="object")
     ops = {m: dominant_op(ir.get(m)) for m in sorted(df["model_id"].unique())}
     df = df.assign(dominant_op=df["model_id"].map(ops))

@@ -17,13 +17,16 @@ The modules of this package:
 - :mod:`.litert`: the instrumented runtime ``latbench-run`` (LiteRT) on this machine;
 - :mod:`.litert_gpu`: the LiteRT GPU runner's own steps around each process (its outputs
   checked against the CPU, its dispatches labelled with their kernels);
-- :mod:`.torch`: the PyTorch worker, one fresh process per run (``python -m pipelines.runners.torch``
-  runs it as a program); :mod:`.torch_zygote`: the PyTorch runner's processes, forks of one process
-  that imports torch once (``run_torch``, and ``launch`` registered below);
+- :mod:`.torch`: the PyTorch worker (``TorchRuntime`` on :mod:`.worker`; ``python -m
+  pipelines.runners.torch`` runs it as a program); :mod:`.torch_zygote`: the PyTorch runner's
+  processes, forks of the torch zygote (``run_torch``, and ``launch`` registered below);
 - :mod:`.worker`: the measuring process of a Python runtime and its parent side (flags, pinning,
   timed loop, records, trace, errors); :mod:`.onnxruntime`: ONNX Runtime on it; :mod:`.executorch`:
   ExecuTorch (XNNPACK delegate) on it;
-- :mod:`.etdump`: an ExecuTorch ETDump read back as executions, calls and operator events.
+- :mod:`.etdump`: an ExecuTorch ETDump read back as executions, calls and operator events;
+  :mod:`.bare`: packages imported without their ``__init__`` (ExecuTorch's compiler, its devtools);
+- :mod:`.zygote`: one process per Python runtime that imports its libraries once and forks the
+  measuring processes.
 """
 from __future__ import annotations
 
@@ -60,6 +63,8 @@ class Runner:
     # with one of them empty was measured under an older one, and a release sweep measures it
     # again (pipelines/release.py Release.pairs, release.remeasure_outdated)
     protocol_columns: tuple[str, ...] = ()
+    # why its runtime is superseded ("": current); its title says "legacy", the card adds this
+    legacy: str = ""
 
     def launcher(self) -> Callable[..., Any]:
         """The function named by ``launch``."""
@@ -102,6 +107,11 @@ def accelerators() -> tuple[str, ...]:
     return tuple(dict.fromkeys(a for _, a in _RUNNERS))
 
 
+def legacy_frameworks() -> dict[str, str]:
+    """Framework -> why its runtime is superseded, for the frameworks the registry marks legacy."""
+    return {f: r.legacy for (f, _), r in _RUNNERS.items() if r.legacy}
+
+
 def phone_frameworks() -> tuple[str, ...]:
     """The frameworks whose runtime is built for Android phones (the adb and farm devices run these)."""
     return tuple(dict.fromkeys(f for (f, _), r in _RUNNERS.items() if r.android))
@@ -141,7 +151,9 @@ register_runner("tflite", "gpu", Runner(
     steps="pipelines.runners.litert_gpu"))  # outputs checked against the CPU, dispatches labelled
 register_runner("pytorch", "cpu", Runner(
     {"fp32": "torchscript_fp32", "int8": "torchscript_int8"}, ("e2e", "op"),
-    title="PyTorch (TorchScript)", suffixes=(".pt", ".ptl"),
+    title="PyTorch (TorchScript, legacy)", suffixes=(".pt", ".ptl"),
+    legacy=("TorchScript and the PyTorch Mobile lite interpreter are deprecated; ExecuTorch is PyTorch's on-device "
+            "runtime today. The suite keeps TorchScript as the USC study's PyTorch Mobile reproduction"),
     missing_granularities={"kernel": "torch.profiler reports operators, not the kernels that ran them"},
     missing_precisions={"fp16": ".half() on a CPU is ~25x slower than fp32 (docs/exporters.md)"},
     launch="pipelines.runners.torch_zygote:launch",
