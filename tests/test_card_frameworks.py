@@ -14,19 +14,12 @@ from pipelines.dataset.card import frameworks_section, write_card
 from pipelines.dataset.comparisons import (dominant_op, framework_pairs, framework_ratio_frame, framework_wins,
                                            rank_correlation)
 from pipelines.dataset.load import Dataset, load_dataset
-from pipelines.dataset.schema import schema
+from support.tables import frame as _frame
 from pipelines.runners import runner_for
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "dataset"
 
 
-def _frame(table: str, rows: list[dict]) -> pd.DataFrame:
-    cols = schema(table).empty()
-    df = pd.DataFrame(rows)
-    for c in cols.columns:
-        if c not in df:
-            df[c] = pd.NA
-    return df[list(cols.columns)]
 
 
 def _scenario(fw: str, cores: str = "1large", precision: str = "fp32", **kw) -> dict:

@@ -7,16 +7,9 @@ import pytest
 
 from pipelines.dataset.findings import findings, findings_section
 from pipelines.dataset.load import Dataset
-from pipelines.dataset.schema import schema
+from support.tables import frame as _frame
 
 
-def _frame(table: str, rows: list[dict]) -> pd.DataFrame:
-    cols = schema(table).empty()
-    df = pd.DataFrame(rows)
-    for c in cols.columns:
-        if c not in df:
-            df[c] = pd.NA
-    return df[list(cols.columns)]
 
 
 def _dataset(int8_factor: float, two_core_factor: float, add_int8_slower: bool = True) -> Dataset:

@@ -9,11 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from pipelines.config import compose, validate
 from pipelines.profile import ProfileError, ProfileRequest, run_profile, static_tflite, summary_lines
+from support.profiles import quick_cfg, tiny_conv_net
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -21,10 +20,7 @@ sys.path.insert(0, str(HERE))
 
 @pytest.fixture(scope="module")
 def cfg():
-    c = validate(compose([]))
-    c.measure.processes = 2
-    c.measure.stopping.max_processes = 2
-    return c
+    return quick_cfg()
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +40,8 @@ def dynamic_tflite(tmp_path_factory) -> Path:
 def torchscript(tmp_path_factory) -> Path:
     import torch
 
-    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                            torch.nn.Flatten(), torch.nn.Linear(8, 10)).eval()
     out = tmp_path_factory.mktemp("ts") / "tiny.pt"
-    torch.jit.trace(m, torch.randn(1, 3, 16, 16)).save(str(out))
+    torch.jit.trace(tiny_conv_net(), torch.randn(1, 3, 16, 16)).save(str(out))
     return out
 
 

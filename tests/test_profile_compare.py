@@ -8,28 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config import compose, validate
 from pipelines.profile import ProfileError, ProfileRequest
 from pipelines.profile_compare import compare_runtimes, comparison_lines, parse_frameworks
 from pipelines.runners import RUNNERS, frameworks
+from support.profiles import quick_cfg, tiny_conv_net
 
 
 @pytest.fixture(scope="module")
 def cfg():
-    c = validate(compose([]))
-    c.measure.processes = 2
-    c.measure.stopping.max_processes = 2
-    return c
+    return quick_cfg()
 
 
 @pytest.fixture(scope="module")
 def tiny_onnx(tmp_path_factory) -> Path:
     import torch
 
-    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                            torch.nn.Flatten(), torch.nn.Linear(8, 10)).eval()
     out = tmp_path_factory.mktemp("onnx") / "tiny.onnx"
-    torch.onnx.export(m, torch.randn(1, 3, 32, 32), str(out), dynamo=False, opset_version=17)
+    torch.onnx.export(tiny_conv_net(), torch.randn(1, 3, 32, 32), str(out), dynamo=False, opset_version=17)
     return out
 
 
