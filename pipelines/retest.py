@@ -22,7 +22,7 @@ appends one row per (network, scenario) to ``retest.csv`` inside the release (th
   a predictor knowing every network's true latency would score within 10% on these labels:
   the board's perfect predictor, from a second session instead of one sweep's between_cv.
 
-    python -m pipelines.retest --params data/retest.params.yaml --split leaderboard/splits/host/host-random.v1.json
+    python -m pipelines.retest --params data/retest.params.yaml --split leaderboard/splits/host/host-random.v2.json
     python -m pipelines.retest --report [--release datasets/host-v1]
 
 The params are the release's protocol over a data folder of its own (``data_dir``): generate

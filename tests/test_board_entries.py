@@ -17,7 +17,7 @@ from leaderboard.baselines import PREDICTORS
 from leaderboard.cli import main
 from support.fixtures import register_test_predictors
 from leaderboard.run import ENTRIES, evaluate_entry, note_absent_predictors, train_entry, write_status
-from leaderboard.tracks import DATA_ROOTS
+from leaderboard.tracks import DATA_ROOTS, TRACKS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,7 +163,7 @@ def test_a_host_track_on_the_release_scores_an_entry_and_lists_the_missing_predi
     roots = {"public": public["public"], "host": DATA_ROOTS["host"]}
     splits, entries, results = tmp_path / "splits", tmp_path / "host-entries", tmp_path / "results"
     entry = train_entry("flops", {}, ["host-random"], roots, entries, splits_dir=splits)
-    assert (splits / "host" / "host-random.v1.json").is_file()
+    assert (splits / "host" / f"host-random.v{TRACKS.get('host-random').version}.json").is_file()
     write_status(roots, results, splits)
     (doc,) = evaluate_entry(entry, roots, results, splits).values()
     assert doc["track"] == "host-random" and doc["networks"] >= 100 and doc["result"]["aggregate"]["mape"] > 0
