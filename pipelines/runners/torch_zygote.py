@@ -7,7 +7,8 @@ Importing torch makes one thread: numpy's OpenBLAS starts its pool when it loads
 numpy), a pool torch never computes with (its BLAS and convolutions are MKL's and oneDNN's, on
 torch's own intra-op pool). The zygote runs with ``OPENBLAS_NUM_THREADS=1`` (no such pool), so
 each child starts with one thread, pins itself, and only then lets torch build its pool. (A
-worker run as a program keeps the idle OpenBLAS thread, pinned like the rest.)
+worker run by hand without that setting keeps the idle OpenBLAS thread: a pinned ``library``
+thread, not counted as compute.)
 
 The zygote starts with jemalloc preloaded (``LD_PRELOAD``; :mod:`.allocator` says why), so every
 worker it forks runs on it; where the machine has no jemalloc the client warns once and the
