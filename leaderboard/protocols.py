@@ -20,6 +20,10 @@ into a split file the first time, so later code changes cannot move a split sile
   (800 networks); training = ``n_train`` architectures drawn from indices [0, 900). With
   ``seeds: [s0, s1, ...]`` instead of ``seed``, one fold per seed (fold i draws with seed si)
   and every fold tests the same architectures: repeated draws, scored per seed by the evaluator.
+- ``help-transfer``: help-nb201's folds plus the source devices' full data (HELP's setting).
+- ``framework-transfer``: a holdout test share per target runtime's scenario, ``n_train``
+  networks drawn per draw, plus the same network's latency on another runtime of the same device
+  (the cross-framework track).
 """
 from __future__ import annotations
 
@@ -301,12 +305,18 @@ def source_scenarios(dataset: Any, devices: Any) -> list[str]:
 
 
 def _transfer_view(p: Mapping[str, Any], dataset: Any, scenario_id: str, train_ids: Any) -> Any:
-    """The data a predictor of a transfer track sees for one target scenario and fold."""
-    from pipelines.dataset.load import Dataset
-
+    """The data a predictor of a help-transfer track sees for one target scenario and fold."""
     sources = source_scenarios(dataset, p["sources"])
     if scenario_id in sources:
         raise ProtocolError(f"sources: {scenario_id} is the target itself")
+    return _sources_view(dataset, sources, scenario_id, train_ids)
+
+
+def _sources_view(dataset: Any, sources: list[str], scenario_id: str, train_ids: Any) -> Any:
+    """``dataset`` with the ``sources`` scenarios whole and the target's ``train_ids`` only, the
+    sources named in ``transfer_sources``."""
+    from pipelines.dataset.load import Dataset
+
     keep, train = set(sources), set(train_ids)
     t = dataset.tables()
     e = t["e2e"]
@@ -327,10 +337,79 @@ def _transfer_view(p: Mapping[str, Any], dataset: Any, scenario_id: str, train_i
 
 PROTOCOLS.register("help-transfer")(Protocol("help-transfer", _check_transfer, _transfer))
 
+
+# ---------------------------------------------------------------- cross-framework transfer
+# ``framework-transfer`` (issue 53): predict a network's latency on one runtime from its latency
+# on another (``source_framework``, e.g. LiteRT) on the same device, cores, threads, precision and
+# batch (the target's *counterpart*), plus ``n_train`` networks measured on the target runtime.
+# The test set is a holdout share (``test_fraction``, ``seed``: with the host-random parameters,
+# host-random's test networks) of the networks both scenarios measured; each of ``draws`` picks
+# the training networks from the rest (one fold per draw, the same test set). The view is
+# help-transfer's: the counterpart whole (the test networks' source latencies are the input the
+# track is about), the target's draw only.
+COUNTERPART = ("device", "accelerator", "cores", "threads", "precision", "batch")
+
+
+def counterpart(dataset: Any, scenario_id: str, framework: str) -> str:
+    """The scenario of ``framework`` that equals ``scenario_id`` in every :data:`COUNTERPART`
+    column (ProtocolError if there is none, or several)."""
+    sc = dataset.scenarios.set_index("scenario_id")
+    if scenario_id not in sc.index:
+        raise ProtocolError(f"{scenario_id}: no such scenario in the data")
+    me = sc.loc[scenario_id, list(COUNTERPART)].astype(str)
+    hit = sc[(sc["framework"] == framework) & (sc[list(COUNTERPART)].astype(str) == me).all(axis=1)].index
+    if len(hit) != 1:
+        raise ProtocolError(f"source_framework: {scenario_id} has {len(hit)} {framework} counterpart(s) "
+                            f"(same {', '.join(COUNTERPART)}); expected one")
+    if hit[0] == scenario_id:
+        raise ProtocolError(f"source_framework: {scenario_id} is itself a {framework} scenario")
+    return str(hit[0])
+
+
+def _check_framework_transfer(p: Mapping[str, Any]) -> None:
+    _only(p, "test_fraction", "seed", "n_train", "draws", "source_framework")
+    _fraction(p, "test_fraction")
+    _int(p, "seed")
+    _int(p, "n_train", 1)
+    d = p.get("draws")
+    if not (isinstance(d, (list, tuple)) and d and len(set(d)) == len(d)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in d)):
+        raise ValueError(f"draws: expected a non-empty list of distinct ints >= 0, got {d!r}")
+    if not isinstance(p.get("source_framework"), str) or not p["source_framework"]:
+        raise ValueError(f"source_framework: expected a framework name, got {p.get('source_framework')!r}")
+
+
+def _framework_transfer(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
+    out = []
+    for sid in data.scenario_ids:
+        src = counterpart(data.dataset, sid, p["source_framework"])
+        both = set(data.measured(sid)["name"])
+        e = data.dataset.e2e_for(src)
+        both &= set(data.names(e["model_id"]))
+        names = [n for n in _permuted(data.networks["name"].tolist(), p["seed"]) if n in both]
+        n_test = int(round(p["test_fraction"] * len(names)))
+        if n_test < 1 or len(names) - n_test < p["n_train"]:
+            raise InsufficientData(f"{data.track.name}: {sid}: {len(names)} networks measured there and on {src}; "
+                                   f"a {p['test_fraction']:.0%} test share and {p['n_train']} training networks need more")
+        test, pool = tuple(sorted(names[:n_test])), sorted(names[n_test:])
+        for fold, draw in enumerate(p["draws"]):
+            rng = np.random.default_rng([draw, zlib.crc32(sid.encode())])
+            pick = [pool[i] for i in np.sort(rng.choice(len(pool), p["n_train"], replace=False))]
+            out.append(Fold(fold, sid, tuple(pick), test))
+    return out
+
+
+def _framework_view(p: Mapping[str, Any], dataset: Any, scenario_id: str, train_ids: Any) -> Any:
+    """The data a predictor of a framework-transfer track sees for one target scenario and fold."""
+    return _sources_view(dataset, [counterpart(dataset, scenario_id, p["source_framework"])], scenario_id, train_ids)
+
+
+PROTOCOLS.register("framework-transfer")(Protocol("framework-transfer", _check_framework_transfer, _framework_transfer))
+
 # protocol -> view(params, dataset, scenario_id, train_ids): what a predictor of the track may read,
 # built from the whole dataset (it replaces the run's mask: the sources keep the test networks'
 # rows, as HELP's source devices are known on the whole space; the target keeps the draw only)
-VIEWS: dict[str, Callable[..., Any]] = {"help-transfer": _transfer_view}
+VIEWS: dict[str, Callable[..., Any]] = {"help-transfer": _transfer_view, "framework-transfer": _framework_view}
 
 
 def training_view(track: Any, dataset: Any, scenario_id: str, train_ids: Any) -> Any:
@@ -340,4 +419,4 @@ def training_view(track: Any, dataset: Any, scenario_id: str, train_ids: Any) ->
     return None if view is None else view(track.params, dataset, scenario_id, train_ids)
 
 __all__ = ["PROTOCOLS", "Protocol", "Fold", "ProtocolError", "InsufficientData", "VIEWS", "source_scenarios",
-           "training_view"]
+           "counterpart", "training_view"]

@@ -26,6 +26,12 @@ Approach (stated, as the leaderboard asks):
    sources alone, while on Eyeriss the sources alone rank poorly and the costs are needed. The
    choice and every candidate's error are saved with the fit.
 
+``source_values="measured"`` puts the source scenario's *measured* latency of each network in
+place of its encoder (the cross-framework track, protocol ``framework-transfer``: the network's
+LiteRT latency on the same device is the input, measured for the test networks too); a network
+the source did not measure is an error naming it. The default reads encoders, HELP's setting
+(the sources' raw latencies rank a target worse than their encoders there).
+
 Without sources (every other track: the view declares none) it is the op-cost part alone, an
 NNLS fit on the target's training networks (one candidate: nothing is chosen). Deterministic per ``random_state`` (LightGBM with
 ``deterministic`` on one thread; NNLS is exact). Saved without pickles: coefficients as JSON,
@@ -158,6 +164,19 @@ def _source_encoder(X: Networks, sid: str, enc: Encoding, keys: list[str], param
     return hit
 
 
+SOURCE_VALUES = ("encoder", "measured")
+
+
+def _measured(X: Networks, sid: str) -> np.ndarray:
+    """The source scenario's measured latency (ms) of each network of X, in X's order."""
+    e = X.dataset.e2e_for(sid).set_index("model_id")["latency_ms"]
+    missing = [i for i in X.model_ids if i not in e.index]
+    if missing:
+        raise ValueError(f"source {sid}: no measured latency of {', '.join(missing[:3])} "
+                         f"(source_values=measured reads the source's measurement of every network)")
+    return e.loc[list(X.model_ids)].to_numpy(dtype="float64")
+
+
 # ---------------------------------------------------------------- the fit on the target
 # The terms a target's latency may be fitted from, in the order ties are broken (fewer kinds of
 # column first); the last one is every term, the fit when there is nothing to choose.
@@ -195,13 +214,14 @@ class TransferPredictor(Predictor):
 
     def __init__(self, n_estimators: int = 300, num_leaves: int = 31, learning_rate: float = 0.1,
                  min_child_samples: int = 20, use_sources: bool = True, select_terms: bool = True,
-                 random_state: int = 0):
+                 source_values: str = "encoder", random_state: int = 0):
         self.n_estimators = n_estimators
         self.num_leaves = num_leaves
         self.learning_rate = learning_rate
         self.min_child_samples = min_child_samples
         self.use_sources = use_sources
         self.select_terms = select_terms  # False: every term, the fit before the leave-one-out choice
+        self.source_values = source_values  # "encoder" | "measured" (SOURCE_VALUES)
         self.random_state = random_state
 
     def _encoder_params(self) -> dict[str, Any]:
@@ -217,26 +237,31 @@ class TransferPredictor(Predictor):
         if self.encoders_:
             inp = enc.inputs(X, self.keys_)
             cols += [e.predict(inp).reshape(-1, 1) for e in self.encoders_]
+        elif self.sources_:  # measured source values
+            cols += [_measured(X, sid).reshape(-1, 1) for sid in self.sources_]
         return np.hstack(cols) if cols else np.zeros((len(X), 0))
 
     def _term_columns(self) -> dict[str, np.ndarray]:
         """Column indices of the design per term: the op costs first, then one per source."""
         n = len(self.keys_)
-        return {"costs": np.arange(n), "sources": np.arange(n, n + len(self.encoders_))}
+        return {"costs": np.arange(n), "sources": np.arange(n, n + len(self.sources_))}
 
     def fit(self, X: Networks, y: Any) -> "TransferPredictor":
         X = self._check_X(X)
         y = self._check_y(X, y)
+        if self.source_values not in SOURCE_VALUES:
+            raise ValueError(f"source_values: expected one of {', '.join(SOURCE_VALUES)}, got {self.source_values!r}")
         enc = encoding_for(X)
         self.encoding_ = enc.name
         self.keys_ = enc.keys(X)
         declared = getattr(X.dataset, "transfer_sources", ()) if self.use_sources else ()
         self.sources_ = [s for s in declared if s != X.scenario_id]
-        self.encoders_ = [_source_encoder(X, s, enc, self.keys_, self._encoder_params()) for s in self.sources_]
+        self.encoders_ = [_source_encoder(X, s, enc, self.keys_, self._encoder_params()) for s in self.sources_] \
+            if self.source_values == "encoder" else []
         A = self._design(X)
         cols = self._term_columns()
         # the costs are always there (with no cost column, an intercept alone); sources if declared
-        available = {"costs"} | ({"sources"} if self.encoders_ else set())
+        available = {"costs"} | ({"sources"} if self.sources_ else set())
         candidates = [t for t in TERM_CANDIDATES if set(t) <= available]
         # With N = 10 noisy rows, every column costs variance: on pixel2 (13% noise, whole ms)
         # the 7-coefficient mix ranks worse than the sources alone, while on eyeriss the sources
@@ -276,7 +301,7 @@ class TransferPredictor(Predictor):
     def _get_state(self, store) -> dict:
         encoders = [e.state(store, f"encoder{i}") for i, e in enumerate(self.encoders_)]
         return {"encoding": self.encoding_, "keys": list(self.keys_), "sources": list(self.sources_),
-                "encoders": encoders, "terms": list(self.terms_), "loo_sse": dict(self.loo_sse_),
+                "source_values": self.source_values, "encoders": encoders, "terms": list(self.terms_), "loo_sse": dict(self.loo_sse_),
                 "coef": self.coef_.tolist(), "intercept": self.intercept_, "floor": self.floor_}
 
     def _set_state(self, s: dict, store) -> None:
@@ -284,12 +309,14 @@ class TransferPredictor(Predictor):
         from .trees import LightGbmOpModel
 
         self.encoding_ = text(s, "encoding", choices=tuple(ENCODINGS.names()))
+        self.source_values = text(s, "source_values", choices=SOURCE_VALUES)
         keys, sources, encoders = s.get("keys"), s.get("sources"), s.get("encoders")
         for name, v in (("keys", keys), ("sources", sources)):
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 raise StateError(f"{name}: expected a list of strings")
-        if not isinstance(encoders, list) or len(encoders) != len(sources) or not all(isinstance(e, dict) for e in encoders):
-            raise StateError(f"encoders: expected one object per source ({len(sources)})")
+        want = len(sources) if self.source_values == "encoder" else 0
+        if not isinstance(encoders, list) or len(encoders) != want or not all(isinstance(e, dict) for e in encoders):
+            raise StateError(f"encoders: expected {want} object(s): one per source with {self.source_values} source values")
         self.keys_, self.sources_ = list(keys), list(sources)
         self.encoders_ = [LightGbmOpModel.from_state(e, store, f"encoders[{i}].") for i, e in enumerate(encoders)]
         terms, loo = s.get("terms"), s.get("loo_sse")
