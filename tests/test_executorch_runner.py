@@ -298,3 +298,7 @@ def test_the_measure_stage_measures_executorch(tmp_path):
     assert sum(k["mean_ms"] for k in kernels) < rec["kernel"]["summary"]["mean_ms"]
     assert rec["kernel"]["overhead"]["pairs"] == 2 and rec["kernel"]["overhead"]["ratio"] > 0
     assert json.loads((out / rec["kernel"]["trace"]).read_text())["traceEvents"]
+    # the kernel process records the op rows too: the op part is that process's, no op process ran
+    assert rec["op"]["trace"] == rec["kernel"]["trace"] and rec["op"]["kernels"] == []
+    assert rec["op"]["ops"] == rec["kernel"]["ops"] and rec["op"]["summary"] == rec["kernel"]["summary"]
+    assert not (out / f"{rec['model_id']}.op.trace.json").exists()

@@ -61,6 +61,12 @@ class Plan:
     released: int = 0  # of them, pairs the release holds
     release: str | None = None  # the release consulted (its label), if any
     reference: dict[int, float] = field(default_factory=dict)  # CPU -> the release's probe seconds
+    # profiled mode -> the mode whose process records it too (Runner.ops_in_kernel_mode: op -> kernel)
+    shared: dict[str, str] = field(default_factory=dict)
+
+    def own_modes(self) -> list[str]:
+        """The profiled modes that run a process of their own."""
+        return [m for m in self.modes if m not in self.shared]
 
     def record_path(self, model_id: str) -> Path:
         return self.out / f"{model_id}.json"
@@ -108,6 +114,8 @@ def resolve_plan(device: Device, scenario: Scenario, protocol: MeasureConfig, ou
                 not_offered={g: runner.missing_granularities.get(g, "not recorded by this runner")
                              for g in protocol.granularities if g not in runner.granularities},
                 rule=stopper(protocol.stopping))
+    if runner.ops_in_kernel_mode and {"op", "kernel"} <= set(plan.modes):
+        plan.shared = {"op": "kernel"}
     held: set[tuple[str, str]] = set()
     if release is not None and release.folder:
         plan.release = release.folder

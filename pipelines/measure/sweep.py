@@ -90,7 +90,8 @@ class Sweep:
 
     def _remaining(self, pair: Pair) -> int:
         """Processes the pair still needs as planned (adaptive pairs may need more)."""
-        return max(self.cfg.processes - len(pair.processes), 0) + sum(m not in pair.profiled for m in self.plan.modes)
+        return max(self.cfg.processes - len(pair.processes), 0) + sum(m not in pair.profiled
+                                                                       for m in self.plan.own_modes())
 
     def _run(self, pair: Pair, mode: str, runs: int, tag: str) -> NativeRun:
         if not pair.artifact.is_file():
@@ -149,6 +150,13 @@ class Sweep:
         write_json(pair.work / f"{mode}.json", d)
         pair.profiled[mode] = d
 
+    def _shared_profile(self, pair: Pair, mode: str, by: str) -> None:
+        """``mode``'s part from the process of ``by``, which recorded its rows too (its samples,
+        overhead and trace are that process's)."""
+        d = {**pair.profiled[by], "mode": mode, "kernels": []}
+        write_json(pair.work / f"{mode}.json", d)
+        pair.profiled[mode] = d
+
     # -- the sweep
     def run(self, pairs: Sequence[Pair] | None = None) -> dict[str, int]:
         """Measure ``pairs`` (default: every pair of the plan); returns the counts."""
@@ -188,10 +196,13 @@ class Sweep:
                                 bar.total += 1  # adaptive: one more process than planned
                             still.append(pair)
                             continue
-                    for mode in self.plan.modes:  # op/kernel processes once the e2e part is complete
+                    for mode in self.plan.own_modes():  # op/kernel processes once the e2e part is complete
                         if mode not in pair.profiled:
                             self._profiled_process(pair, mode)
                             bar.update(1)
+                    for mode, by in self.plan.shared.items():
+                        if mode not in pair.profiled:
+                            self._shared_profile(pair, mode, by)
                     self._finish(pair)
                 except (NativeRunError, MeasureError) as e:
                     bar.update(self._remaining(pair))  # its planned processes will not run

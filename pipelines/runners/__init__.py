@@ -65,6 +65,9 @@ class Runner:
     protocol_columns: tuple[str, ...] = ()
     # why its runtime is superseded ("": current); its title says "legacy", the card adds this
     legacy: str = ""
+    # its kernel process records the op rows as its op process does (same profiler, same events):
+    # a point measuring both runs the kernel process only (pipelines/measure/sweep.py)
+    ops_in_kernel_mode: bool = False
 
     def launcher(self) -> Callable[..., Any]:
         """The function named by ``launch``."""
@@ -179,7 +182,7 @@ register_runner("onnxruntime", "cpu", Runner(
 # (docs/measure.md, The ExecuTorch worker).
 register_runner("executorch", "cpu", Runner(
     {"fp32": "executorch_fp32", "int8": "executorch_int8"}, ("e2e", "op", "kernel"),
-    title="ExecuTorch (XNNPACK delegate)", suffixes=(".pte",),
+    title="ExecuTorch (XNNPACK delegate)", suffixes=(".pte",), ops_in_kernel_mode=True,
     missing_precisions={"fp16": "the ExecuTorch exporter (generators/export/executorch.py) writes fp32 and int8 "
                                 "programs only: no fp16 artifact to run"},
     launch="pipelines.runners.executorch:launch"))

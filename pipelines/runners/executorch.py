@@ -193,15 +193,11 @@ class EtRuntime(worker.Runtime):
         return super().preload()
 
     def start(self, args: argparse.Namespace) -> None:
-        import importlib
-
-        bare_exir()  # the runtime without the compiler (see bare_exir)
+        self.preload()  # the shared imports, exir bare (a zygote's child has them: nothing to do)
         import torch
         from executorch.extension.pybindings import portable_lib
         from executorch.runtime import Runtime
 
-        for module in ("executorch.exir._serialize._flatbuffer_program", "executorch.exir._serialize._program"):
-            importlib.import_module(module)  # read_program's, imported with the libraries' threads
         self.torch, self.pl = torch, portable_lib
         self.rt = Runtime.get()
 
@@ -347,7 +343,6 @@ def run_executorch_worker(model: str | os.PathLike, cpus: str | Iterable[int] | 
 
 
 launch = worker.launcher(EtRuntime)  # the registry's launch
-FORKABLE = worker.forkable(EtRuntime)  # its processes are forks of a zygote (pipelines/runners/zygote.py)
 
 
 if __name__ == "__main__":

@@ -281,7 +281,6 @@ def run_onnxruntime(model: str | os.PathLike, cpus: str | Iterable[int] | None =
 
 
 launch = worker.launcher(OrtRuntime)  # the registry's launch
-FORKABLE = worker.forkable(OrtRuntime)  # its processes are forks of a zygote (pipelines/runners/zygote.py)
 
 
 if __name__ == "__main__":

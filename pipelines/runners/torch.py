@@ -215,8 +215,5 @@ def build_argv(model: str | os.PathLike, *, python: str | None = None, engine: s
     return [python or sys.executable, "-m", TorchRuntime.program, *worker_args(model, engine=engine, **kw)]
 
 
-FORKABLE = worker.forkable(TorchRuntime)  # its processes are forks of the torch zygote (.torch_zygote)
-
-
 if __name__ == "__main__":
     sys.exit(main())

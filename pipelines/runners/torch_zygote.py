@@ -15,7 +15,7 @@ worker it forks runs on it; where the machine has no jemalloc the client warns o
 records name glibc's malloc.
 
 :func:`run_torch`, the torch runner's parent API, runs the worker (:mod:`.torch`, whose
-``FORKABLE`` the zygote serves) once in a process the zygote forks and returns a ``NativeRun`` or
+``TorchRuntime`` the zygote serves) once in a process the zygote forks and returns a ``NativeRun`` or
 raises ``TorchRunError`` (one line naming the model); :func:`launch` is the call the runner
 registry names for the host device.
 """
@@ -31,7 +31,7 @@ from .worker import run_worker
 from .zygote import ZYGOTE_ENV, Zygote, ZygoteError
 
 DEFAULT_TIMEOUT = 600.0  # seconds a worker may run (run_torch)
-WORKER = TorchRuntime.program  # the module whose FORKABLE the torch zygote serves
+WORKER = TorchRuntime.program  # the worker module whose runtime the torch zygote serves
 
 
 def zygote_env(base: dict[str, str] | None = None) -> dict[str, str]:

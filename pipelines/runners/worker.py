@@ -26,7 +26,7 @@ Errors are one line on stderr (``<tool>: error: <model>: ...``) with the exit co
 
 The **parent** side: :func:`worker_args`, :func:`build_argv` (the worker as ``python -m
 <Runtime.program>``), :func:`run_worker` (a fresh process with a timeout, forked by the runtime's
-zygote when its module names a ``FORKABLE``, :func:`forkable` and :mod:`.zygote`; its records as a
+zygote when it has ``shared`` imports, :func:`forkable` and :mod:`.zygote`; its records as a
 :class:`~pipelines.runners.records.NativeRun`) and :func:`worker_error` (the runtime's
 ``NativeRunError`` subclass, one line naming the model). Standard library only at module level.
 docs/measure.md (*The Python workers*) has the flags and the record fields.
@@ -670,9 +670,8 @@ def worker_error(runtime: type[Runtime] | Runtime, returncode: int, stderr: str,
 
 
 def forkable(runtime: type[Runtime]) -> Any:
-    """The zygote's view of ``runtime``'s worker (:class:`pipelines.runners.zygote.Forkable`): its
-    module names it ``FORKABLE``, and :func:`run_worker` then forks its processes from a zygote
-    that has imported ``runtime.shared`` once."""
+    """The zygote's view of ``runtime``'s worker (:class:`pipelines.runners.zygote.Forkable`): a
+    zygote imports ``runtime.shared`` once and forks :func:`main` of ``runtime`` per process."""
     from .zygote import Forkable
 
     return Forkable(f"the {runtime.framework} zygote", runtime.preload,
@@ -681,9 +680,7 @@ def forkable(runtime: type[Runtime]) -> Any:
 
 
 def _forks(runtime: type[Runtime] | Runtime) -> bool:
-    import importlib
-
-    return bool(runtime.shared) and getattr(importlib.import_module(runtime.program), "FORKABLE", None) is not None
+    return bool(runtime.shared)
 
 
 def run_worker(runtime: type[Runtime] | Runtime, model: str | os.PathLike, *, cpus: str | Iterable[int] | None = None,
@@ -693,8 +690,8 @@ def run_worker(runtime: type[Runtime] | Runtime, model: str | os.PathLike, *, cp
                extra: Sequence[str] = (), python: str | None = None, fork: bool = True) -> NativeRun:
     """Runs ``runtime``'s worker once in a fresh process (killed after ``timeout`` seconds) and
     returns its records; raises ``runtime.error`` (a NativeRunError, one line naming the model).
-    The process is forked by the runtime's zygote (:mod:`.zygote`) when its module names a
-    ``FORKABLE`` and ``fork`` is true, else a fresh interpreter; the records' ``argv`` is the
+    The process is forked by the runtime's zygote (:mod:`.zygote`) when the runtime has
+    ``shared`` imports and ``fork`` is true, else a fresh interpreter; the records' ``argv`` is the
     program's command either way, and a forked run's ``outside_cpu_s`` is the child's CPU time
     (the child is the zygote's, so this process's getrusage cannot see it)."""
     from .zygote import ZygoteError, zygote

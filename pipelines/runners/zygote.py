@@ -3,10 +3,12 @@ measuring process per request, so a measurement does not pay those imports (most
 worker's wall time, three to five processes a pair; ``benchmarks/bench_runtimes.py`` and
 ``benchmarks/bench_torch_zygote.py`` print the saving) in every process.
 
-A worker program takes part by naming a :class:`Forkable` in its module (``FORKABLE``): the
-imports its children share, the worker's entry point in a child, the environment it needs and
-whether it runs on jemalloc (:mod:`.allocator`). The PyTorch worker's is in :mod:`.torch_zygote`;
-ExecuTorch's and ONNX Runtime's in their modules (:func:`pipelines.runners.worker.forkable`).
+A worker program takes part by defining its :class:`~pipelines.runners.worker.Runtime` with
+``shared`` imports: the zygote of the module builds the :class:`Forkable` from it
+(:func:`pipelines.runners.worker.forkable`: the imports its children share, the worker's entry
+point in a child, the environment it needs and whether it runs on jemalloc, :mod:`.allocator`).
+The PyTorch worker's client is :mod:`.torch_zygote`; ExecuTorch's and ONNX Runtime's run through
+:func:`pipelines.runners.worker.run_worker`.
 
 Why a fork is still a fresh process of the protocol: the child has its own address space, its
 own model load, its own thread pools and its own pinning. The worker's rule is "pinned before
@@ -79,11 +81,17 @@ class ZygoteError(RuntimeError):
 
 
 def forkable_of(module: str) -> Forkable:
-    """The ``FORKABLE`` of a worker module (imported: the worker modules import no runtime at module level)."""
-    f = getattr(importlib.import_module(module), "FORKABLE", None)
-    if not isinstance(f, Forkable):
-        raise ZygoteError(f"{module} names no FORKABLE: its worker cannot be forked by a zygote")
-    return f
+    """The zygote's view of the worker program ``module``: the one Runtime it defines (whose
+    ``program`` is ``module``), which must have ``shared`` imports (imported: the worker modules
+    import no runtime at module level)."""
+    from .worker import Runtime, forkable
+
+    mod = importlib.import_module(module)
+    found = [v for v in vars(mod).values()
+             if isinstance(v, type) and issubclass(v, Runtime) and v.program == module]
+    if len(found) != 1 or not found[0].shared:
+        raise ZygoteError(f"{module} defines no Runtime with shared imports: its worker cannot be forked by a zygote")
+    return forkable(found[0])
 
 
 # ---------------------------------------------------------------- the server
