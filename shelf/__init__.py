@@ -33,6 +33,12 @@ from __future__ import annotations
 from typing import Any
 
 
+# the board's tracks whose scored scenarios go on the shelf (shelf/build.py): the USC k-fold track,
+# HELP's 900-network track, the host's per-scenario track and the host tracks of the runtimes that
+# one does not hold
+SHELF_TRACKS = ("usc-real-kfold", "help-nb201-n900", "host-per-scenario", "host-onnxruntime")
+
+
 class ShelfError(ValueError):
     """A scenario the shelf does not have, a graph it cannot predict, a broken shelf folder."""
 
@@ -47,4 +53,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Shelf", "ShelfError"]
+__all__ = ["SHELF_TRACKS", "Shelf", "ShelfError"]

@@ -3,8 +3,8 @@
 
 Which predictor, and how it is stated
 -------------------------------------
-The board already scores every op-wise baseline on every scenario of its tracks (:data:`SOURCES`:
-the k-fold USC track, HELP's 900-network track, the host's per-scenario track). For each
+The board already scores every op-wise baseline on every scenario of its tracks (:data:`SOURCES`,
+``shelf.SHELF_TRACKS``). For each
 scenario the shelf takes the candidate (:data:`shelf.readers.CANDIDATES`) with the lowest MAPE
 there, and keeps those figures (``board``). It then fits that predictor, with the entry's
 parameters, on the training networks of the first fold of the track's frozen split in that
@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from . import ShelfError
+from . import SHELF_TRACKS, ShelfError
 from .readers import CANDIDATES, READERS
 from .store import HELD_OUT, INDEX, INDEX_SCHEMA, SHELF_DIR
 
@@ -45,7 +45,7 @@ class ShelfSource:
     track: str
 
 
-SOURCES = (ShelfSource("usc-real-kfold"), ShelfSource("help-nb201-n900"), ShelfSource("host-per-scenario"))
+SOURCES = tuple(ShelfSource(t) for t in SHELF_TRACKS)
 
 
 # ---------------------------------------------------------------- choosing

@@ -59,8 +59,8 @@ def _cmd_predict(args: argparse.Namespace) -> None:
 
 
 def _cmd_shelf_build(args: argparse.Namespace) -> None:
-    """Fit the predictor of every scenario on the board's shelf tracks (usc-real-kfold,
-    help-nb201-n900, host-per-scenario), or of the --scenario ones: the candidate with the lowest
+    """Fit the predictor of every scenario on the board's shelf tracks (shelf/build.py SOURCES),
+    or of the --scenario ones: the candidate with the lowest
     MAPE there on the board, refitted with the board entry's parameters on the training networks of
     the track's first fold in that scenario; its accuracy is stated on that fold's test networks,
     which it never saw. Writes <out>/<scenario>/ (the saved predictor and held_out.json) and
@@ -98,10 +98,12 @@ def add_predict(sub: argparse._SubParsersAction) -> None:
 
 def add_shelf(sub: argparse._SubParsersAction) -> None:
     """``latbench shelf build``: the entry point ``shelf`` of the group ``latbench.commands``."""
+    from . import SHELF_TRACKS
+
     s = sub.add_parser("shelf", help="rebuild the predictor shelf from the board and the data",
                        description="The predictor shelf holds one fitted predictor per scenario the suite has data "
                        "for (`latbench predict` reads it). `build` takes, for every scenario on the board's shelf "
-                       "tracks (usc-real-kfold, help-nb201-n900, host-per-scenario), the candidate (shelf/readers.py: "
+                       f"tracks ({', '.join(SHELF_TRACKS)}), the candidate (shelf/readers.py: "
                        "the USC op-wise models, additive_mlp) with the lowest held-out MAPE there, refits it on the "
                        "track's training networks in that scenario and writes shelf/data/<scenario>/ and "
                        "shelf/data/INDEX.json.")
