@@ -119,6 +119,7 @@ def pairs_per_minute(cfg, models: list[str], fws: list[str], cores: str, granula
             c = copy.deepcopy(cfg)
             c.measure.models = models
             c.measure.sources = []
+            c.measure.runner_sources = {}  # the main job's tour narrows some runners' sources
             c.measure.points = {}
             offered = list(RUNNERS[(fw, "cpu")].granularities)
             c.measure.granularities = ["e2e"] if granularities == "e2e" else offered

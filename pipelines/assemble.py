@@ -3,8 +3,9 @@
 Reads, under ``data_dir``, what the measure stages wrote (``measurements/<device>/<scenario>/``:
 ``SCENARIO.json``, one ``<model_id>.json`` record per measured pair, ``<model_id>.error.json``
 per failed pair), the IR of every network a record names (``models/<source>/<model_id>.json``)
-and the measured ``.tflite`` files for the op configuration (a pair whose file ``latbench
-prune`` deleted takes its rows from the release instead). Writes ``dataset/``: the five tables
+and the measured ``.tflite`` files for the op configuration (a TFLite pair whose file ``latbench
+prune`` deleted takes its rows from the release instead; the other runtimes' records hold their
+op configuration themselves). Writes ``dataset/``: the five tables
 (``pipelines/dataset/schema.py``, checked on write), ``failures.csv`` and DATASET.md with its
 figures (``pipelines/dataset/card.py``). Every row has ``dataset = latbench`` and its provenance
 (``source_file`` relative to ``data_dir``, ``source_column`` the JSON path inside it).
@@ -37,6 +38,7 @@ from .dataset.opfeatures import (
     kernel_type,
     op_type,
     read_tflite_ops,
+    onnx_features,
     tflite_features,
     torch_features,
 )
@@ -373,6 +375,12 @@ def _tflite_nodes(artifact: Path, rec: Record, cache: dict) -> tuple[list | None
     return nodes, why
 
 
+# frameworks whose op features are read from the measured file (the TFLite flatbuffer's nodes): a
+# released pair whose file `latbench prune` deleted keeps the release's rows; the others' rows are
+# made again from their records, which hold everything the features need
+FEATURES_FROM_ARTIFACT = frozenset({"tflite"})
+
+
 def op_rows(rec: Record, rel: str, artifact: Path | None, counts: Counts, cache: dict) -> list[dict[str, Any]]:
     """ops rows of one record (its op-granularity process)."""
     op = rec.op
@@ -403,6 +411,10 @@ def op_rows(rec: Record, rel: str, artifact: Path | None, counts: Counts, cache:
             else:
                 feats = tflite_features(n)
                 config.update(inputs=n.inputs, outputs=n.outputs, options=n.options)
+        elif fw == "onnxruntime":  # a node ONNX Runtime ran, its shapes (the weight's too) from the profiler
+            feats = onnx_features(name, o.get("input_shapes"), o.get("output_shapes"))
+            config.update(input_shapes=o.get("input_shapes"), output_shapes=o.get("output_shapes"),
+                          node_name=o.get("node_name"), provider=o.get("provider"))
         elif fw == "executorch":  # a portable kernel ("upsample_nearest2d.vec_out"): its aten operator
             feats = torch_features(f"aten::{name.split('.')[0]}", None)
             config["portable_kernel"] = name
@@ -622,7 +634,7 @@ def assemble(data_dir: str | Path, progress: bool = False, release: Release | No
             recs.append(rec)
             mid = rec.model_id
             artifact, pruned = _artifact(artifacts, rec)
-            if pruned and (mid, sid) in released:
+            if pruned and (mid, sid) in released and rec.framework in FEATURES_FROM_ARTIFACT:
                 continue  # its rows come from the release, made while the file (its op features) existed
             if mid not in irs:
                 raise AssembleError(f"{path}: model {mid} has no IR file under {data / 'models'}")

@@ -18,6 +18,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from generators import blocks as B
@@ -242,3 +243,30 @@ def test_the_measure_stage_measures_onnxruntime(tmp_path):
     assert sum(o["mean_ms"] for o in op["ops"]) < op["summary"]["mean_ms"]
     assert op["overhead"]["pairs"] == 2 and op["overhead"]["ratio"] > 0
     assert json.loads((out / op["trace"]).read_text())["traceEvents"]
+    # assembled: every node's configuration from the record (input, weight and output shapes)
+    from pipelines.assemble import run_assemble
+
+    run_assemble(cfg, progress=False, card=False)
+    ops = pd.read_parquet(tmp_path / "data" / "dataset" / "ops.parquet")
+    convs = ops[ops["op_type"].isin(["conv2d", "dwconv2d", "group_conv2d"])]
+    assert len(convs) and convs[["in_channels", "out_channels", "kernel", "groups", "stride", "out_hw"]].notna().all().all()
+    assert set(convs["kernel"]) <= {1, 3} and set(convs["stride"]) <= {1, 2}
+    fc = ops[ops["op_type"] == "fc"]
+    assert list(fc["out_channels"]) == [10]  # NAS-Bench-201's CIFAR head
+
+
+def test_onnx_features():
+    from pipelines.dataset.opfeatures import onnx_features
+
+    f = onnx_features("FusedConv", [[1, 32, 112, 112], [64, 32, 3, 3], [64]], [[1, 64, 56, 56]])
+    assert f == {"op_type": "conv2d", "in_channels": 32, "in_hw": 112, "out_channels": 64, "kernel": 3, "groups": 1,
+                 "out_hw": 56, "stride": 2}
+    f = onnx_features("Conv", [[1, 192, 112, 112], [192, 1, 3, 3], [192]])  # a record without output shapes
+    assert (f["op_type"], f["groups"], f["out_channels"], f.get("stride")) == ("dwconv2d", 192, 192, None)
+    assert onnx_features("QLinearConv", [[1, 8, 4, 4], [], [], [16, 8, 1, 1]])["out_channels"] == 16
+    assert onnx_features("Gemm", [[1, 1280], [1000, 1280], [1000]])["out_channels"] == 1000
+    assert onnx_features("MatMul", [[1, 1280], [1280, 10]])["out_channels"] == 10
+    assert onnx_features("Gemm", [[1, 1263], [1000]])["out_channels"] == 1000  # the weight prepacked
+    f = onnx_features("ReorderOutput", [[1, 24, 56, 56]])
+    assert (f["op_type"], f["out_channels"], f["out_hw"]) == ("reorder", 24, 56)
+    assert onnx_features("Erf", [[1, 4]])["op_type"] == "erf"

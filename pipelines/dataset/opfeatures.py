@@ -12,9 +12,10 @@ op configuration columns of the ``ops`` table.
   shapes (NHWC), which inputs are constants, and the builtin options that matter for latency
   (stride, padding mode, filter size, dilation, fused activation), read with LiteRT's own
   flatbuffer schema module (``ai_edge_litert.schema_py_generated``).
-- :func:`tflite_features` / :func:`torch_features`: the ``ops`` columns (``op_type``,
+- :func:`tflite_features` / :func:`torch_features` / :func:`onnx_features`: the ``ops`` columns (``op_type``,
   ``in_channels``, ``in_hw``, ``out_channels``, ``out_hw``, ``kernel``, ``stride``,
-  ``padding``, ``groups``) of one TFLite node or one profiled torch operator.
+  ``padding``, ``groups``) of one TFLite node, one profiled torch operator or one node ONNX
+  Runtime ran.
 - :data:`KERNEL_TYPES`: per kernel ``source`` (``xnnpack``, ``builtin``, ``gpu``) the rule
   that turns an aggregated kernel entry of a record into ``kernels.kernel_type``. The host's
   GPU commands (``source: gpu``, written by the Vulkan timestamp layer and labelled by
@@ -70,6 +71,18 @@ OP_TYPES: dict[str, str] = {
     "quantized::add_scalar": "add", "quantized::mul": "mul", "quantized::mul_scalar": "mul",
     "quantized::cat": "concat", "quantized::batch_norm2d": "batchnorm", "quantized::batch_norm2d_relu": "batchnorm",
     "quantized::hardswish": "hswish", "quantized::leaky_relu": "leaky_relu", "quantized::sigmoid": "sigmoid",
+    # ONNX operators as ONNX Runtime's profiler names the nodes it ran (after its graph optimizations:
+    # FusedConv/FusedGemm carry a fused activation, ReorderInput/ReorderOutput are the NCHWc layout
+    # transforms of its x86 kernels, QLinear* the int8 QDQ graph's fused kernels)
+    "Conv": "conv2d", "FusedConv": "conv2d", "QLinearConv": "conv2d", "Gemm": "fc", "FusedGemm": "fc",
+    "MatMul": "fc", "QGemm": "fc", "GlobalAveragePool": "global_avgpool", "QLinearGlobalAveragePool": "global_avgpool",
+    "MaxPool": "maxpool", "AveragePool": "avgpool", "QLinearAveragePool": "avgpool", "Relu": "relu", "Clip": "clip",
+    "HardSigmoid": "hsigmoid", "HardSwish": "hswish", "Sigmoid": "sigmoid", "Tanh": "tanh", "LeakyRelu": "leaky_relu",
+    "PRelu": "prelu", "Softmax": "softmax", "Add": "add", "Mul": "mul", "Sub": "sub", "Div": "div",
+    "QLinearAdd": "add", "QLinearMul": "mul", "Concat": "concat", "QLinearConcat": "concat", "Split": "split",
+    "Flatten": "flatten", "Reshape": "reshape", "Transpose": "transpose", "Pad": "pad", "Resize": "upsample",
+    "BatchNormalization": "batchnorm", "Slice": "slice", "ReorderInput": "reorder", "ReorderOutput": "reorder",
+    "QuantizeLinear": "quantize", "DequantizeLinear": "dequantize",
 }
 
 # ops whose output has the shape of their (first data) input: the output columns copy the input's
@@ -280,6 +293,53 @@ def tflite_features(node: TfliteNode) -> dict[str, Any]:
 def _nchw(shape: list[int] | None) -> tuple[int | None, int | None, int | None]:
     """(channels, height, width) of an NCHW feature map (PyTorch)."""
     return _chw(shape, 1, 2, 3)
+
+
+# ONNX Runtime's node inputs: where a weight sits among them (x, W, B for Conv; QLinearConv's
+# x, x_scale, x_zero_point, W, ...), and the layout of a fully connected node's weight
+_ONNX_WEIGHT = {"Conv": 1, "FusedConv": 1, "QLinearConv": 3, "Gemm": 1, "FusedGemm": 1, "QGemm": 3, "MatMul": 1}
+
+
+def onnx_features(name: str, input_shapes: list[list[int]] | None,
+                  output_shapes: list[list[int]] | None = None) -> dict[str, Any]:
+    """The ``ops`` columns of one node ONNX Runtime's profiler timed (``name`` its op type) from
+    the node's input shapes, the weight's included (``[out, in/groups, kh, kw]``: out channels,
+    kernel, groups; a fully connected node whose weight ONNX Runtime prepacked reports its bias
+    instead), and its output shapes where the record has them (out size and stride; older
+    records do not). NCHWc nodes report the logical NCHW shapes."""
+    shapes = [s for s in (input_shapes or []) if isinstance(s, list)]
+    x = shapes[0] if shapes else None
+    t = op_type(name)
+    cin, ih, iw = _nchw(x) if x is not None and len(x) == 4 else (x[1] if x is not None and len(x) == 2 else None,
+                                                                  None, None)
+    out: dict[str, Any] = {"in_channels": cin, "in_hw": _square(ih, iw)}
+    k = _ONNX_WEIGHT.get(name)
+    w = shapes[k] if k is not None and len(shapes) > k else None
+    if t == "conv2d" and w is not None and len(w) == 4:
+        groups = cin // w[1] if cin and w[1] and cin % w[1] == 0 else None
+        out.update(out_channels=w[0], kernel=_square(w[2], w[3]), groups=groups)
+        t = conv_type(groups, cin, w[0])
+    elif t == "fc":
+        bias = [s for s in shapes[1:] if len(s) == 1]
+        if w is not None and len(w) == 2 and cin is not None:  # Gemm's W is [out, in] (transB) or [in, out]
+            out["out_channels"] = w[0] if w[1] == cin else w[1]
+        elif bias:  # a prepacked weight is not among the inputs the profiler reports; the bias is
+            out["out_channels"] = bias[-1][0]
+        out["in_hw"] = None
+    elif t == "global_avgpool":
+        out.update(out_channels=cin, out_hw=1)
+    elif t in ("avgpool", "maxpool"):
+        out["out_channels"] = cin
+    elif t in _SHAPE_KEEPING or t == "reorder":
+        out.update(out_channels=cin, out_hw=out["in_hw"])
+    y = next((s for s in (output_shapes or []) if isinstance(s, list)), None)
+    if y is not None and len(y) == 4:
+        _, oh, ow = _nchw(y)
+        out.update(out_channels=y[1], out_hw=_square(oh, ow))
+        if t in (*CONVOLUTIONS, "avgpool", "maxpool") and out["in_hw"] and out["out_hw"]:
+            out["stride"] = max(1, round(out["in_hw"] / out["out_hw"]))
+    out["op_type"] = t
+    return out
 
 
 def torch_features(name: str, input_shapes: list[list[int]] | None) -> dict[str, Any]:

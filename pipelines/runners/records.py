@@ -34,7 +34,7 @@ RECORD_SCHEMA = "latbench.measurement/1"
 # timestamp layer's identity of the dispatch and what pipelines/gpu/programs.py read from the
 # WGSL program (kernel_kind, fused parts, program index), whichever the record has
 EVENT_KEYS = ("node", "subgraph", "source", "partition", "index_in_partition", "input_shapes", "node_name",
-              "provider")
+              "provider", "output_shapes")
 GPU_EVENT_KEYS = ("kind", "kernel_kind", "fused", "program", "shader", "groups", "local_size")
 
 # exit code of latbench-run -> error class
