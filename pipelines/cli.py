@@ -322,12 +322,14 @@ def build_parser() -> argparse.ArgumentParser:
     _quiet(g, "no progress bars")
 
     e = _command(sub, "export", _cmd_export,
-                 help="stage: framework artifacts (TFLite fp32/fp16/int8, TorchScript, lite, nn-Meter IR)")
+                 help="stage: framework artifacts (export.formats; default: what the scenario grid's runners read)")
     _params(e)
     _quiet(e)
 
     m = _command(sub, "measure", _cmd_measure, help="stage: measure every exported network in one scenario")
-    m.add_argument("--framework", required=True, help="tflite | pytorch")
+    from .runners import frameworks
+
+    m.add_argument("--framework", required=True, help=" | ".join(frameworks()))
     m.add_argument("--precision", required=True, help="fp32 | fp16 | int8 (on the GPU: the compute precision, "
                    "fp16 | fp32)")
     m.add_argument("--cores", default=None, help="core-set label: 1large, 2large, 1large2med, ... "

@@ -227,6 +227,12 @@ def run_export(cfg: Any, models_dir: str | Path | None = None, out_dir: str | Pa
     return counts
 
 
+# networks a worker exports before a fresh one replaces it: torch.export and ExecuTorch's lowering
+# keep memory from network to network (a worker held 9 GB after 290 ExecuTorch exports of the
+# synthetic networks, on a 24 GB machine); a fresh worker costs its imports, seconds
+TASKS_PER_WORKER = 25
+
+
 def _run_pool(tasks, out_dir, options, version, workers, bar, counts, work=None) -> list:
     """Run tasks in a spawned process pool, at most ``workers`` at a time; return the tasks lost
     to a worker that died.
@@ -257,7 +263,8 @@ def _run_pool(tasks, out_dir, options, version, workers, bar, counts, work=None)
 
     while queue:
         with ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=get_context("spawn"),
-                                 initializer=_quiet_worker, initargs=(log,)) as pool:
+                                 initializer=_quiet_worker, initargs=(log,),
+                                 max_tasks_per_child=TASKS_PER_WORKER) as pool:
             inflight: dict = {}
             broken = False
             while (queue or inflight) and not broken:

@@ -459,8 +459,9 @@ def _op_vocabularies(ds: Dataset, points: list[tuple[str, str, dict[str, str]]])
         shared = sorted(set.intersection(*recorded)) if len(recorded) >= 2 else []
         counts = ", ".join(f"{fw} {len(k)}" if k else f"{fw} none" for fw, k in kinds.items())
         parts.append(f"{device} {point}: op types recorded {counts}"
-                     + (f"; shared by all that record ops {len(shared)} ({', '.join(shared[:8])}"
-                        f"{', ...' if len(shared) > 8 else ''})" if len(recorded) >= 2 else ""))
+                     + (("; shared by all that record ops: none" if not shared else
+                         f"; shared by all that record ops {len(shared)} ({', '.join(shared[:8])}"
+                         f"{', ...' if len(shared) > 8 else ''})") if len(recorded) >= 2 else ""))
     return "; ".join(parts)
 
 

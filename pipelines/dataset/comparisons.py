@@ -94,13 +94,19 @@ def gap_frame(ds: Dataset) -> pd.DataFrame:
     row has it (``op_run_ms`` / ``kernel_run_ms``), else the e2e latency."""
     keys = ["model_id", "scenario_id"]
     e2e = ds.e2e[keys + ["latency_ms", "op_run_ms", "kernel_run_ms"]]
+    # a runtime whose kernel process records its op rows too (ExecuTorch: the portable operators
+    # outside its XNNPACK delegate) has no op process of its own: its op rows are a part of the
+    # run, so only its kernel gap is drawn, the portable operators' time inside it
+    both = _ops_in_kernel_mode(ds)
     parts = []
     for table, ref, suffix in ((ds.ops, "op_run_ms", ""), (ds.kernels, "kernel_run_ms", " kernels")):
         if table.empty:
             continue
         s = table.groupby(keys, sort=True)["latency_ms"].sum().rename("sum_ms").reset_index()
         s = s.merge(e2e, on=keys, how="inner")
-        if suffix:  # kernel sums only where the source timed a kernel run of its own (the suite)
+        if not suffix:
+            s = s[~s["scenario_id"].isin(both)]
+        else:  # kernel sums only where the source timed a kernel run of its own (the suite)
             s = s[s[ref].notna()]
         s["reference_ms"] = s[ref].fillna(s["latency_ms"]) if not suffix else s[ref]
         s["label"] = s["scenario_id"] + suffix
@@ -111,6 +117,18 @@ def gap_frame(ds: Dataset) -> pd.DataFrame:
     g = g[g["reference_ms"].notna() & (g["sum_ms"] > 0)].reset_index(drop=True)
     g["gap_ms"] = g["reference_ms"] - g["sum_ms"]
     return g
+
+
+def _ops_in_kernel_mode(ds: Dataset) -> set[str]:
+    """The scenarios whose runner records op rows in its kernel process (``Runner.ops_in_kernel_mode``)."""
+    from pipelines.runners import runner_for
+
+    out = set()
+    for r in ds.scenarios[["scenario_id", "framework", "accelerator"]].itertuples(index=False):
+        runner = runner_for(str(r.framework), str(r.accelerator))
+        if runner is not None and runner.ops_in_kernel_mode:
+            out.add(r.scenario_id)
+    return out
 
 
 # ---------------------------------------------------------------- frameworks on the same device
