@@ -27,7 +27,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TRACK = "host-framework-transfer-n10"
-IN_DISTRIBUTION = {"onnxruntime": "host-onnxruntime"}  # target framework -> its own host track
+IN_DISTRIBUTION = {"onnxruntime": "host-onnxruntime", "executorch": "host-executorch"}  # target framework -> its own host track
 
 
 def _mape(y: np.ndarray, p: np.ndarray) -> float:

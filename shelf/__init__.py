@@ -36,7 +36,7 @@ from typing import Any
 # the board's tracks whose scored scenarios go on the shelf (shelf/build.py): the USC k-fold track,
 # HELP's 900-network track, the host's per-scenario track and the host tracks of the runtimes that
 # one does not hold
-SHELF_TRACKS = ("usc-real-kfold", "help-nb201-n900", "host-per-scenario", "host-onnxruntime")
+SHELF_TRACKS = ("usc-real-kfold", "help-nb201-n900", "host-per-scenario", "host-onnxruntime", "host-executorch")
 
 
 class ShelfError(ValueError):

@@ -1,7 +1,7 @@
 """The cross-framework track (protocol framework-transfer) and the transfer predictor's measured
 source values, on the committed host release.
 
-Protocol: the target runtime's scenario gets one fold per draw, every fold testing host-random's
+Protocol: each target runtime's scenario (ONNX Runtime, ExecuTorch) gets one fold per draw, every fold testing host-random's
 test networks, each drawing its own 10 training networks from the rest; the source is the target's
 LiteRT counterpart (same device, cores, threads, precision, batch). What a predictor sees (the
 protocol's view, as leaderboard-train builds it): the counterpart whole, the test networks'
@@ -20,7 +20,8 @@ from leaderboard.run import board_view, predict_track
 from leaderboard.tracks import TRACKS, compute_split, read_split, resolve
 
 NAME = "host-framework-transfer-n10"
-TARGET, SOURCE = "host-onnxruntime-cpu-1large-fp32", "host-tflite-cpu-1large-fp32"
+TARGETS = ("host-onnxruntime-cpu-1large-fp32", "host-executorch-cpu-1large-fp32")
+TARGET, SOURCE = TARGETS[0], "host-tflite-cpu-1large-fp32"
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +32,23 @@ def track():
 
 def test_draws_repeat_on_host_randoms_test_set(track):
     data, split = track
-    assert data.scenario_ids == [TARGET]
-    folds = split.for_scenario(TARGET)
-    assert [f.fold for f in folds] == [0, 1, 2] and split.repeated
-    assert {len(f.train) for f in folds} == {10} and len({f.train for f in folds}) == 3
-    test = set(folds[0].test)
-    assert all(set(f.test) == test and not test & set(f.train) for f in folds)
+    assert sorted(data.scenario_ids) == sorted(TARGETS)
     random = read_split(TRACKS.get("host-random"))
-    assert test == set(random.folds[0].test)  # the same test networks as host-random
+    for target in TARGETS:
+        folds = split.for_scenario(target)
+        assert [f.fold for f in folds] == [0, 1, 2] and split.repeated
+        assert {len(f.train) for f in folds} == {10} and len({f.train for f in folds}) == 3
+        test = set(folds[0].test)
+        assert all(set(f.test) == test and not test & set(f.train) for f in folds)
+        assert test == set(random.folds[0].test)  # the same test networks as host-random
+    # each target draws its own training networks
+    assert split.for_scenario(TARGETS[0])[0].train != split.for_scenario(TARGETS[1])[0].train
     assert read_split(TRACKS.get(NAME)).folds == split.folds  # the committed split is this protocol's
 
 
 def test_the_source_is_the_counterpart(track):
     data, _ = track
-    assert counterpart(data.dataset, TARGET, "tflite") == SOURCE
+    assert {counterpart(data.dataset, t, "tflite") for t in TARGETS} == {SOURCE}
     with pytest.raises(ProtocolError, match=r"host-tflite-cpu-1large-fp32 is itself a tflite scenario"):
         counterpart(data.dataset, SOURCE, "tflite")
     with pytest.raises(ProtocolError, match=r"has 0 mnn counterpart\(s\)"):
@@ -79,15 +83,18 @@ def test_a_predictor_sees_the_counterpart_and_the_draw_only(track):
     data, split = track
     _Spy.seen = []
     preds = predict_track(data, split, lambda: _Spy())
-    assert len(_Spy.seen) == 3 and set(preds["fold"]) == {0, 1, 2}
+    assert len(_Spy.seen) == 3 * len(TARGETS) and set(preds["fold"]) == {0, 1, 2}
     full = data.dataset.e2e
     test = set(data.ids(split.for_scenario(TARGET)[0].test))
+    targets = []
     for train, e2e, declared in _Spy.seen:
         assert declared == (SOURCE,)
-        assert set(e2e["scenario_id"]) == {SOURCE, TARGET}  # no other scenario of the host
-        assert set(e2e.loc[e2e["scenario_id"] == TARGET, "model_id"]) == set(train)
+        (target,) = set(e2e["scenario_id"]) - {SOURCE}  # no other scenario of the host
+        targets.append(target)
+        assert set(e2e.loc[e2e["scenario_id"] == target, "model_id"]) == set(train)
         src = e2e[e2e["scenario_id"] == SOURCE]
         assert len(src) == (full["scenario_id"] == SOURCE).sum() and test <= set(src["model_id"])
+    assert sorted(targets) == sorted(TARGETS * 3)
 
 
 def test_measured_source_values(track, tmp_path):
