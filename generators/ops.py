@@ -1,17 +1,18 @@
 """The operator vocabulary of the IR: one registry entry per operator type.
 
 Each entry knows how to normalise its attributes, infer its output shapes from its input
-shapes, and count its cost. Tensors are NCHW with batch 1 (``[1, C, H, W]``) or ``[1, F]``
-after flattening: the layout PyTorch uses, converted by the TFLite exporter.
+shapes, and count its cost. Tensors have batch 1 and PyTorch's axis order: images are NCHW
+(``[1, C, H, W]``), ``[1, F]`` after flattening, tokens ``[1, N, C]``, attention tensors
+``[1, heads, N, d]``; the channels-last exporters place them (``generators/export/layout.py``).
 
 Cost definitions (written in docs/IR.md too):
-- ``macs``: multiply-accumulates of convolutions and fully connected layers, the number
-  nn-Meter and most papers call "FLOPs". Every other operator counts 0, as
+- ``macs``: multiply-accumulates of convolutions, fully connected layers and matrix products,
+  the number nn-Meter and most papers call "FLOPs". Every other operator counts 0, as
   ``torch.utils.flop_counter`` does (which counts 2 per multiply-add); their cost shows in
   memory access instead.
 - ``params``: learnable parameters as PyTorch counts them (conv/FC weight and bias, batch
-  norm gamma and beta, PReLU slopes); batch norm running statistics are buffers, not
-  parameters.
+  and layer norm gamma and beta, PReLU slopes, a position embedding's tensor, a class token);
+  batch norm running statistics are buffers, not parameters.
 - memory access: input feature maps + output feature maps + parameters, in elements; bytes
   follow from the precision.
 """
@@ -265,9 +266,11 @@ register_op(
 
 
 def _infer_fc(a: dict, ins: list[Shape]) -> list[Shape]:
+    """A linear layer over the last axis: ``[1, F]`` (after flatten) or ``[1, ..., F]`` (tokens)."""
     x = ins[0]
-    _need_rank(x, 2, "input of fc (flatten first)")
-    return [[1, _pos_int(a, "out_features")]]
+    if len(x) < 2:
+        raise OpError(f"input of fc must have rank >= 2, got shape {x}")
+    return [x[:-1] + [_pos_int(a, "out_features")]]
 
 
 register_op(
@@ -275,8 +278,8 @@ register_op(
         "fc",
         _infer_fc,
         {"out_features": REQUIRED, "bias": True},
-        params=lambda a, i, o: i[0][1] * a["out_features"] + (a["out_features"] if a["bias"] else 0),
-        macs=lambda a, i, o: i[0][1] * a["out_features"],
+        params=lambda a, i, o: i[0][-1] * a["out_features"] + (a["out_features"] if a["bias"] else 0),
+        macs=lambda a, i, o: _numel(o[0]) * i[0][-1],
         category="fc",
         types={"out_features": POS_INT, "bias": bool_kind},
     )
@@ -533,6 +536,93 @@ def _infer_upsample(a: dict, ins: list[Shape]) -> list[Shape]:
 register_op(OpSpec("upsample", _infer_upsample, {"scale": REQUIRED, "mode": "nearest"}, category="resize",
                    types={"scale": pair_kind(1), "mode": choice_kind("nearest")}))
 
+
+# ---------------------------------------------------------------- added for transformers
+# Token tensors are [1, N, C] and attention tensors [1, heads, N, d]; multi-head attention is
+# built from these parts (fc, split, reshape, transpose, matmul, scale, softmax), not one
+# operator, so importers, exporters and kernel deduction see the operators that run.
+def _infer_layernorm(a: dict, ins: list[Shape]) -> list[Shape]:
+    _axis(a, len(ins[0]))
+    return [list(ins[0])]
+
+
+# Normalisation over one axis with a learnable gain and shift per element of that axis:
+# axis -1 is nn.LayerNorm over tokens' channels, axis 1 of [1, C, H, W] ConvNeXt's channel norm.
+register_op(OpSpec("layernorm", _infer_layernorm, {"axis": -1, "eps": 1e-5},
+                   params=lambda a, i, o: 2 * i[0][a["axis"] % len(i[0])], category="norm",
+                   types={"axis": AXIS, "eps": float_kind}))
+# GELU, exact (erf) or with the tanh approximation.
+register_op(OpSpec("gelu", _same_shape, {"approximate": "none"}, category="activation",
+                   types={"approximate": choice_kind("none", "tanh")}))
+
+
+def _infer_matmul(a: dict, ins: list[Shape]) -> list[Shape]:
+    x, y = ins
+    if len(x) < 2 or len(x) != len(y):
+        raise OpError(f"inputs must have the same rank >= 2, got shapes {ins}")
+    if x[-1] != y[-2]:
+        raise OpError(f"cannot multiply {x} by {y}: inner sizes {x[-1]} and {y[-2]} differ")
+    batch = []
+    for p, q in zip(x[:-2], y[:-2]):
+        if p != q and 1 not in (p, q):
+            raise OpError(f"batch dimensions of {x} and {y} do not broadcast")
+        batch.append(max(p, q))
+    return [batch + [x[-2], y[-1]]]
+
+
+# Product of two activations, batched over the leading axes: [..., M, K] x [..., K, N].
+register_op(OpSpec("matmul", _infer_matmul, arity=(2, 2), macs=lambda a, i, o: _numel(o[0]) * i[0][-1],
+                   category="matmul"))
+
+
+def _infer_transpose(a: dict, ins: list[Shape]) -> list[Shape]:
+    x, perm = ins[0], a["perm"]
+    if sorted(perm) != list(range(len(x))):
+        raise OpError(f"perm {perm} is not a permutation of the {len(x)} axes of {x}")
+    if perm[0] != 0:
+        raise OpError(f"perm {perm} must keep the batch axis first")
+    return [[x[p] for p in perm]]
+
+
+# Axis permutation (torch.permute).
+register_op(OpSpec("transpose", _infer_transpose, {"perm": REQUIRED}, category="transpose",
+                   types={"perm": int_list_kind(0, min_len=2, what="a permutation of the input's axes")}))
+
+
+def _infer_mean(a: dict, ins: list[Shape]) -> list[Shape]:
+    x = ins[0]
+    ax = _axis(a, len(x))
+    if ax == 0:
+        raise OpError("axis must not be the batch axis 0")
+    out = list(x)
+    if a["keepdim"]:
+        out[ax] = 1
+    else:
+        del out[ax]
+    return [out]
+
+
+# Average over one axis (torch.mean(x, dim)): pooling of tokens.
+register_op(OpSpec("mean", _infer_mean, {"axis": REQUIRED, "keepdim": False}, category="mean",
+                   types={"axis": AXIS, "keepdim": bool_kind}))
+
+
+
+# Learned constant tensors of a ViT (timm's ``pos_embed`` and ``cls_token``), each with its
+# tensor as the node's parameters. ViT's readout of the class token is no operator of its own:
+# ``split`` (sections [1, N], axis 1) and ``reshape`` to ``[1, C]``.
+# Position embedding: input + a learned tensor of the input's shape (the batch axis is 1).
+register_op(OpSpec("pos_embed", _same_shape, params=lambda a, i, o: _numel(i[0]), category="elementwise"))
+
+
+def _infer_cls_token(a: dict, ins: list[Shape]) -> list[Shape]:
+    _need_rank(ins[0], 3, "input (tokens [1, N, C])")
+    _, n, c = ins[0]
+    return [[1, n + 1, c]]
+
+
+# Class token: a learned [1, 1, C] token concatenated in front of the tokens [1, N, C].
+register_op(OpSpec("cls_token", _infer_cls_token, params=lambda a, i, o: i[0][-1], category="concat"))
 
 # ---------------------------------------------------------------- op configurations
 # An op's *configuration* is what a per-op latency model keys on: the USC study's Table 2 layout

@@ -131,6 +131,23 @@ def report_networks(small: int = 64, nb201: tuple[int, ...] = (7, 777, 3000, 999
     return nets
 
 
+#: A small corner of the transformer space (32x32 inputs, 8- and 16-channel heads, shallow stages)
+#: with every structural choice of the full one: both fronts, 1 to 3 stages, 1 to 6 heads (one head
+#: included). Its networks convert and run in a fraction of a second each.
+SMALL_TRANSFORMER_SPACE = {
+    "input_size": 32, "patch_sizes": [4, 8], "head_dims": [8, 16], "single_stage_depth": [1, 3], "stage_depth": [1, 2],
+    "stem_channels": [8, 16], "conv_channels": [[8, 16], [16, 24], [24, 32]], "num_classes": 10, "min_grid": 2,
+}
+
+
+def transformer_networks(n: int = 30, seed: int = 0) -> list[tuple[str, object]]:
+    """Networks 0..n-1 of :data:`SMALL_TRANSFORMER_SPACE` (the transformer rows of the CPU reports)."""
+    from generators import transformer
+
+    cfg = transformer.validate_config(dict(SMALL_TRANSFORMER_SPACE, n=n))
+    return [("transformer", transformer.build_network(cfg, seed, i)) for i in range(n)]
+
+
 def _executed(graph, workdir: Path, runs: int = 3) -> list[str]:
     from generators.export.tflite import export_tflite
     from pipelines.runners.litert import run_native
@@ -155,17 +172,18 @@ def _cmd_xnnpack(args: argparse.Namespace) -> int:
     work = Path(args.workdir) / "xnnpack"
     work.mkdir(parents=True, exist_ok=True)
     per: dict[str, list] = defaultdict(list)
-    for fam, g in report_networks():
+    for fam, g in report_networks() + transformer_networks():
         m = xnnpack.compare(xnnpack.deduce_kernels(g), _executed(g, work))
-        per[fam.split("/")[0]].append(m)
+        zoo_transformer = fam in ("zoo/vit", "zoo/mobilevit", "zoo/efficientformer")
+        per["zoo (transformers)" if zoo_transformer else fam.split("/")[0]].append(m)
         if args.verbose:
             print(f"{g.name:32s} predicted {m.predicted:4d} executed {m.executed:4d} share {m.share:.3f} same order {m.exact}")
     print("XNNPACK operators predicted from the IR vs executed (kernel mode, 1 thread)")
-    print(f"{'family':12s} {'nets':>4s} {'operators':>9s} {'match share':>11s} {'same multiset':>13s} {'same order':>10s}")
+    print(f"{'family':18s} {'nets':>4s} {'operators':>9s} {'match share':>11s} {'same multiset':>13s} {'same order':>10s}")
     for fam, ms in sorted(per.items()):
         ops = sum(m.executed for m in ms)
         share = sum(m.matched for m in ms) / max(1, sum(max(m.predicted, m.executed) for m in ms))
-        print(f"{fam:12s} {len(ms):4d} {ops:9d} {share:11.3f} {sum(m.share == 1 for m in ms):13d} {sum(m.exact for m in ms):10d}")
+        print(f"{fam:18s} {len(ms):4d} {ops:9d} {share:11.3f} {sum(m.share == 1 for m in ms):13d} {sum(m.exact for m in ms):10d}")
     return 0
 
 

@@ -14,7 +14,14 @@ Three stages:
    depthwise convolutions a ``DWConv``; a fused activation stays inside a convolution, fully
    connected or pooling operator but is a separate ``Clamp`` after an element-wise binary one;
    a zero PAD right before a convolution is absorbed into its padding (not before a pooling); a
-   FULLY_CONNECTED reshapes its input first; a concatenation or split is one ``Copy``.
+   FULLY_CONNECTED with a ``[1, F]`` result reshapes its input first, one over the last axis of
+   tokens does not; a concatenation or split is one ``Copy``. Transformer operators run as the
+   converter leaves them, one XNNPACK operator each: a layer norm is its MEAN, SUB,
+   SQUARED_DIFFERENCE, MEAN, ADD, RSQRT and MUL(s) (``Mean (ND) Reduce2``, ``Subtract (ND)``,
+   ``Squared Difference (ND)``, ``Add (ND)``, ``Reciprocal Square Root (NC)``, ``Multiply (ND)``),
+   GELU ``GELU (NC)``, BATCH_MATMUL of two activations ``Batch Matrix Multiply (NC, F32) GEMM``
+   (a folded transpose is its flag, no operator), SOFTMAX ``Softmax (NC, F32)``, attention's
+   RESHAPE / TRANSPOSE (up to rank 6) ``Static Reshape (NC)`` / ``Transpose (ND, X32) Transpose``.
    Operators XNNPACK does not take (MIRROR_PAD, RESIZE_NEAREST_NEIGHBOR) stay with
    LiteRT's builtin kernels and are named by their TFLite operator.
 
@@ -110,8 +117,10 @@ def _conv(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
 
 
 def _fc(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
-    # the delegate reshapes every FULLY_CONNECTED input to [batch, features] first
-    return ["Static Reshape (NC)", "Fully Connected (NC, F32) GEMM"]
+    # a FULLY_CONNECTED with a [batch, features] result (keep_num_dims false) has its input
+    # reshaped to 2-D first; one over the last axis of tokens (keep_num_dims) runs as it is
+    gemm = ["Fully Connected (NC, F32) GEMM"]
+    return gemm if len(node.shapes[0]) > 2 else ["Static Reshape (NC)"] + gemm
 
 
 def _binary(name: str) -> Callable[[TfliteOp, Node, Graph], list[str]]:
@@ -129,6 +138,15 @@ def _builtin(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
 def _concat(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
     # the delegate concatenates up to MAX_CONCAT_INPUTS tensors; more stay with the builtin kernel
     return ["Copy (NC, X32)"] if len(node.inputs) <= MAX_CONCAT_INPUTS else _builtin(op, node, graph)
+
+
+def _slice(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
+    # ViT's class-token readout (a split of tokens [1, N, C] on the token axis, the rest unread:
+    # one SLICE) stays with the builtin kernel: every such SLICE of the transformer space and the
+    # vit family ran there; other SLICEs run in the delegate
+    if node.op == "split" and node.attrs.get("axis") == 1 and len(graph.input_shapes(node)[0]) == 3:
+        return _builtin(op, node, graph)
+    return ["Slice (ND, X32)"]
 
 
 #: The most inputs a CONCATENATION the XNNPACK delegate takes has (host-v1: every 2-5 input
@@ -157,11 +175,13 @@ XNN_KERNELS: dict[str, Callable[[TfliteOp, Node, Graph], list[str]]] = {
     "MINIMUM": _binary("Minimum (ND)"), "MAXIMUM": _binary("Maximum (ND)"),
     "RELU": _same("Clamp (NC)"), "RELU6": _same("Clamp (NC)"), "RELU_N1_TO_1": _same("Clamp (NC)"),
     "LOGISTIC": _same("Sigmoid (NC)"), "HARD_SWISH": _same("HardSwish (NC)"), "TANH": _same("TanH (NC)"),
-    "LEAKY_RELU": _same("Leaky ReLU (NC, F32)"), "PRELU": _same("PReLU (NC)"), "SOFTMAX": _same("SoftMax (NC)"),
+    "LEAKY_RELU": _same("Leaky ReLU (NC, F32)"), "PRELU": _same("PReLU (NC)"), "SOFTMAX": _same("Softmax (NC, F32)"),
+    "SQUARED_DIFFERENCE": _binary("Squared Difference (ND)"), "RSQRT": _same("Reciprocal Square Root (NC)"),
+    "GELU": _same("GELU (NC)"), "BATCH_MATMUL": _same("Batch Matrix Multiply (NC, F32) GEMM"),
     "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
     "MEAN": _same("Mean (ND) Reduce2"), "CONCATENATION": _concat,
     "RESHAPE": _same("Static Reshape (NC)"), "TRANSPOSE": _same("Transpose (ND, X32) Transpose"),
-    "SLICE": _same("Slice (ND, X32)"), "SPLIT": _same("Copy (NC, X32)"), "SPLIT_V": _builtin,
+    "SLICE": _slice, "SPLIT": _same("Copy (NC, X32)"), "SPLIT_V": _builtin,
     "PAD": _same("Constant Pad (ND, X32)"), "PADV2": _same("Constant Pad (ND, X32)"),
     "MIRROR_PAD": _builtin, "RESIZE_NEAREST_NEIGHBOR": _builtin,
 }

@@ -84,6 +84,7 @@ FAMILIES: dict[str, Callable[[dict, str], Any]] = {
     "nasbench201": lambda meta, name: "nasbench201",
     "zoo": _meta("family"),
     "synthetic": lambda meta, name: "synthetic",
+    "transformer": lambda meta, name: "transformer",
     "pytorch": _pytorch_family,
 }
 ARCHS: dict[str, Callable[[dict, str], Any]] = {

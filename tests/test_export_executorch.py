@@ -23,7 +23,7 @@ from generators.export.torch_module import example_tensors, to_module  # noqa: E
 from generators.export.weights import example_input  # noqa: E402
 from generators.ir import Graph  # noqa: E402
 from generators.zoo.source import reference  # noqa: E402
-from support.nets import resnet_tiny  # noqa: E402
+from support.nets import deit_tiny, resnet_tiny, vit_tiny  # noqa: E402
 from test_export_torch import all_ops_graph  # noqa: E402
 
 RTOL = 1e-4
@@ -34,8 +34,11 @@ CASES = {
     "synthetic-0": lambda: synthetic.build_network(synthetic.SyntheticConfig(), 0, 0),
     "zoo-squeezenet": lambda: reference("squeezenet"),
     "nasbench201-1234": lambda: nasbench201.build(1234),
+    "vit-tiny": vit_tiny,
+    "deit-tiny": deit_tiny,
 }
-INT8_CASES = {"synthetic-0": CASES["synthetic-0"], "resnet-tiny": resnet_tiny}
+INT8_CASES = {"synthetic-0": CASES["synthetic-0"], "resnet-tiny": resnet_tiny, "vit-tiny": vit_tiny,
+              "deit-tiny": deit_tiny}
 
 
 def _torch_outputs(graph, inputs: tuple) -> list[np.ndarray]:

@@ -16,6 +16,7 @@ import pytest
 
 from generators import blocks as B
 from generators.export import nnmeter_ir as nm
+from generators.export.layout import NHWC, tensor_layouts
 from generators.ir import Graph, split_ref
 from generators.ops import OPS, OpSpec, register_op
 
@@ -50,6 +51,13 @@ TYPES = {
     "flatten": "reshape",
     "softmax": "softmax",
     "upsample": "upsample",
+    "layernorm": "layernorm",
+    "gelu": "gelu",
+    "matmul": "matmul",
+    "transpose": "transpose",
+    "mean": "mean",
+    "pos_embed": "add",  # an Add whose other operand is a weight
+    "cls_token": "concat",  # a Concat whose other operand is a weight
 }
 
 
@@ -105,7 +113,20 @@ def shufflenet_like() -> Graph:
     return g.set_outputs(B.classifier(g, x, 10)).validate()
 
 
-GRAPHS = {"all_ops": all_ops_graph, "mobilenet": mobilenet_like, "shufflenet": shufflenet_like}
+def transformer_like() -> Graph:
+    """A conv-bn-relu patch embedding (a fusable kernel), a position embedding of the image, and
+    a ViT encoder block over its tokens after a class token and their position embedding."""
+    g = Graph(name="nnmeter-vit-tiny", source="test")
+    x = B.conv_bn_act(g, g.input([1, 3, 16, 12]), 16, 4, stride=4, padding=0)
+    x = g.add("pos_embed", g.add("layernorm", x, axis=1))
+    t = g.add("transpose", g.add("reshape", x, shape=[1, 16, 12]), perm=[0, 2, 1])
+    t = g.add("pos_embed", g.add("cls_token", t))
+    t = B.encoder_block(g, t, heads=2, mlp_ratio=2)
+    return g.set_outputs(g.add("fc", g.add("mean", g.add("layernorm", t), axis=1), out_features=10)).validate()
+
+
+GRAPHS = {"all_ops": all_ops_graph, "mobilenet": mobilenet_like, "shufflenet": shufflenet_like,
+          "transformer": transformer_like}
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +150,7 @@ def test_every_operator_has_an_nnmeter_type(graphs):
 def test_structure(graphs, name):
     g = graphs[name]
     ir = nm.to_nnmeter_ir(g)
+    layouts = tensor_layouts(g)
     assert list(ir) == list(g.nodes)  # every node, in topological order
     edges_in, edges_out = Counter(), Counter()
     for node_name, entry in ir.items():
@@ -141,19 +163,22 @@ def test_structure(graphs, name):
         edges_out.update((node_name, dst) for dst in entry["outbounds"])
         for src in entry["inbounds"]:
             assert src in ir
-        # NHWC: channels last, H before W
+        # NHWC for images (channels last, H before W), the IR's order for other tensors
         ins, outs = entry["attr"]["input_shape"], entry["attr"]["output_shape"]
         assert len(ins) == len(node.inputs) and len(outs) == len(node.shapes)
-        for got, ref in zip(ins + outs, [g.tensor_shape(r) for r in node.inputs] + node.shapes):
-            assert got == ([ref[0], ref[2], ref[3], ref[1]] if len(ref) == 4 else ref)
+        images = [layouts[split_ref(r)[0]] == NHWC for r in node.inputs] + [layouts[node_name] == NHWC] * len(node.shapes)
+        for got, ref, image in zip(ins + outs, [g.tensor_shape(r) for r in node.inputs] + node.shapes, images):
+            assert got == ([ref[0], ref[2], ref[3], ref[1]] if image else ref)
         kind, attr = entry["attr"]["type"], entry["attr"]["attr"]
         if kind in ("conv", "dwconv", "maxpool", "avgpool"):
             assert attr["ks"] == node.attrs["kernel"] and attr["strides"] == node.attrs["stride"]
         if kind in ("conv", "dwconv"):
             assert outs[0][-1] == node.attrs["out_channels"] and attr["group"] == node.attrs["groups"]
             assert (kind == "dwconv") == (node.attrs["groups"] == ins[0][-1])
-        if node.op in ("concat", "split") and len(ins[0]) == 4:
+        if node.op in ("concat", "split") and len(ins[0]) == 4 and images[0]:
             assert attr["axis"] == {1: 3, 2: 1, 3: 2}[node.attrs["axis"] % 4]
+        if node.op in ("softmax", "mean", "layernorm") and not images[0]:
+            assert attr["axis"] == node.attrs["axis"] % len(g.tensor_shape(node.inputs[0]))
     assert edges_in == edges_out  # outbounds mirror inbounds, edge for edge
     heads = [n for n, e in ir.items() if not e["inbounds"]]
     assert heads == [n.name for n in g.input_nodes]
@@ -245,3 +270,20 @@ def test_nnmeter_kernel_detector_reads_our_graphs(graphs, tmp_path):
     assert "conv-bn-relu" in mb and "dwconv-bn-relu" in mb and "fc" in mb
     sh = by_name["shufflenet"]["rules"]["kernels"]
     assert sh.count("split") == 2 and sh.count("channelshuffle") == 2 and sh.count("concat") == 2
+
+
+def test_attention_tensors_keep_the_irs_order(graphs):
+    g = graphs["transformer"]
+    ir = nm.to_nnmeter_ir(g)
+    ln = next(n for n in g.nodes.values() if n.op == "layernorm")  # the channel norm of the image
+    assert ir[ln.name]["attr"]["attr"]["axis"] == 3 and ir[ln.name]["attr"]["output_shape"] == [[1, 4, 3, 16]]
+    scores = next(n for n in g.nodes.values() if n.op == "matmul")
+    assert ir[scores.name]["attr"]["output_shape"] == [[1, 2, 13, 13]]  # [1, heads, N, N], not transposed
+    soft = next(n for n in g.nodes.values() if n.op == "softmax")
+    assert ir[soft.name]["attr"]["attr"]["axis"] == 3
+    pos_image, pos_tokens = (n for n in g.nodes.values() if n.op == "pos_embed")
+    assert ir[pos_image.name]["attr"]["output_shape"] == [[1, 4, 3, 16]] and ir[pos_image.name]["inbounds"] == [ln.name]
+    assert ir[pos_tokens.name]["attr"]["output_shape"] == [[1, 13, 16]]
+    cls = next(n for n in g.nodes.values() if n.op == "cls_token")
+    assert ir[cls.name]["attr"]["attr"] == {"axis": 1, "const_shape": [1, 1, 16]}
+    assert ir[cls.name]["attr"]["input_shape"] == [[1, 12, 16]] and ir[cls.name]["attr"]["output_shape"] == [[1, 13, 16]]

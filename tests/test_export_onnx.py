@@ -103,7 +103,7 @@ def test_int8_follows_fp32(kind, key, tmp_path):
     _int8_check(_graph(kind, key), tmp_path)
 
 
-@pytest.mark.parametrize("name", ["all_ops", "mobilenet"])
+@pytest.mark.parametrize("name", ["all_ops", "mobilenet", "transformer"])
 def test_int8_of_every_operator(name, tmp_path):
     _int8_check(GRAPHS[name](), tmp_path)
 

@@ -22,7 +22,8 @@ from generators.export import tflite as T  # noqa: E402
 from generators.export.weights import example_input, graph_weights  # noqa: E402
 from generators.ir import Graph, split_ref  # noqa: E402
 from generators.ops import OPS, OpSpec, register_op  # noqa: E402
-from support.nets import close, mbv3ish_logits  # noqa: E402
+from generators.export.layout import NHWC, PLAIN, tensor_layouts  # noqa: E402
+from support.nets import close, deit_tiny, mbv3ish_logits, vit_tiny  # noqa: E402
 
 #: fp32 TFLite vs torch: max |diff| <= RTOL * max |reference| (per output).
 RTOL = 1e-4
@@ -106,6 +107,21 @@ def torch_forward(graph: Graph, inputs: dict[str, np.ndarray] | None = None) -> 
                 y = x[:, :, t : x.shape[2] - b, l : x.shape[3] - r]
             elif op == "upsample":
                 y = F.interpolate(x, scale_factor=tuple(float(v) for v in a["scale"]), mode="nearest")
+            elif op == "layernorm":
+                y = F.layer_norm(x.movedim(a["axis"], -1), w["weight"].shape, w["weight"], w["bias"], a["eps"])
+                y = y.movedim(-1, a["axis"])
+            elif op == "gelu":
+                y = F.gelu(x, approximate=a["approximate"])
+            elif op == "pos_embed":
+                y = x + w["weight"]
+            elif op == "cls_token":
+                y = torch.cat([w["weight"], x], dim=1)
+            elif op == "matmul":
+                y = torch.matmul(xs[0], xs[1])
+            elif op == "transpose":
+                y = x.permute(a["perm"])
+            elif op == "mean":
+                y = x.mean(a["axis"], keepdim=a["keepdim"])
             else:
                 raise NotImplementedError(f"no torch reference for {op!r}: add it to this test")
             env[n.name] = y if isinstance(y, list) else [y]
@@ -164,7 +180,7 @@ def zoo(size: int = 32) -> Graph:
     return g.set_outputs(out1, out2).validate()
 
 
-GRAPHS = {"mbv3ish": mbv3ish, "zoo": zoo}
+GRAPHS = {"mbv3ish": mbv3ish, "zoo": zoo, "vit": vit_tiny, "deit": deit_tiny}
 
 
 def _single(name: str, shape: list[int], build) -> Graph:
@@ -240,7 +256,65 @@ SINGLE = {
     "clip_n1_1": (E, lambda g, x: g.add("clip", x, min=-1, max=1)),
     "crop": (E, lambda g, x: g.add("crop", x, crops=[0, 2, 1, 1])),
     "upsample": (O, lambda g, x: g.add("upsample", x, scale=[2, 3])),
+    # transformers: tokens [1, N, C] and attention tensors [1, heads, N, d] are not images
+    "tokens": (E, lambda g, x: g.add("transpose", g.add("reshape", x, shape=[1, 8, 120]), perm=[0, 2, 1])),
+    "fc_tokens": (E, lambda g, x: g.add("fc", _tokens(g, x), out_features=5)),
+    "fc_image_rows": (E, lambda g, x: g.add("fc", x, out_features=4)),  # over W of an image: TRANSPOSE first
+    "layernorm_tokens": (E, lambda g, x: g.add("layernorm", _tokens(g, x))),
+    "layernorm_into_fc": (E, lambda g, x: g.add("fc", g.add("layernorm", _tokens(g, x), eps=1e-6), out_features=3)),
+    "layernorm_channels": (E, lambda g, x: g.add("layernorm", x, axis=1)),  # ConvNeXt: the NHWC last axis
+    "layernorm_h": (E, lambda g, x: g.add("layernorm", x, axis=2)),
+    "gelu": (E, lambda g, x: g.add("gelu", x)),
+    "gelu_tanh": (E, lambda g, x: g.add("gelu", _tokens(g, x), approximate="tanh")),
+    "attention_scores": (E, lambda g, x: g.add("softmax", _scores(g, x))),  # a rank-4 output: NHWC, TRANSPOSE last
+    "matmul_to_image": (E, lambda g, x: g.add("conv2d", _scores(g, x), out_channels=4, kernel=1)),
+    "heads_to_tokens": (E, lambda g, x: g.add("reshape", g.add("transpose", _attend(g, x), perm=[0, 2, 1, 3]), shape=[1, 120, 8])),
+    "tokens_to_image": (E, lambda g, x: g.add("conv2d", g.add("reshape", g.add("transpose", g.add("fc", _tokens(g, x), out_features=6), perm=[0, 2, 1]), shape=[1, 6, 12, 10]), out_channels=4, kernel=3, padding=1)),
+    "transpose_image": (E, lambda g, x: g.add("transpose", x, perm=[0, 1, 3, 2])),
+    "transpose_to_nhwc_order": (E, lambda g, x: g.add("reshape", g.add("transpose", x, perm=[0, 2, 3, 1]), shape=[1, 120, 8])),
+    "mean_tokens": (E, lambda g, x: g.add("mean", _tokens(g, x), axis=1)),
+    "mean_keepdim_image": (E, lambda g, x: g.add("mean", x, axis=2, keepdim=True)),
+    "mean_image_c": (E, lambda g, x: g.add("mean", x, axis=1)),
+    # learned constant tensors: a position embedding of tokens and of an image (NHWC constant, fused relu)
+    "pos_embed_tokens": (E, lambda g, x: g.add("pos_embed", _tokens(g, x))),
+    "pos_embed_image_relu": (E, lambda g, x: g.add("relu", g.add("pos_embed", x))),
+    "cls_token": (E, lambda g, x: g.add("cls_token", _tokens(g, x))),
+    "cls_token_after_sigmoid": (E, lambda g, x: g.add("cls_token", g.add("sigmoid", _tokens(g, x)))),  # int8: QUANTIZE
+    "add_mixed_layouts": (E, lambda g, x: g.add("transpose", g.add("add", [g.add("reshape", _heads(g, x, [0, 2, 1, 3]), shape=[1, 8, 12, 10]), x]), perm=[0, 1, 3, 2])),
+    # one attention head: q's transpose moves a unit axis (a RESHAPE, merged with q's), k's does not
+    "one_head": (E, lambda g, x: g.add("reshape", g.add("matmul", [_one_head(g, _tokens(g, x), [0, 2, 1, 3]), _one_head(g, g.add("gelu", _tokens(g, x)), [0, 2, 3, 1])]), shape=[1, 120, 120])),
+    # a transpose of the last two axes read only by a matmul is BATCH_MATMUL's adj_x / adj_y
+    "matmul_adjoint": (E, lambda g, x: (lambda a: g.add("matmul", [g.add("transpose", a, perm=[0, 2, 1]), a]))(g.add("fc", _tokens(g, x), out_features=6))),
+    # grouped tokens [1, G, N, C] (MobileViT): the residual add reads the fc's rank-4 result in plain order
+    "grouped_residual": (E, lambda g, x: (lambda t: g.add("mean", g.add("add", [t, g.add("fc", t, out_features=8)]), axis=2))(B.unfold(g, x, 2))),
 }
+
+
+def _one_head(g: Graph, t: str, perm: list[int]) -> str:
+    """Tokens [1, N, C] as one attention head [1, N, 1, C] permuted by ``perm``."""
+    return g.add("transpose", g.add("reshape", t, shape=[1, g.shape(t)[1], 1, g.shape(t)[2]]), perm=perm)
+
+
+def _tokens(g: Graph, x: str) -> str:
+    """[1, C, H, W] -> tokens [1, H*W, C] (ViT's flatten(2).transpose(1, 2))."""
+    _, c, h, w = g.shape(x)
+    return g.add("transpose", g.add("reshape", x, shape=[1, c, h * w]), perm=[0, 2, 1])
+
+
+def _heads(g: Graph, x: str, perm: list[int]) -> str:
+    """[1, 8, H, W] -> tokens -> [1, N, 2, 4] permuted by ``perm`` (attention's heads)."""
+    t = _tokens(g, x)
+    return g.add("transpose", g.add("reshape", t, shape=[1, g.shape(t)[1], 2, 4]), perm=perm)
+
+
+def _scores(g: Graph, x: str) -> str:
+    """q k^T of two heads of ``x``'s tokens: [1, 2, N, N]."""
+    return g.add("matmul", [_heads(g, x, [0, 2, 1, 3]), _heads(g, x, [0, 2, 3, 1])])
+
+
+def _attend(g: Graph, x: str) -> str:
+    """softmax(q k^T) v over two heads of ``x``'s tokens: [1, 2, N, 4]."""
+    return g.add("matmul", [g.add("softmax", _scores(g, x)), _heads(g, x, [0, 2, 1, 3])])
 
 
 def _graph_ops(g: Graph) -> set[str]:
@@ -349,7 +423,9 @@ def test_single_operator_matches_torch_and_table(case):
     close(T.run_tflite(blob, g), torch_forward(g), f"{case} fp32 vs torch", RTOL)
 
 
-@pytest.mark.parametrize("case", ["conv_valid", "conv_s2_even_pad", "maxpool_mirror", "hsigmoid", "split_unread", "concat_h", "scale_into_conv", "clip_01"])
+@pytest.mark.parametrize("case", ["conv_valid", "conv_s2_even_pad", "maxpool_mirror", "hsigmoid", "split_unread", "concat_h", "scale_into_conv", "clip_01",
+                                  "layernorm_channels", "layernorm_into_fc", "gelu", "attention_scores", "matmul_to_image", "mean_tokens",
+                                  "pos_embed_tokens", "pos_embed_image_relu", "cls_token", "cls_token_after_sigmoid"])
 @pytest.mark.parametrize("prec", ["fp16", "int8"])
 def test_single_operator_counts_other_precisions(case, prec):
     shape, build = SINGLE[case]
@@ -357,6 +433,18 @@ def test_single_operator_counts_other_precisions(case, prec):
     facts = T.inspect_tflite(T.convert(g, prec))
     assert facts["op_counts"] == T.expected_op_counts(g, prec)
     assert facts["params"] == T.expected_params(g, prec)
+
+
+def test_learned_constants_are_constant_operands_counted_as_parameters():
+    g = _single("pos_embed_image_relu", *SINGLE["pos_embed_image_relu"])
+    facts = T.inspect_tflite(T.convert(g, "fp32"))
+    assert facts["op_counts"] == {"ADD": 1}  # the relu is fused into the ADD of the NHWC constant
+    assert facts["params"] == g.params == 8 * 12 * 10
+    g = _single("cls_token", *SINGLE["cls_token"])
+    facts = T.inspect_tflite(T.convert(g, "int8"))
+    assert facts["op_counts"] == {"CONCATENATION": 1, "RESHAPE": 1, "TRANSPOSE": 2} and facts["params"] == g.params == 8
+    g = _single("cls_token_after_sigmoid", *SINGLE["cls_token_after_sigmoid"])
+    assert T.expected_op_counts(g, "int8")["QUANTIZE"] == 1  # the token takes the concatenation's scale
 
 
 def test_int8_requantizes_fixed_scale_outputs_into_concat():
@@ -422,3 +510,61 @@ def test_converter_common_subexpressions_are_expected(index, tmp_path):
         facts = T.export_tflite(g, tmp_path / f"{precision}.tflite", precision=precision)
         assert facts["op_counts"] == T.expected_op_counts(g, precision)
         assert facts["params"] == T.expected_params(g, precision)
+
+
+# ------------------------------------------------------------------ the layout rule (export.layout)
+def test_layout_rule_keeps_tokens_and_attention_tensors_in_ir_order():
+    g = vit_tiny()
+    lay = tensor_layouts(g)
+    by_op = {}
+    for n in g.nodes.values():
+        by_op.setdefault(n.op, set()).add((len(n.shape), lay[n.name]))
+    assert by_op["input"] == by_op["conv2d"] == {(4, NHWC)}
+    assert by_op["transpose"] == {(3, PLAIN), (4, PLAIN)} and by_op["matmul"] == {(4, PLAIN)}
+    assert by_op["softmax"] == {(4, PLAIN)} and by_op["layernorm"] == {(3, PLAIN)}
+    # the patch embedding's conv output is an image: its reshape to [1, C, N] transposes to NCHW first
+    plans = T.plan_graph(g)
+    assert [plans[n].ops for n in g.nodes if g.nodes[n].op == "reshape"][0] == ["TRANSPOSE", "RESHAPE"]
+    # attention's head transposes are plain TRANSPOSEs by the IR's permutation
+    assert {tuple(plans[n].lead_perm) for n in g.nodes if g.nodes[n].op == "transpose"} == {(0, 2, 1), (0, 2, 1, 3), (0, 2, 3, 1)}
+
+
+@pytest.mark.parametrize("case,layouts,ops", [
+    # a rank-4 matmul result is plain; as a graph output or a conv input it becomes an image by one TRANSPOSE
+    ("attention_scores", {"transpose": PLAIN, "matmul": NHWC, "softmax": NHWC}, {"matmul": ["BATCH_MATMUL", "TRANSPOSE"]}),
+    ("matmul_to_image", {"matmul": NHWC, "conv2d": NHWC}, {"matmul": ["BATCH_MATMUL", "TRANSPOSE"]}),
+    # a reshape of tokens to [1, C, H, W] read by a conv is an image
+    ("tokens_to_image", {"reshape": NHWC}, {"conv2d": ["CONV_2D"]}),
+    # a layout-keeping op reads its other inputs in its first input's layout
+    ("add_mixed_layouts", {"add": PLAIN}, {"add": ["TRANSPOSE", "ADD"]}),
+    # an image's permutation to NHWC order is no op at all in TFLite
+    ("transpose_to_nhwc_order", {"transpose": PLAIN}, {"transpose": []}),
+    ("fc_image_rows", {"fc": NHWC}, {"fc": ["TRANSPOSE", "FULLY_CONNECTED", "TRANSPOSE"]}),
+    # a later input of a layout-keeping op is read in that op's layout: no TRANSPOSE after the fc
+    ("grouped_residual", {"fc": PLAIN, "add": PLAIN}, {"fc": ["FULLY_CONNECTED"], "add": ["ADD"]}),
+])
+def test_layout_of_each_tensor_and_its_transposes(case, layouts, ops):
+    shape, build = SINGLE[case]
+    g = _single(case, shape, build)
+    lay, plans = tensor_layouts(g), T.plan_graph(g)
+    last = {}
+    for n in g.nodes.values():
+        last[n.op] = n.name
+    assert {op: lay[last[op]] for op in layouts} == layouts
+    assert {op: plans[last[op]].ops for op in ops} == ops
+
+
+def test_converter_rewrites_of_attention_transposes():
+    """The plan's rewrites of attention's layout ops (the counts are checked against the converter
+    by the SINGLE cases): one head's q transpose is a RESHAPE merged into q's reshape, k's stays a
+    TRANSPOSE; a last-two-axes transpose into a matmul vanishes."""
+    g = T.merge_common_subexpressions(_single("one_head", *SINGLE["one_head"]))
+    plans = T.plan_graph(g)
+    per_node = T._expected_ops(g, plans, "fp32")
+    heads = [n for n in g.nodes.values() if n.op == "transpose" and len(n.shape) == 4]
+    assert [plans[n.name].kind for n in heads] == ["reshape", "transpose"]
+    assert [per_node[n.name] for n in heads] == [[], ["TRANSPOSE"]]  # q's RESHAPE merged into the reshape before it
+    assert T.expected_op_counts(g)["RESHAPE"] == 4  # the tokens' (shared), one per head, the result's
+    g = _single("matmul_adjoint", *SINGLE["matmul_adjoint"])
+    counts = T.expected_op_counts(g)
+    assert counts["TRANSPOSE"] == 2 and counts["BATCH_MATMUL"] == 1  # the tokens' two; none for the matmul

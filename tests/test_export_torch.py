@@ -46,6 +46,13 @@ ATEN = {
     "clip": "aten::hardtanh",
     "crop": "aten::narrow",  # one per cropped spatial dimension
     "upsample": "aten::upsample_nearest2d",
+    "layernorm": "aten::layer_norm",  # + two aten::permute when the axis is not the last
+    "gelu": "aten::gelu",
+    "matmul": "aten::matmul",
+    "transpose": "aten::permute",
+    "mean": "aten::mean",
+    "pos_embed": "aten::add",
+    "cls_token": "aten::cat",
 }
 
 
@@ -124,7 +131,29 @@ def resnet_like(num_classes: int = 100) -> Graph:
     return g.set_outputs(B.classifier(g, x, num_classes)).validate()
 
 
-GRAPHS = {"all_ops": all_ops_graph, "two_inputs": two_input_graph, "mobilenet": mobilenet_like, "resnet": resnet_like}
+def transformer_graph() -> Graph:
+    """ConvNeXt-like stem (channel layer norm, tanh GELU, a mean keeping dims) and ViT-like
+    encoder blocks over its tokens (layer norm, attention from matmul, softmax, transpose), with
+    a position embedding of the image and a class token and position embedding of the tokens;
+    two heads: the mean of the tokens and the class token (split + reshape)."""
+    g = Graph(name="transformer", source="test")
+    x = g.input([1, 3, 16, 16])
+    x = g.add("conv2d", x, out_channels=16, kernel=4, stride=4)
+    x = g.add("gelu", g.add("layernorm", x, axis=1, eps=1e-6), approximate="tanh")
+    x = g.add("add", [x, g.add("mean", x, axis=3, keepdim=True)])
+    x = g.add("pos_embed", x)
+    t = g.add("transpose", g.add("reshape", x, shape=[1, 16, 16]), perm=[0, 2, 1])
+    t = g.add("pos_embed", g.add("cls_token", t))
+    for _ in range(2):
+        t = B.encoder_block(g, t, heads=2, mlp_ratio=2)
+    t = g.add("layernorm", t)
+    cls = g.add("reshape", g.add_multi("split", t, sections=[1, 16], axis=1)[0], shape=[1, 16])
+    t = g.add("mean", t, axis=1)
+    return g.set_outputs(g.add("fc", t, out_features=10), g.add("fc", cls, out_features=10)).validate()
+
+
+GRAPHS = {"all_ops": all_ops_graph, "two_inputs": two_input_graph, "mobilenet": mobilenet_like, "resnet": resnet_like,
+          "transformer": transformer_graph}
 
 
 @pytest.fixture(autouse=True)
@@ -206,6 +235,27 @@ def numpy_forward(graph: Graph, inputs: dict[str, np.ndarray]) -> list[np.ndarra
             y = _np_conv(x, w["weight"], w.get("bias"), a)
         elif op == "fc":
             y = x @ w["weight"].T + (w["bias"] if "bias" in w else 0.0)
+        elif op == "layernorm":
+            ax = a["axis"] % x.ndim
+            shape = [-1] + [1] * (x.ndim - 1 - ax)
+            d = x - x.mean(axis=ax, keepdims=True)
+            y = d / np.sqrt((d * d).mean(axis=ax, keepdims=True) + a["eps"])
+            y = y * w["weight"].reshape(shape) + w["bias"].reshape(shape)
+        elif op == "gelu":
+            if a["approximate"] == "tanh":
+                y = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+            else:
+                y = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+        elif op == "pos_embed":
+            y = x + w["weight"]
+        elif op == "cls_token":
+            y = np.concatenate([w["weight"], x], axis=1)
+        elif op == "matmul":
+            y = np.matmul(xs[0], xs[1])
+        elif op == "transpose":
+            y = x.transpose(a["perm"])
+        elif op == "mean":
+            y = x.mean(axis=a["axis"], keepdims=a["keepdim"])
         elif op == "batchnorm":
             r = x.ndim
             y = (x - _channel(w["running_mean"], r)) / np.sqrt(_channel(w["running_var"], r) + a["eps"])
@@ -305,6 +355,8 @@ def test_traced_aten_counts_match_ir(graphs, name):
             else:
                 n = 1
             want[ATEN[node.op]] = want.get(ATEN[node.op], 0) + n
+            if node.op == "layernorm" and node.attrs["axis"] % len(node.shape) != len(node.shape) - 1:
+                want["aten::permute"] = want.get("aten::permute", 0) + 2
     got = tm.script_op_counts(tm.trace(g))
     assert got == {k: v for k, v in sorted(want.items()) if v}  # nothing else: no extra aten op per node
     assert tm.expected_aten_counts(g) == got
@@ -356,7 +408,7 @@ R_MIN = 0.99
 
 
 @pytest.mark.parametrize("engine", ["x86", "qnnpack"])
-@pytest.mark.parametrize("name", ["mobilenet", "resnet", "all_ops"])
+@pytest.mark.parametrize("name", ["mobilenet", "resnet", "all_ops", "transformer"])
 def test_int8_runs_and_correlates_with_fp32(graphs, tmp_path, engine, name):
     g = graphs[name]
     facts = tm.export_torchscript(g, tmp_path / "m.pt", "int8", engine)

@@ -14,6 +14,7 @@ SMALL = [
     "generator.zoo.families=[resnet,mobilenetv2,shufflenetv2]",
     "generator.nasbench201.n=4",
     "generator.pytorch.models=[squeezenet_v1_1]",
+    "generator.transformer.n=3",
 ]
 
 
@@ -31,7 +32,7 @@ def generated(tmp_path_factory):
 
 def test_every_source_writes_valid_networks_with_unique_ids(generated):
     cfg, out, counts = generated
-    assert counts == {"nasbench201": 4, "pytorch": 1, "synthetic": 6, "zoo": 6}
+    assert counts == {"nasbench201": 4, "pytorch": 1, "synthetic": 6, "transformer": 3, "zoo": 6}
     ids = set()
     for path in out.glob("*/*.json"):
         g = Graph.load(path)

@@ -391,7 +391,9 @@ def test_unsupported_operator_names_model_node_and_op():
 @pytest.mark.parametrize("fn, what", [
     (lambda x: x + 2.0, r"\(Add\): adding the scalar 2 \(the IR has no scalar add\)"),
     (lambda x: x - torch.relu(x), r"\(Sub\): Sub of two computed tensors"),
-    (lambda x: x.permute(0, 2, 3, 1), r"\(Transpose\): Transpose \[0, 2, 3, 1\] of \[1, 4, 6, 6\]"),
+    (lambda x: x + torch.arange(36.0).reshape(1, 1, 6, 6), r"\(Add\): Add by a constant tensor of shape \[1, 1, 6, 6\] "
+     r"\(the IR has no weights; a constant added is a position embedding only with one value per element of the "
+     r"tensor\)$"),
     (lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"), r"\(Resize\): nearest resize by non-integer factors"),
     (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), r"\(Resize\): interpolation mode 'linear'"),
 ])

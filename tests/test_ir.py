@@ -101,6 +101,11 @@ def test_every_operator_has_shape_inference_and_is_exercised_somewhere():
         more.add("clip", x),
         more.add("crop", x, crops=[1, 0, 2, 1]),
         more.add("upsample", x, scale=2),
+        more.add("layernorm", x, axis=1),
+        more.add("gelu", x),
+        more.add("matmul", [x, x]),
+        more.add("transpose", x, perm=[0, 1, 3, 2]),
+        more.add("mean", x, axis=2),
     ]
     used |= {more.nodes[r].op for r in extra}
     assert more.shape(extra[0]) == [1, 4, 9, 11]  # pads are [top, bottom, left, right]
@@ -135,7 +140,7 @@ def test_every_operator_has_shape_inference_and_is_exercised_somewhere():
             ["c"],
             "node 'c' \\(conv2d\\): groups=4 does not divide input channels 6",
         ),
-        ([{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 8, 8]}}, {"name": "c", "op": "gelu", "inputs": ["x"]}], ["c"], "node 'c' \\(gelu\\): unknown operator type 'gelu'"),
+        ([{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 8, 8]}}, {"name": "c", "op": "swiglu", "inputs": ["x"]}], ["c"], "node 'c' \\(swiglu\\): unknown operator type 'swiglu'"),
         ([{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 8, 8]}}, {"name": "c", "op": "relu", "inputs": ["x"], "attrs": {"inplace": True}}], ["c"], "unknown attribute\\(s\\) \\['inplace'\\]"),
         (
             [{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 4, 4]}}, {"name": "c", "op": "conv2d", "inputs": ["x"], "attrs": {"out_channels": 8, "kernel": 7}}],

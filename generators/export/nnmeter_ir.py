@@ -9,12 +9,14 @@ the loaded JSON as is; its ``KernelDetector`` then runs on it):
 - ``inbounds``/``outbounds`` list producer/consumer node names, one entry per edge (a node
   reading two outputs of a split lists it twice); there are no output ports, so a consumer
   of ``split:1`` names ``split`` and its ``input_shape`` holds the shape of that output;
-- shapes are NHWC (``[1, H, W, C]``) for feature maps, ``[1, F]`` for vectors; a node's
+- shapes are NHWC (``[1, H, W, C]``) for images, in the IR's order for every other tensor
+  (vectors ``[1, F]``, tokens ``[1, N, C]``, attention ``[1, heads, N, d]``): the layout rule of
+  ``generators/export/layout.py``, which the TFLite export follows too; a node's
   ``input_shape``/``output_shape`` hold one shape per input/output tensor;
 - ``type`` is nn-Meter's canonical operator name (after its ``OP_ALIAS`` table), and
   ``attr.attr`` uses the keys its kernel detector and feature extractor read: ``ks`` and
   ``strides`` (``[h, w]``) for conv/dwconv/pools, ``group`` for convs, ``axis`` for concat
-  and split (NHWC axis; nn-Meter renames split's to ``split_dim``).
+  and split (NHWC axis of an image; nn-Meter renames split's to ``split_dim``).
 
 Type choices follow how nn-Meter itself names the same operator when it converts a
 TensorFlow or ONNX model, so its fusion rules and block patterns apply: relu6 is ``relu``
@@ -22,10 +24,13 @@ TensorFlow or ONNX model, so its fusion rules and block patterns apply: relu6 is
 average pooling is ``gap`` (its squeeze-and-excite pattern and ``global-avgpool``
 predictor key on it), hard sigmoid is ``hardsigmoid``, flatten is ``reshape``, clip is
 ``relu`` (nn-Meter's alias of ONNX Clip; ``attr`` keeps min/max), scale is a one-input
-``mul``, crop is ``split`` (nn-Meter's alias of ONNX Slice), the graph input is a
+``mul``, crop is ``split`` (nn-Meter's alias of ONNX Slice), a position embedding a one-input
+``add`` (its constant has the output's shape) and a class token a one-input ``concat``
+(``attr.const_shape``: the token's ``[1, 1, C]``), the graph input is a
 ``Placeholder`` (skipped by the kernel detector as a dummy). nn-Meter has no latency
-predictor for tanh, swish, sigmoid, leakyrelu, prelu, mul, pad, reshape, softmax, upsample:
-its predictor skips those kernels (they still appear in the graph).
+predictor for tanh, swish, sigmoid, leakyrelu, prelu, mul, pad, reshape, softmax, upsample, nor
+for the transformer operators (layernorm, gelu, matmul, transpose, mean): its predictor skips
+those kernels (they still appear in the graph).
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from typing import Any, Callable
 
 from foundation.atomic import write_text
 from ..ir import Graph, Node, split_ref
+from .layout import NHWC, PLAIN, framework_axis, ir_to_framework, tensor_layouts
 
 FORMAT = "nnmeter-ir"
 
@@ -45,14 +51,13 @@ class ExportError(ValueError):
     """The graph cannot be exported; the message is one line naming the node and the format."""
 
 
-def nhwc(shape: list[int]) -> list[int]:
-    """NCHW -> NHWC for rank-4 shapes; other ranks unchanged (what nn-Meter's converters do)."""
-    return [shape[0], shape[2], shape[3], shape[1]] if len(shape) == 4 else list(shape)
+def nhwc(shape: list[int], layout: str = NHWC) -> list[int]:
+    """An image's NCHW shape as NHWC; other tensors unchanged (what nn-Meter's converters do)."""
+    return ir_to_framework(shape, layout if len(shape) == 4 else PLAIN)
 
 
-def nhwc_axis(axis: int, rank: int) -> int:
-    axis %= rank
-    return {0: 0, 1: 3, 2: 1, 3: 2}[axis] if rank == 4 else axis
+def nhwc_axis(axis: int, rank: int, layout: str = NHWC) -> int:
+    return framework_axis(axis, rank, layout if rank == 4 else PLAIN)
 
 
 def _window(a: dict) -> dict[str, Any]:
@@ -84,7 +89,8 @@ def _fixed(kind: str, **attr: Any) -> Callable[[Node, list[list[int]]], tuple[st
 
 
 def _axis_attr(kind: str, extra: Callable[[Node], dict] = lambda n: {}) -> Callable[[Node, list[list[int]]], tuple[str, dict]]:
-    return lambda node, ins: (kind, {"axis": nhwc_axis(node.attrs["axis"], len(ins[0])), **extra(node)})
+    """An op with an IR ``axis`` (the exporter places it in the input's layout)."""
+    return lambda node, ins: (kind, {"axis": node.attrs["axis"] % len(ins[0]), **extra(node)})
 
 
 def _pad(node: Node, ins: list[list[int]]) -> tuple[str, dict]:
@@ -138,7 +144,7 @@ NNMETER_OPS: dict[str, NNMeterOp] = {
     "split": NNMeterOp(_axis_attr("split", lambda n: {"split": list(n.attrs["sections"])}), "split"),
     "channel_shuffle": NNMeterOp(lambda n, i: ("channelshuffle", {"group": n.attrs["groups"]}), "shuffle"),
     "pad": NNMeterOp(_pad, "pad"),
-    "reshape": NNMeterOp(lambda n, i: ("reshape", {"shape": nhwc(n.attrs["shape"])}), "reshape"),
+    "reshape": NNMeterOp(lambda n, i: ("reshape", {"shape": list(n.attrs["shape"])}), "reshape"),
     "flatten": NNMeterOp(_fixed("reshape"), "reshape"),
     "softmax": NNMeterOp(_axis_attr("softmax"), "softmax"),
     # appended IR operators
@@ -146,6 +152,16 @@ NNMETER_OPS: dict[str, NNMeterOp] = {
     "clip": NNMeterOp(lambda n, i: ("relu", {"min": n.attrs["min"], "max": n.attrs["max"]}), "clip"),  # nn-Meter aliases Clip to relu
     "crop": NNMeterOp(lambda n, i: ("split", {"crops": list(n.attrs["crops"])}), "crop"),  # an ONNX Slice, which nn-Meter calls split
     "upsample": NNMeterOp(lambda n, i: ("upsample", {"scale": list(n.attrs["scale"]), "mode": n.attrs["mode"]}), "upsample"),
+    # transformers
+    "layernorm": NNMeterOp(lambda n, i: ("layernorm", {"axis": n.attrs["axis"] % len(i[0]), "epsilon": n.attrs["eps"]}),
+                           "layernorm"),
+    "gelu": NNMeterOp(lambda n, i: ("gelu", {"approximate": n.attrs["approximate"]}), "gelu"),
+    "matmul": NNMeterOp(_fixed("matmul"), "matmul"),
+    "transpose": NNMeterOp(lambda n, i: ("transpose", {"perm": list(n.attrs["perm"])}), "transpose"),
+    "mean": NNMeterOp(_axis_attr("mean", lambda n: {"keepdims": n.attrs["keepdim"]}), "mean"),
+    # learned constant tensors: an Add and a Concat whose other operand is a weight, as in TF/ONNX graphs
+    "pos_embed": NNMeterOp(_fixed("add"), "pos_embed"),  # the constant has the output's shape
+    "cls_token": NNMeterOp(lambda n, i: ("concat", {"axis": 1, "const_shape": [1, 1, i[0][-1]]}), "cls_token"),
 }
 
 
@@ -178,9 +194,22 @@ def _convert(graph: Graph, node: Node) -> tuple[str, dict]:
     return spec.convert(node, graph.input_shapes(node))
 
 
+def _place(attr: dict, node: Node, graph: Graph, layouts: dict[str, str]) -> dict:
+    """A converter's IR ``axis`` (of the first input) and ``shape`` (of the result) in the layout
+    of the tensors they refer to."""
+    attr = dict(attr)
+    if "axis" in attr:
+        src = split_ref(node.inputs[0])[0]
+        attr["axis"] = nhwc_axis(attr["axis"], len(graph.tensor_shape(node.inputs[0])), layouts[src])
+    if "shape" in attr:
+        attr["shape"] = nhwc(attr["shape"], layouts[node.name])
+    return attr
+
+
 def to_nnmeter_ir(graph: Graph) -> dict[str, dict[str, Any]]:
     """The nn-Meter IR graph of ``graph`` (node name -> node), in the IR's topological order."""
     graph.validate()
+    layouts = tensor_layouts(graph)
     out: dict[str, dict[str, Any]] = {}
     for node in graph.nodes.values():
         kind, attr = _convert(graph, node)
@@ -191,9 +220,9 @@ def to_nnmeter_ir(graph: Graph) -> dict[str, dict[str, Any]]:
             "outbounds": [],
             "attr": {
                 "type": kind,
-                "attr": attr,
-                "input_shape": [nhwc(s) for s in graph.input_shapes(node)],
-                "output_shape": [nhwc(s) for s in node.shapes],
+                "attr": _place(attr, node, graph, layouts) if node.op != "input" else attr,
+                "input_shape": [nhwc(graph.tensor_shape(r), layouts[split_ref(r)[0]]) for r in node.inputs],
+                "output_shape": [nhwc(s, layouts[node.name]) for s in node.shapes],
             },
         }
     for name, entry in out.items():  # one outbound per edge, as nn-Meter's ModelGraph.refresh builds them

@@ -79,11 +79,27 @@ def _one(op: str) -> OnnxOp:
     return OnnxOp({op: 1})
 
 
+def _fc(node: Node) -> dict[str, int]:
+    """Gemm on [1, F] (MatMul without bias); MatMul (+ Add for the bias) on tokens [1, ..., F]."""
+    if len(node.shape) == 2:
+        return {"Gemm" if node.attrs["bias"] else "MatMul": 1}
+    return {"MatMul": 1, "Add": int(node.attrs["bias"])}
+
+
+def _last_axis(node: Node) -> bool:
+    return node.attrs["axis"] % len(node.shape) == len(node.shape) - 1
+
+
+#: GELU at opset 17 (before ONNX's Gelu operator), as torch.onnx decomposes it.
+GELU_OPS = {"none": {"Div": 1, "Erf": 1, "Add": 1, "Mul": 2},
+            "tanh": {"Mul": 6, "Add": 2, "Tanh": 1}}
+
+
 #: IR operator -> the ONNX operators of the exported fp32 file. Adding an operator is one
 #: ``register_onnx_op`` call (its PyTorch module must export: torch_module.TORCH_OPS).
 ONNX_OPS: dict[str, OnnxOp] = {
     "conv2d": _one("Conv"),
-    "fc": OnnxOp(lambda n, g: {"Gemm" if n.attrs["bias"] else "MatMul": 1}),
+    "fc": OnnxOp(lambda n, g: _fc(n)),
     "batchnorm": OnnxOp(lambda n, g: {} if folded_batchnorm(n, g) else {"BatchNormalization": 1}),
     "relu": _one("Relu"), "relu6": _one("Clip"), "clip": _one("Clip"),
     "hswish": _one("HardSwish"), "hsigmoid": _one("HardSigmoid"), "sigmoid": _one("Sigmoid"),
@@ -98,6 +114,11 @@ ONNX_OPS: dict[str, OnnxOp] = {
     "crop": OnnxOp(lambda n, g: {"Slice": int(bool(n.attrs["crops"][0] or n.attrs["crops"][1]))
                                  + int(bool(n.attrs["crops"][2] or n.attrs["crops"][3]))}),
     "upsample": _one("Resize"),
+    "layernorm": OnnxOp(lambda n, g: {"LayerNormalization": 1, "Transpose": 0 if _last_axis(n) else 2}),
+    "gelu": OnnxOp(lambda n, g: GELU_OPS[n.attrs["approximate"]]),
+    "matmul": _one("MatMul"), "transpose": _one("Transpose"), "mean": _one("ReduceMean"),
+    # the learned tensor is an initializer operand
+    "pos_embed": _one("Add"), "cls_token": _one("Concat"),
 }
 
 
@@ -205,13 +226,19 @@ def _check_precision(precision: str) -> None:
 # ---------------------------------------------------------------- reading a file
 # where the parameters sit: op type -> input positions holding weights (BatchNormalization: scale
 # and bias; its running statistics are not parameters, as in graph.params)
-WEIGHT_INPUTS = {"Conv": (1, 2), "Gemm": (1, 2), "MatMul": (1,), "BatchNormalization": (1, 2), "PRelu": (1,)}
+WEIGHT_INPUTS = {"Conv": (1, 2), "Gemm": (1, 2), "MatMul": (1,), "BatchNormalization": (1, 2), "PRelu": (1,),
+                 "LayerNormalization": (1, 2)}
+#: op type -> input positions holding a parameter when constant and not a scalar (an fc's bias on
+#: tokens, a position embedding; a class token concatenated in front)
+CONST_OPERAND_INPUTS = {"Add": (0, 1), "Concat": (0,)}
 
 
 def inspect_onnx(model: Any) -> dict[str, Any]:
     """Facts of an ONNX model (a path or a ModelProto): op counts by type (Constant nodes counted
-    apart), parameter elements (weights of Conv/Gemm/MatMul/PRelu and batch norm scale and bias,
-    through a DequantizeLinear in int8), inputs and outputs (name, shape, element type), opset."""
+    apart), parameter elements (weights of Conv/Gemm/MatMul/PRelu, batch and layer norm scale and
+    bias, non-scalar constants added by an Add or first in a Concat, through a DequantizeLinear in
+    int8), inputs and
+    outputs (name, shape, element type), opset."""
     import onnx
 
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
@@ -227,6 +254,10 @@ def inspect_onnx(model: Any) -> dict[str, Any]:
                 src = dequant.get(n.input[pos], n.input[pos])
                 if src in inits:
                     weights.add(src)
+        for pos in CONST_OPERAND_INPUTS.get(n.op_type, ()):
+            src = dequant.get(n.input[pos], n.input[pos]) if pos < len(n.input) else None
+            if src in inits and int(np.prod(inits[src].dims, dtype=np.int64)) > 1:
+                weights.add(src)
     params = sum(int(np.prod(inits[w].dims, dtype=np.int64)) for w in weights)
 
     def io(v: Any) -> dict[str, Any]:
@@ -321,7 +352,20 @@ def _quantize(graph: Graph, fp32: Path, out: Path, calibration_samples: int) -> 
     logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice to pre-process is logged as a warning
     quantize_static(str(fp32), str(out), _Calibration(graph, calibration_samples), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=CalibrationMethod.MinMax)
+                    calibrate_method=CalibrationMethod.MinMax, nodes_to_exclude=float_onnx_nodes(graph, fp32))
+
+
+def float_onnx_nodes(graph: Graph, fp32: Path) -> list[str]:
+    """The ONNX nodes of the IR nodes that the PyTorch int8 export keeps float (softmax, GELU,
+    matmul between activations, ...: ``generators.export.torch_module.float_nodes``), so that the
+    int8 file quantizes what every int8 export of the suite quantizes. The exporter names a node
+    ``/n_<IR node>/<op>``."""
+    import onnx
+
+    from .torch_module import float_nodes
+
+    keep = {f"/n_{name}/" for name in float_nodes(graph)}
+    return [n.name for n in onnx.load(str(fp32)).graph.node if any(n.name.startswith(k) for k in keep)]
 
 
 def export_onnx(graph: Graph, path: str | Path, precision: str = "fp32",

@@ -27,12 +27,15 @@ import numpy as np
 from foundation.atomic import write_bytes
 from ..ir import Graph, split_ref
 from ..ops import op_spec
+from .layout import TO_NCHW
 from .names import unique_name
 from .tflite_lowering import (  # noqa: F401  (TFLITE_FUSIONS, TFLiteExportError: this module's API)
     TFLITE_FUSIONS,
     TFLITE_LOWERINGS,
     Plan,
     TFLiteExportError,
+    build_node,
+    swaps_last_two,
     lowering,
     plan_graph,
     tf_shape,
@@ -115,24 +118,50 @@ def _expected_ops(graph: Graph, plans: dict[str, Plan], precision: str) -> dict[
     outputs = {split_ref(r)[0] for r in graph.outputs}
     ops = {name: list(pl.ops) for name, pl in plans.items()}
     trail = {name: pl.trail_perm for name, pl in plans.items()}
+    lead = _shared_input_transposes(graph, plans, ops)
+    # owner[n]: the node whose op list holds the op that produces n's output, when that output is
+    # the result of a chain of nodes that are each their producer's only reader (nodes left
+    # without ops pass their input through); None otherwise.
+    owner: dict[str, str | None] = {}
+
+    def exclusive(src: str, name: str) -> str | None:
+        """The owner of ``src``'s output when ``name`` is its only reader (else None)."""
+        if readers[src] != [name] or src in outputs:
+            return None
+        o = owner.get(src)
+        return o if o is not None and ops[o] else None
+
     for node in graph.nodes.values():
-        pl = plans[node.name]
-        if not node.inputs or not ops[node.name]:
-            continue
-        src = split_ref(node.inputs[0])[0]
-        if readers[src] != [node.name] or src in outputs or not ops[src]:
-            continue
-        # Adjacent TRANSPOSEs merge into one, or cancel when they compose to the identity.
-        if ops[node.name][0] == "TRANSPOSE" and ops[src][-1] == "TRANSPOSE" and trail[src] and pl.lead_perm:
-            ops[node.name].pop(0)
-            perm = _compose(trail[src], pl.lead_perm)
-            if perm == sorted(perm):
-                ops[src].pop()
-            if not ops[node.name] or not ops[src]:
-                continue
-        # Adjacent RESHAPEs merge into one.
-        if ops[node.name][0] == "RESHAPE" and ops[src][-1] == "RESHAPE":
-            ops[node.name].pop(0)
+        name = node.name
+        src = split_ref(node.inputs[0])[0] if node.inputs else None
+        if node.op == "matmul":
+            # BATCH_MATMUL takes a TRANSPOSE of the last two axes as its adj_x / adj_y.
+            for ref in node.inputs:
+                o = exclusive(split_ref(ref)[0], name)
+                if o is not None and ops[o][-1] == "TRANSPOSE" and swaps_last_two(trail[o]):
+                    ops[o].pop()
+                    trail[o] = None
+        if ops[name] and src is not None:
+            o = exclusive(src, name)
+            if o is not None:
+                # Adjacent TRANSPOSEs merge into one, or cancel when they compose to the identity.
+                if ops[name][0] == "TRANSPOSE" and ops[o][-1] == "TRANSPOSE" and trail[o] and lead[name]:
+                    ops[name].pop(0)
+                    perm = _compose(trail[o], lead[name])
+                    if perm == sorted(perm):
+                        ops[o].pop()
+                        trail[o] = None
+                    else:
+                        trail[o] = perm
+                # Adjacent RESHAPEs merge into one.
+                if ops[name] and ops[o] and ops[name][0] == "RESHAPE" and ops[o][-1] == "RESHAPE":
+                    ops[name].pop(0)
+        if ops[name]:
+            owner[name] = name
+        elif src is not None:
+            o = exclusive(src, name)
+            # nothing left: the node passes its input through (the chain stays exclusive)
+            owner[name] = o
     if precision == "int8":
         # The quantizer gives the inputs of a CONCATENATION the concat's scale. A tensor with
         # a fixed scale (the output of LOGISTIC 1/256, TANH 1/128 or SOFTMAX 1/256) that
@@ -148,7 +177,7 @@ def _expected_ops(graph: Graph, plans: dict[str, Plan], precision: str) -> dict[
                 source[name] = name
             elif node.inputs and scale == "input":
                 source[name] = source.get(split_ref(node.inputs[0])[0])
-            if node.op == "concat" and len(node.inputs) > 1:
+            if (node.op == "concat" and len(node.inputs) > 1) or node.op == "cls_token":
                 for ref in node.inputs:
                     src = source.get(split_ref(ref)[0])
                     if src is not None and src not in requantized:
@@ -159,6 +188,29 @@ def _expected_ops(graph: Graph, plans: dict[str, Plan], precision: str) -> dict[
         if n:
             ops["__fp16_dequantize__"] = ["DEQUANTIZE"] * n
     return ops
+
+
+def _shared_input_transposes(graph: Graph, plans: dict[str, Plan], ops: dict[str, list[str]]) -> dict[str, list[int] | None]:
+    """Drop the layout TRANSPOSEs of a tensor that an earlier node already transposes the same way
+    (the converter's common-subexpression elimination); per node, the permutation of its leading
+    TRANSPOSE that is left (None: none)."""
+    seen: set[tuple[str, tuple[int, ...]]] = set()
+    lead: dict[str, list[int] | None] = {}
+    for node in graph.nodes.values():
+        pl = plans[node.name]
+        lead[node.name] = pl.lead_perm
+        perms = [TO_NCHW] if pl.transpose_in else pl.convert_in
+        k = 0  # index in ops of the next input transpose
+        for i, (ref, perm) in enumerate(zip(node.inputs, perms)):
+            if perm is None:
+                continue
+            if (ref, tuple(perm)) in seen:
+                ops[node.name].pop(k)
+                lead[node.name] = None if i == 0 else lead[node.name]
+            else:
+                seen.add((ref, tuple(perm)))
+                k += 1
+    return lead
 
 
 def _distinct_float_consts(plans: dict[str, Plan]) -> set:
@@ -175,7 +227,8 @@ def expected_params(graph: Graph, precision: str = "fp32") -> int:
 
     Rule (the same in every precision; counted by ``inspect_tflite``): the weights and
     biases of CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED, PRELU's slopes and the
-    non-scalar constant operands of MUL/ADD/SUB, each distinct constant tensor once
+    non-scalar constant operands of MUL/ADD/SUB/CONCATENATION (a position embedding, a class
+    token), each distinct constant tensor once
     (through fp16's DEQUANTIZE); scalar constants of element-wise ops (hsigmoid's 3 and
     1/6, PADV2's pad value), int32 shape/axis/padding tensors and quantization parameters
     are not parameters. Relative to ``graph.params`` (PyTorch's count):
@@ -258,7 +311,7 @@ def build_tf_graph(graph: Graph, weights: dict[str, dict[str, np.ndarray]] | Non
 
         for node in graph.nodes.values():
             if node.op != "input":
-                env[node.name] = TFLITE_LOWERINGS[node.op].build(tf, graph, node, plans[node.name], [get(r) for r in node.inputs], weights, scalar)
+                env[node.name] = build_node(tf, graph, node, plans[node.name], [get(r) for r in node.inputs], weights, scalar)
         outputs = [tf.identity(get(r), name=f"output_{k}") for k, r in enumerate(graph.outputs)]
     return tf_graph, inputs, outputs
 
@@ -339,7 +392,7 @@ def _schema():
 
 
 _WEIGHT_INPUTS = {"CONV_2D": (1, 2), "DEPTHWISE_CONV_2D": (1, 2), "FULLY_CONNECTED": (1, 2), "TRANSPOSE_CONV": (1, 3), "PRELU": (1,)}
-_CONST_OPERAND_OPS = {"MUL", "ADD", "SUB"}
+_CONST_OPERAND_OPS = {"MUL", "ADD", "SUB", "CONCATENATION"}
 _VALUE_TYPES = {"FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16"}
 
 

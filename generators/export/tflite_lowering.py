@@ -23,9 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..ir import Graph, Node, split_ref
-
-# NCHW axis -> NHWC axis for rank-4 tensors.
-_NHWC_AXIS = {0: 0, 1: 3, 2: 1, 3: 2}
+from .layout import (NHWC, PLAIN, TO_NCHW, TO_NHWC, computes_plain, framework_axis, framework_perm, input_layouts,
+                     ir_to_framework, tensor_layouts)
 
 
 class TFLiteExportError(ValueError):
@@ -104,6 +103,7 @@ class Plan:
     ops: list[str] = field(default_factory=list)
     fold_bn: str | None = None  # conv/fc: name of the batch norm folded into it
     folded_into: str | None = None  # batchnorm: name of the conv/fc it is folded into
+    affine_into: str | None = None  # layernorm: the fc its gain and shift fold into
     pads: Pads | None = None
     correction: np.ndarray | None = None  # avgpool: multiplier map [OH, OW] (or None)
     mirror_steps: list[list[int]] = field(default_factory=list)  # maxpool: SYMMETRIC pads
@@ -121,6 +121,11 @@ class Plan:
     layer: str | None = None  # the conv/fc whose output this node's tail is (fold targets)
     float_consts: list[Any] = field(default_factory=list)  # keys of distinct float constants
     extra_params: int = 0  # parameter elements beyond graph.params (rule in expected_params)
+    layout: str = PLAIN  # the layout of the node's outputs (export.layout)
+    in_layouts: list[str] = field(default_factory=list)  # the layouts its inputs come in
+    read_layouts: list[str] = field(default_factory=list)  # the layouts its builder reads them in
+    convert_in: list[list[int] | None] = field(default_factory=list)  # TRANSPOSE per input (or None)
+    convert_out: list[int] | None = None  # TRANSPOSE of its result into ``layout``
 
 
 def nchw_order_is_nhwc_order(shape: list[int]) -> bool:
@@ -128,12 +133,12 @@ def nchw_order_is_nhwc_order(shape: list[int]) -> bool:
 
 
 def tf_shape(shape: list[int]) -> list[int]:
-    return [shape[0], shape[2], shape[3], shape[1]] if len(shape) == 4 else list(shape)
+    """An IR shape at the model's inputs and outputs (NHWC for rank 4)."""
+    return ir_to_framework(shape, NHWC if len(shape) == 4 else PLAIN)
 
 
-def tf_axis(axis: int, rank: int) -> int:
-    axis %= rank
-    return _NHWC_AXIS[axis] if rank == 4 else axis
+def tf_axis(axis: int, rank: int, layout: str) -> int:
+    return framework_axis(axis, rank, layout)
 
 
 @dataclass
@@ -245,15 +250,46 @@ def plan_graph(graph: Graph) -> dict[str, Plan]:
     """Decide the lowering of every node; raise TFLiteExportError for what TFLite cannot do."""
     readers = graph.consumers()
     outputs = {split_ref(r)[0] for r in graph.outputs}
+    layouts = tensor_layouts(graph)
     plans: dict[str, Plan] = {}
     for node in graph.nodes.values():
         entry = lowering(node)
-        pl = Plan(kind=node.op)
+        pl = Plan(kind=node.op, layout=layouts[node.name])
+        _plan_layouts(graph, node, layouts, pl)
         entry.plan(Site(graph, node, readers, outputs, plans), pl)
         if not entry.sets_tail:
             pl.tail, pl.tail_fusable = (pl.ops[-1] if pl.ops else None), False
+        _add_conversions(pl)
         plans[node.name] = pl
     return plans
+
+
+def _plan_layouts(graph: Graph, node: Node, layouts: dict[str, str], pl: Plan) -> None:
+    """The layouts the node's inputs come in and are read in, and the transposes between."""
+    pl.in_layouts = [layouts[split_ref(r)[0]] for r in node.inputs]
+    need = input_layouts(node, layouts, graph)
+    pl.read_layouts = [want or have for want, have in zip(need, pl.in_layouts)]
+    pl.convert_in = [None if want is None or want == have else (TO_NCHW if have == NHWC else TO_NHWC)
+                     for want, have in zip(need, pl.in_layouts)]
+    pl.convert_out = TO_NHWC if computes_plain(node) and pl.layout == NHWC else None
+
+
+def _add_conversions(pl: Plan) -> None:
+    """Count the layout transposes around the node's own ops."""
+    pl.ops = ["TRANSPOSE"] * sum(p is not None for p in pl.convert_in) + pl.ops
+    if pl.convert_in and pl.convert_in[0] is not None:
+        pl.lead_perm = pl.convert_in[0]
+    if pl.convert_out is not None:
+        pl.ops.append("TRANSPOSE")
+        pl.trail_perm = pl.convert_out
+        pl.tail, pl.tail_fusable = "TRANSPOSE", False
+
+
+def build_node(tf, graph: Graph, node: Node, pl: Plan, xs: list, weights: dict, scalar) -> list:
+    """The node's output tensors, with its layout transposes."""
+    xs = [x if p is None else tf.transpose(x, p) for x, p in zip(xs, pl.convert_in)]
+    ys = TFLITE_LOWERINGS[node.op].build(tf, graph, node, pl, xs, weights, scalar)
+    return ys if pl.convert_out is None else [tf.transpose(y, pl.convert_out) for y in ys]
 
 
 # =====================================================================================
@@ -273,9 +309,9 @@ def conv_pads_tf(pads: list[int]) -> list[list[int]]:
     return [[0, 0], [t, b], [l, r], [0, 0]]
 
 
-def _channel_shape(rank: int, c: int) -> list[int]:
-    """Shape of a per-channel constant broadcasting over a TF tensor of this rank."""
-    return [c] if rank in (2, 4) else [c] + [1] * (rank - 2)
+def _channel_shape(rank: int, c: int, layout: str) -> list[int]:
+    """Shape of a per-channel (IR axis 1) constant broadcasting over a TF tensor of this rank."""
+    return [c] if rank == 2 or layout == NHWC else [c] + [1] * (rank - 2)
 
 
 def _folding_bn(s: Site) -> str | None:
@@ -400,7 +436,7 @@ def _build_bn(tf, graph, node, pl, xs, weights, scalar):
     p = weights[node.name]
     scale = p["weight"].astype(np.float64) / np.sqrt(p["running_var"].astype(np.float64) + node.attrs["eps"])
     shift = p["bias"] - p["running_mean"] * scale
-    shape = _channel_shape(len(node.shapes[0]), len(scale))
+    shape = _channel_shape(len(node.shapes[0]), len(scale), pl.layout)
     y = xs[0] * tf.constant(scale.astype(np.float32).reshape(shape))
     return [y + tf.constant(shift.astype(np.float32).reshape(shape))]
 
@@ -492,7 +528,7 @@ def _build_prelu(tf, graph, node, pl, xs, weights, scalar):
     # input's TF shape without the batch, ones except the channel axis ([1, 1, C] in NHWC).
     shape = [1] * (rank - 1)
     if rank >= 2:
-        shape[tf_axis(1, rank) - 1] = alpha.size
+        shape[tf_axis(1, rank, pl.layout) - 1] = alpha.size
     neg = tf.constant((-alpha).reshape(shape))
     x = xs[0]
     return [tf.nn.relu(x) + neg * tf.nn.relu(-x)]
@@ -683,7 +719,7 @@ def _plan_concat(s: Site, pl: Plan) -> None:
 def _build_concat(tf, graph, node, pl, xs, weights, scalar):
     if len(xs) == 1:
         return [xs[0]]
-    return [tf.concat(xs, axis=tf_axis(node.attrs["axis"], len(node.shapes[0])))]
+    return [tf.concat(xs, axis=tf_axis(node.attrs["axis"], len(node.shapes[0]), pl.layout))]
 
 
 register_lowering(TFLiteLowering("concat", _plan_concat, _build_concat, "CONCATENATION (nothing with a single input)"))
@@ -706,7 +742,7 @@ def _plan_split(s: Site, pl: Plan) -> None:
 
 def _build_split(tf, graph, node, pl, xs, weights, scalar):
     secs = node.attrs["sections"]
-    axis = tf_axis(node.attrs["axis"], len(node.shapes[0]))
+    axis = tf_axis(node.attrs["axis"], len(node.shapes[0]), pl.layout)
     if pl.kind == "slices":
         rank = len(node.shapes[0])
         outs = [None] * len(secs)
@@ -767,10 +803,10 @@ register_lowering(TFLiteLowering("pad", _plan_pad, _build_pad, "PAD (value 0) or
 def _plan_reshape(s: Site, pl: Plan) -> None:
     graph, node, readers, outputs = s.graph, s.node, s.readers, s.outputs
     x, out = s.ins[0], s.out
-    if list(out) == list(x):
+    if list(out) == list(x) and pl.in_layouts[0] == pl.layout:
         pl.kind = "identity"
         return
-    same_order = len(x) != 4 or nchw_order_is_nhwc_order(x)
+    same_order = pl.in_layouts[0] == PLAIN or nchw_order_is_nhwc_order(x)
     if node.op == "flatten":
         if same_order:
             pl.flatten_mode = "plain"
@@ -781,13 +817,13 @@ def _plan_reshape(s: Site, pl: Plan) -> None:
         pl.transpose_in = pl.flatten_mode == "transpose"
     else:
         pl.transpose_in = not same_order
-        pl.transpose_out = len(out) == 4 and not nchw_order_is_nhwc_order(out)
+        pl.transpose_out = pl.layout == NHWC and not nchw_order_is_nhwc_order(out)
     pl.ops = (["TRANSPOSE"] if pl.transpose_in else []) + ["RESHAPE"] + (["TRANSPOSE"] if pl.transpose_out else [])
     pl.lead_perm = [0, 3, 1, 2] if pl.transpose_in else None
     pl.trail_perm = [0, 2, 3, 1] if pl.transpose_out else None
     # FULLY_CONNECTED flattens its input: a RESHAPE that only drops unit dims (last dim kept)
     # right before a sole fc reader is removed by the converter.
-    tf_in = tf_shape(x) if not pl.transpose_in else list(x)
+    tf_in = ir_to_framework(x, pl.in_layouts[0]) if not pl.transpose_in else list(x)
     r = readers[node.name]
     if (
         pl.ops == ["RESHAPE"] and len(out) == 2 and tf_in[-1] == out[-1]
@@ -806,7 +842,7 @@ def _build_reshape(tf, graph, node, pl, xs, weights, scalar):
         x = tf.transpose(x, [0, 3, 1, 2])
     if pl.transpose_out:
         return [tf.transpose(tf.reshape(x, out), [0, 2, 3, 1])]
-    return [tf.reshape(x, tf_shape(out))]
+    return [tf.reshape(x, ir_to_framework(out, pl.layout))]
 
 
 register_lowering(TFLiteLowering(
@@ -828,7 +864,7 @@ register_lowering(TFLiteLowering(
 # ---------------------------------------------------------------- softmax
 def _plan_softmax(s: Site, pl: Plan) -> None:
     rank = len(s.out)
-    ax = tf_axis(s.a["axis"], rank)
+    ax = tf_axis(s.a["axis"], rank, pl.layout)
     if ax == rank - 1:
         pl.ops = ["SOFTMAX"]
     else:
@@ -839,7 +875,7 @@ def _plan_softmax(s: Site, pl: Plan) -> None:
 
 
 def _build_softmax(tf, graph, node, pl, xs, weights, scalar):
-    return [tf.nn.softmax(xs[0], axis=tf_axis(node.attrs["axis"], len(node.shapes[0])))]
+    return [tf.nn.softmax(xs[0], axis=tf_axis(node.attrs["axis"], len(node.shapes[0]), pl.layout))]
 
 
 register_lowering(TFLiteLowering(
@@ -847,6 +883,146 @@ register_lowering(TFLiteLowering(
     "SOFTMAX over the last TF axis; TRANSPOSE + SOFTMAX + TRANSPOSE otherwise",
     int8_scale=lambda pl: "fixed",
 ))
+
+
+# ---------------------------------------------------------------- transformers
+def _affine_reader(s: Site) -> str | None:
+    """The fc with a bias that is the only reader of this layer norm over its contraction axis."""
+    r = s.readers[s.node.name]
+    last = s.a["axis"] % len(s.out) == len(s.out) - 1
+    if len(r) != 1 or s.node.name in s.outputs or not last:
+        return None
+    fc = s.graph.nodes[r[0]]
+    return fc.name if fc.op == "fc" and fc.attrs["bias"] else None
+
+
+def _plan_layernorm(s: Site, pl: Plan) -> None:
+    c = s.ins[0][s.a["axis"] % len(s.ins[0])]
+    pl.ops = ["MEAN", "SUB", "SQUARED_DIFFERENCE", "MEAN", "ADD", "RSQRT", "MUL"]
+    pl.float_consts = [("scalar", float(np.float32(s.a["eps"])))]
+    pl.affine_into = _affine_reader(s) if pl.layout == PLAIN else None
+    if pl.affine_into:  # the converter scales the fc's weights and shifts its bias
+        pl.extra_params = -2 * c
+        pl.tail, pl.tail_fusable = "MUL", False
+        return
+    pl.ops += ["MUL", "ADD"]
+    pl.float_consts += [("ln_gamma", s.node.name), ("ln_beta", s.node.name)]
+    pl.extra_params = -2 * c if c == 1 else 0  # 1-element: scalars
+    pl.tail, pl.tail_fusable = "ADD_CONST", True
+
+
+def _build_layernorm(tf, graph, node, pl, xs, weights, scalar):
+    rank = len(node.shapes[0])
+    ax = tf_axis(node.attrs["axis"], rank, pl.layout)
+    shape = [-1] + [1] * (rank - 1 - ax)
+    p = weights[node.name]
+    x = xs[0]
+    d = x - tf.reduce_mean(x, axis=ax, keepdims=True)
+    var = tf.reduce_mean(tf.square(d), axis=ax, keepdims=True)
+    y = d * tf.math.rsqrt(var + scalar(float(node.attrs["eps"]))) * tf.constant(p["weight"].reshape(shape))
+    return [y + tf.constant(p["bias"].reshape(shape))]
+
+
+register_lowering(TFLiteLowering(
+    "layernorm", _plan_layernorm, _build_layernorm,
+    "MEAN + SUB + SQUARED_DIFFERENCE + MEAN + ADD + RSQRT + MUL + MUL + ADD over the normalised "
+    "TF axis (the last one for tokens and for a channel norm of an image); without the last MUL + "
+    "ADD when its only reader is an fc with a bias over that axis (gain and shift fold into the "
+    "fc's weights and bias; not into a bias-less fc)",
+    sets_tail=True,
+))
+elementwise("gelu", ["GELU"], lambda tf, x, n, s: tf.nn.gelu(x, approximate=n.attrs["approximate"] == "tanh"))
+register_lowering(TFLiteLowering("matmul", _ops("BATCH_MATMUL"),
+                                 lambda tf, graph, node, pl, xs, weights, scalar: [tf.linalg.matmul(xs[0], xs[1])],
+                                 "BATCH_MATMUL (its inputs in IR order)"))
+
+
+def moves_only_unit_axes(perm: list[int], shape: list[int]) -> bool:
+    """Transposing ``shape`` by ``perm`` keeps the order of its axes longer than 1 (the converter
+    makes such a TRANSPOSE a RESHAPE: one head's [1, N, 1, d] -> [1, 1, N, d])."""
+    big = [p for p in perm if shape[p] != 1]
+    return big == sorted(big)
+
+
+def swaps_last_two(perm: list[int] | None) -> bool:
+    """``perm`` exchanges the last two axes and keeps the others (BATCH_MATMUL's adj_x / adj_y)."""
+    r = len(perm or [])
+    return r >= 2 and list(perm) == list(range(r - 2)) + [r - 1, r - 2]
+
+
+def _plan_transpose(s: Site, pl: Plan) -> None:
+    perm = framework_perm(s.a["perm"], pl.in_layouts[0], pl.layout)
+    if perm == sorted(perm):
+        pl.kind = "identity"
+    elif moves_only_unit_axes(perm, ir_to_framework(s.ins[0], pl.in_layouts[0])):
+        pl.kind = "reshape"
+        pl.ops = ["RESHAPE"]
+    else:
+        pl.ops = ["TRANSPOSE"]
+        pl.lead_perm = pl.trail_perm = perm
+
+
+def _build_transpose(tf, graph, node, pl, xs, weights, scalar):
+    if pl.kind == "identity":
+        return [xs[0]]
+    # a transpose that only moves unit axes is still a TF transpose: the converter makes it a RESHAPE
+    return [tf.transpose(xs[0], framework_perm(node.attrs["perm"], pl.in_layouts[0], pl.layout))]
+
+
+register_lowering(TFLiteLowering(
+    "transpose", _plan_transpose, _build_transpose,
+    "TRANSPOSE by the permutation between the input's and the result's layouts; nothing when that "
+    "is the identity (an image's [0, 2, 3, 1] into tokens' order); RESHAPE when it only moves axes "
+    "of size 1 (one attention head: [1, N, 1, d] -> [1, 1, N, d]), which then merges with adjacent "
+    "RESHAPEs; nothing when it exchanges the last two axes and its only reader is a matmul "
+    "(BATCH_MATMUL's adj_x / adj_y)",
+    int8_scale=_SAME_SCALE,
+))
+
+
+def _build_mean(tf, graph, node, pl, xs, weights, scalar):
+    ax = tf_axis(node.attrs["axis"], len(graph.tensor_shape(node.inputs[0])), pl.read_layouts[0])
+    return [tf.reduce_mean(xs[0], axis=ax, keepdims=node.attrs["keepdim"])]
+
+
+register_lowering(TFLiteLowering("mean", _ops("MEAN"), _build_mean, "MEAN"))
+
+
+# ---------------------------------------------------------------- learned constant tensors
+def _plan_pos_embed(s: Site, pl: Plan) -> None:
+    pl.ops = ["ADD"]
+    pl.float_consts = [("pos_embed", s.node.name)]
+    n = int(np.prod(s.out))
+    pl.extra_params = -n if n == 1 else 0  # 1-element: a scalar
+    pl.tail, pl.tail_fusable = "ADD_CONST", True
+
+
+def _build_pos_embed(tf, graph, node, pl, xs, weights, scalar):
+    w = weights[node.name]["weight"]
+    if pl.layout == NHWC:
+        w = w.transpose(TO_NHWC)
+    return [xs[0] + tf.constant(np.ascontiguousarray(w))]
+
+
+register_lowering(TFLiteLowering(
+    "pos_embed", _plan_pos_embed, _build_pos_embed,
+    "ADD of a constant of the input's shape (takes a following relu)",
+    sets_tail=True,
+))
+
+
+def _plan_cls_token(s: Site, pl: Plan) -> None:
+    pl.ops = ["CONCATENATION"]
+    pl.float_consts = [("cls_token", s.node.name)]
+    pl.extra_params = -1 if s.out[-1] == 1 else 0  # 1-element: a scalar
+
+
+def _build_cls_token(tf, graph, node, pl, xs, weights, scalar):
+    return [tf.concat([tf.constant(weights[node.name]["weight"]), xs[0]], axis=1)]
+
+
+register_lowering(TFLiteLowering("cls_token", _plan_cls_token, _build_cls_token,
+                                 "CONCATENATION of a constant [1, 1, C] token and the tokens"))
 
 
 # =====================================================================================
@@ -857,6 +1033,18 @@ TFLITE_FUSIONS.update({
     "TRANSPOSE>TRANSPOSE": "adjacent TRANSPOSEs merge into one, or both vanish when their "
     "permutations compose to the identity",
     "RESHAPE>RESHAPE": "adjacent RESHAPEs merge into one",
+    "chains": "both merges see through nodes left without ops (a transpose become a RESHAPE and "
+    "merged, a no-op transpose, a folded batch norm) as long as each node is its producer's only "
+    "reader: a reshape -> one-head transpose -> reshape chain is one RESHAPE",
+    "TRANSPOSE>BATCH_MATMUL": "a TRANSPOSE exchanging the last two axes whose only reader is a "
+    "matmul vanishes (the matmul's adj_x / adj_y; EfficientFormer's k^T)",
+    # Layouts (export.layout):
+    "layout": "one TRANSPOSE before each input read in another layout (an image read by matmul, "
+    "fc or mean; a layout-keeping op's other inputs in its first input's layout) and one after a "
+    "matmul, fc or mean whose rank-4 result is an image; a tensor transposed the same way for "
+    "several readers is transposed once (common subexpression); a rank-4 result read as a later "
+    "input of a layout-keeping op takes that op's layout (MobileViT's grouped tokens [1, G, N, C] "
+    "stay in IR order through the residual adds)",
     # Per precision:
     "fp16": "plus one DEQUANTIZE per distinct float constant tensor (weights, biases, "
     "batch-norm scale/shift, prelu slopes, correction maps, scalars such as hsigmoid's 3 "
@@ -867,7 +1055,9 @@ TFLITE_FUSIONS.update({
     "channel_shuffle, split, pad, maxpool, avgpool without correction map)",
     # Known converter behaviour that expected_op_counts does not model:
     "not modelled": "a TRANSPOSE is also moved through element-wise ops and merged with "
-    "the next one (reshape -> relu -> softmax(non-last axis) has one TRANSPOSE fewer); "
+    "the next one (reshape -> relu -> softmax(non-last axis) has one TRANSPOSE fewer); a chain "
+    "of reshapes and cancelling TRANSPOSEs that gives back its input's shape vanishes whole (an "
+    "image to tokens and straight back); "
     "int8: a tensor read by several CONCATENATIONs may be requantized (QUANTIZE) for one of "
     "them, depending on the quantizer's propagation order",
 })

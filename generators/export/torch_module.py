@@ -19,7 +19,9 @@ DeQuantStub placed per tensor, conv+bn(+relu), conv+relu, linear+relu and bn+rel
 observers calibrated on ``example_input(graph, sample=k)`` for k < ``calibration_samples``,
 then converted, for the ``x86`` engine (default) or ``qnnpack`` (ARM). Operators without a
 quantized CPU kernel stay float, between a DeQuantStub and a QuantStub:
-:data:`FLOAT_IN_INT8` lists them (swish/SiLU, softmax, batch norm on ``[1, F]`` tensors).
+:data:`FLOAT_IN_INT8` lists them (swish/SiLU, softmax, batch norm on ``[1, F]`` tensors, GELU,
+matmul of two activations, layer norm over an axis that is not the last, the position embedding
+and class token: a float parameter added or concatenated).
 With qnnpack each relu6/clip reads a contiguous copy of its input (one ``aten::contiguous``),
 working around a wrong-result bug of QNNPACK's quantized clamp on channels-last tensors;
 PReLU slopes are observed together with 1.0 (see ``_PReLUSlopeObserver``).
@@ -150,6 +152,64 @@ class Reshape(nn.Module):
         return x.reshape(self.shape)
 
 
+class Permute(nn.Module):
+    def __init__(self, perm: list[int]):
+        super().__init__()
+        self.perm = list(perm)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.permute(self.perm)
+
+
+class MatMul(nn.Module):
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a, b)
+
+
+class Mean(nn.Module):
+    def __init__(self, axis: int, keepdim: bool):
+        super().__init__()
+        self.axis, self.keepdim = axis, keepdim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(self.axis, keepdim=self.keepdim)
+
+
+class AxisLayerNorm(nn.LayerNorm):
+    """Layer norm over one axis that is not the last (timm's ``LayerNorm2d`` for axis 1 of NCHW):
+    the axis is permuted last, normalised, and permuted back."""
+
+    def __init__(self, channels: int, eps: float, axis: int, rank: int):
+        super().__init__(channels, eps=eps)
+        self.perm = [d for d in range(rank) if d != axis] + [axis]
+        self.back = [self.perm.index(d) for d in range(rank)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.permute(self.perm)).permute(self.back)
+
+
+class PosEmbed(nn.Module):
+    """Adds a learned tensor of the input's shape (timm's ``x + self.pos_embed``)."""
+
+    def __init__(self, shape: list[int]):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(shape))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.weight
+
+
+class ClsToken(nn.Module):
+    """Prepends a learned ``[1, 1, C]`` token to the tokens ``[1, N, C]`` (batch 1, as the IR)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1, 1, channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.weight, x], dim=1)
+
+
 # ---------------------------------------------------------------- the operator table
 @dataclass(frozen=True)
 class TorchOp:
@@ -166,6 +226,8 @@ class TorchOp:
     int8: str | Callable[[Node], str] = "q"
     variadic: bool = False  # the module takes the list of inputs as one argument
     n_aten: Callable[[Node], int] = lambda node: 1
+    # aten operators the node shows beside ``n_aten`` of ``aten`` (AxisLayerNorm's permutes)
+    extra_aten: Callable[[Node], dict[str, int]] = lambda node: {}
     # QNNPACK runs it with its quantized clamp kernel, which needs a contiguous input (ContiguousInput)
     qnnpack_contiguous: bool = False
 
@@ -192,10 +254,21 @@ def _axis(node: Node, ins: list[list[int]]) -> int:
     return node.attrs["axis"] % len(ins[0])
 
 
+def _last_axis(node: Node) -> bool:
+    return node.attrs["axis"] % len(node.shape) == len(node.shape) - 1
+
+
+def _layernorm(node: Node, ins: list[list[int]]) -> nn.Module:
+    ax, eps = _axis(node, ins), node.attrs["eps"]
+    if _last_axis(node):
+        return nn.LayerNorm(ins[0][ax], eps=eps)
+    return AxisLayerNorm(ins[0][ax], eps, ax, len(ins[0]))
+
+
 #: IR operator -> how it becomes a module. Adding an operator is one ``register_torch_op`` call.
 TORCH_OPS: dict[str, TorchOp] = {
     "conv2d": TorchOp(_conv, "aten::_convolution"),
-    "fc": TorchOp(lambda n, i: nn.Linear(i[0][1], n.attrs["out_features"], bias=n.attrs["bias"]), "aten::linear"),
+    "fc": TorchOp(lambda n, i: nn.Linear(i[0][-1], n.attrs["out_features"], bias=n.attrs["bias"]), "aten::linear"),
     # int8: BatchNorm1d (on [1, F]) has no quantized kernel and stays float
     "batchnorm": TorchOp(_bn, "aten::batch_norm", int8=lambda n: "q" if len(n.shape) == 4 else "f"),
     "relu": TorchOp(lambda n, i: nn.ReLU(), "aten::relu"),
@@ -241,6 +314,17 @@ TORCH_OPS: dict[str, TorchOp] = {
     "reshape": TorchOp(lambda n, i: Reshape(n.attrs["shape"]), "aten::reshape", int8="any"),
     "flatten": TorchOp(lambda n, i: nn.Flatten(1), "aten::flatten", int8="any"),
     "softmax": TorchOp(lambda n, i: nn.Softmax(_axis(n, i)), "aten::softmax", int8="f"),
+    # transformers; int8: nn.LayerNorm becomes a quantized LayerNorm, AxisLayerNorm, GELU and
+    # matmul of two activations stay float
+    "layernorm": TorchOp(_layernorm, "aten::layer_norm", int8=lambda n: "q" if _last_axis(n) else "f",
+                         extra_aten=lambda n: {} if _last_axis(n) else {"aten::permute": 2}),
+    "gelu": TorchOp(lambda n, i: nn.GELU(approximate=n.attrs["approximate"]), "aten::gelu", int8="f"),
+    "matmul": TorchOp(lambda n, i: MatMul(), "aten::matmul", int8="f"),
+    "transpose": TorchOp(lambda n, i: Permute(n.attrs["perm"]), "aten::permute", int8="any"),
+    "mean": TorchOp(lambda n, i: Mean(_axis(n, i), n.attrs["keepdim"]), "aten::mean", int8="any"),
+    # learned constant tensors; int8: eager mode has no quantized add or cat of a float parameter
+    "pos_embed": TorchOp(lambda n, i: PosEmbed(i[0]), "aten::add", int8="f"),
+    "cls_token": TorchOp(lambda n, i: ClsToken(i[0][-1]), "aten::cat", int8="f"),
 }
 
 
@@ -256,7 +340,8 @@ def register_torch_op(op: str, spec: TorchOp) -> TorchOp:
 #: IR operators computed in float inside int8 models (no quantized CPU kernel in PyTorch):
 #: they get a DeQuantStub before and a QuantStub after. batchnorm is float only on
 #: ``[1, F]`` tensors (BatchNorm1d); on feature maps it is fused into the conv or quantized.
-FLOAT_IN_INT8 = ("swish", "softmax", "batchnorm (rank 2, BatchNorm1d)")
+FLOAT_IN_INT8 = ("swish", "softmax", "batchnorm (rank 2, BatchNorm1d)", "gelu", "matmul",
+                 "layernorm (not over the last axis)", "pos_embed", "cls_token")
 
 
 #: Operators that QNNPACK runs with its clamp kernel, which needs a contiguous input (see ContiguousInput).
@@ -276,6 +361,8 @@ def expected_aten_counts(graph: Graph) -> dict[str, int]:
             continue
         spec = _spec(node, "torchscript")
         counts[spec.aten] = counts.get(spec.aten, 0) + spec.n_aten(node)
+        for kind, n in spec.extra_aten(node).items():
+            counts[kind] = counts.get(kind, 0) + n
     return {k: v for k, v in sorted(counts.items()) if v}
 
 
@@ -553,7 +640,8 @@ def weights_sha256(module) -> str:
     return h.hexdigest()
 
 
-def _float_nodes(graph: Graph) -> list[str]:
+def float_nodes(graph: Graph) -> list[str]:
+    """The IR nodes the int8 export keeps float (their ``int8`` domain is ``"f"``)."""
     return [n.name for n in graph.nodes.values() if n.op != "input" and _int8_domain(n, graph) == "f"]
 
 
@@ -614,7 +702,7 @@ def _facts(graph: Graph, traced: torch.jit.ScriptModule, path: Path, fmt: str, p
     }
     if precision == "int8":
         facts["calibration_samples"] = calibration_samples
-        facts["float_ops"] = _float_nodes(graph)
+        facts["float_ops"] = float_nodes(graph)
     return facts
 
 

@@ -1,7 +1,9 @@
 """Random but deterministic weights and inputs, derived from the model id alone.
 
 Both exporters take their parameters from here, in PyTorch's layout (conv weight
-``[out, in/groups, kh, kw]``, fc weight ``[out, in]``); the TFLite exporter transposes.
+``[out, in/groups, kh, kw]``, fc weight ``[out, in]``, layer norm ``weight``/``bias`` over
+its axis, a position embedding's ``weight`` in the input's shape ``[1, ...]``, a class token's
+``[1, 1, C]``); the TFLite exporter transposes.
 So the two exports of one network compute the same function, and re-exporting gives
 the same file. Each node draws from its own stream (model id, node position), so a
 node's weights do not depend on how many numbers other nodes drew.
@@ -36,7 +38,7 @@ def node_weights(graph: Graph, node: Node, index: int, model_id: str | None = No
         if a["bias"]:
             out["bias"] = rng.normal(0.0, 0.05, size=(a["out_channels"],))
     elif node.op == "fc":
-        fin = graph.tensor_shape(node.inputs[0])[1]
+        fin = graph.tensor_shape(node.inputs[0])[-1]
         out = {"weight": rng.normal(0.0, math.sqrt(1.0 / fin), size=(a["out_features"], fin))}
         if a["bias"]:
             out["bias"] = rng.normal(0.0, 0.05, size=(a["out_features"],))
@@ -48,6 +50,15 @@ def node_weights(graph: Graph, node: Node, index: int, model_id: str | None = No
             "running_mean": rng.normal(0.0, 0.05, size=(c,)),
             "running_var": rng.uniform(0.8, 1.2, size=(c,)),
         }
+    elif node.op == "layernorm":
+        x = graph.tensor_shape(node.inputs[0])
+        c = x[a["axis"] % len(x)]
+        out = {"weight": rng.uniform(0.8, 1.2, size=(c,)), "bias": rng.normal(0.0, 0.05, size=(c,))}
+    elif node.op == "pos_embed":  # a visible shift of the tokens, which stay O(1)
+        out = {"weight": rng.normal(0.0, 0.2, size=tuple(graph.tensor_shape(node.inputs[0])))}
+    elif node.op == "cls_token":  # a token of the tokens' scale (a near-zero one reads out noise)
+        c = graph.tensor_shape(node.inputs[0])[-1]
+        out = {"weight": rng.normal(0.0, 1.0, size=(1, 1, c))}
     elif node.op == "prelu":
         out = {"weight": rng.uniform(0.1, 0.3, size=(a["num_parameters"],))}
     else:

@@ -46,6 +46,13 @@ class _T:
     A pending value (``x + 3`` inside an h-swish, a ``MatMul`` awaiting its bias ``Add``)
     has no IR node yet: ``ref`` is the tensor it derives from, ``data`` its parameters and
     ``origin`` the ONNX node it came from (the name its IR node will take).
+
+    ``shape`` is the ONNX tensor's shape. A *view* (not pending, ``shape`` differing from its IR
+    tensor's) holds the IR tensor's elements in the same order under another shape: what a
+    ``Reshape``/``Squeeze``/``Unsqueeze``, or a ``Transpose`` moving only unit axes, makes of a
+    token tensor when its result has no batch-1 first axis (``[N, 1, C]`` of
+    ``torch.nn.MultiheadAttention``'s sequence-first layout); it costs no IR node until an
+    operator needs the IR tensor in its own shape (:meth:`_Converter.formed`).
     """
 
     ref: str
@@ -61,6 +68,27 @@ _PENDING_WHAT = {
     "x_relu6_plus3": "x * Clip(x + 3, 0, 6) not divided by 6 (hswish pattern)",
     "shuffled": "a Transpose outside a channel-shuffle pattern (the IR has no transpose)",
 }
+
+
+#: the pending steps of decomposed layer norms and GELUs (see _decomposed)
+_DECOMPOSED = {
+    "ln_centered": "x - ReduceMean(x) outside a layer-norm pattern",
+    "ln_square": "(x - mean)^2 outside a layer-norm pattern",
+    "ln_var": "a variance outside a layer-norm pattern",
+    "ln_var_eps": "variance + epsilon outside a layer-norm pattern",
+    "ln_std": "sqrt(variance + epsilon) outside a layer-norm pattern",
+    "erf": "Erf outside a GELU pattern x * 0.5 * (1 + erf(x / sqrt(2))) (the IR has no erf)",
+    "erf1": "1 + erf(x / sqrt(2)) outside a GELU pattern",
+    "half_erf1": "0.5 * (1 + erf(x / sqrt(2))) outside a GELU pattern",
+    "x_erf1": "x * (1 + erf(x / sqrt(2))) outside a GELU pattern",
+    "cube": "x^3 outside a tanh-GELU pattern (the IR has no power)",
+    "tanh_arg": "a part of tanh-GELU's sqrt(2/pi) * (x + 0.044715 x^3) outside its pattern",
+    "tanh_g": "tanh(sqrt(2/pi) * (x + 0.044715 x^3)) outside a tanh-GELU pattern",
+    "tanh_g1": "1 + tanh(...) outside a tanh-GELU pattern",
+    "half_tanh_g1": "0.5 * (1 + tanh(...)) outside a tanh-GELU pattern",
+    "x_tanh_g1": "x * (1 + tanh(...)) outside a tanh-GELU pattern",
+}
+_PENDING_WHAT.update(_DECOMPOSED)
 
 
 class _Const:
@@ -135,6 +163,14 @@ class _Converter:
             return self._add("fc", [v.ref], v.origin, out_features=v.data[0], bias=False)
         if v.pending == "grouped":
             return self._add("reshape", [v.ref], v.origin, shape=list(v.shape))
+        if v.pending == "square":
+            return self._add("mul", [v.ref, v.ref], v.origin)
+        if v.pending == "ln_mean":  # a mean over the last axis that no layer norm follows
+            return self._add("mean", [v.ref], v.origin, axis=v.data[0], keepdim=True)
+        if v.pending in ("ln", "ln_gain"):  # a layer norm without (or with only) its gain
+            ref = self._add("layernorm", [v.ref], v.origin, axis=v.data[0], eps=v.data[1])
+            self.origins[ref] = v.data[2]
+            return ref
         raise _Unsupported(_PENDING_WHAT[v.pending])
 
     def _add(self, op: str, refs: list[str], origin: str, **attrs) -> str:
@@ -150,6 +186,55 @@ class _Converter:
     def sole(self, out: str) -> bool:
         """The tensor ``out`` has exactly one reader (and is not a graph output)."""
         return self.readers.get(out, 0) == 1
+
+    # ------------------------------------------------ views (see _T)
+    def ir_shape(self, x: _T) -> tuple[int, ...]:
+        return tuple(self.g.shape(x.ref))
+
+    def formed(self, x: _T, rank: int = 0, origin: str | None = None) -> tuple[str, list[int]]:
+        """(IR reference, IR axis of each ONNX axis) of ``x`` in its IR form (:func:`ir_form`,
+        with leading unit axes up to ``rank``), a ``reshape`` node added when the IR tensor has
+        another shape."""
+        ref = self.t(x)
+        shape, axes = ir_form(x.shape, rank)
+        if list(self.g.shape(ref)) != shape:
+            ref = self._add("reshape", [ref], f"{self.origin if origin is None else origin}/reshape", shape=shape)
+        return ref, axes
+
+    def ir_axis(self, x: _T, k: int) -> int | None:
+        """The IR axis holding ONNX axis ``k`` (of more than one element) of ``x`` with the same
+        elements before and after it, or None."""
+        ir = self.ir_shape(x) if x.pending is None else x.shape
+        if x.shape[k] == 1:
+            return None
+        before = math.prod(x.shape[:k])
+        for j, d in enumerate(ir):
+            if d == x.shape[k] and math.prod(ir[:j]) == before:
+                return j
+        return None
+
+    def same(self, op: str, x: _T, **attrs) -> _T:
+        """``op`` applied element by element to ``x`` (a view stays one, of the same shape)."""
+        ref = self._add(op, [self.t(x)], self.origin, **attrs)
+        return _T(ref, x.shape)
+
+
+def ir_form(shape: tuple[int, ...] | list[int], rank: int = 0) -> tuple[list[int], list[int]]:
+    """The IR shape holding an ONNX tensor of ``shape`` in the same element order, and the IR
+    axis of each ONNX axis: the shape itself when its first axis has one element; else its first
+    unit axis moved to the front (``[N, 1, C]`` -> ``[1, N, C]``); else a unit axis prepended
+    (``[heads, N, d]`` -> ``[1, heads, N, d]``); leading unit axes added up to ``rank``."""
+    shape = [int(d) for d in shape]
+    if shape and shape[0] == 1:
+        ir, axes = list(shape), list(range(len(shape)))
+    elif 1 in shape:
+        u = shape.index(1)
+        ir = [1] + shape[:u] + shape[u + 1:]
+        axes = [k + 1 if k < u else (0 if k == u else k) for k in range(len(shape))]
+    else:
+        ir, axes = [1] + shape, [k + 1 for k in range(len(shape))]
+    pad = max(rank - len(ir), 0)
+    return [1] * pad + ir, [a + pad for a in axes]
 
 
 def _attrs(node: Any) -> dict[str, Any]:
@@ -263,6 +348,20 @@ def _fc_input(c: _Converter, x: Any) -> _T:
     return x
 
 
+def _last_axis_ref(c: _Converter, x: _T) -> str:
+    """The IR reference of ``x`` with the ONNX tensor's last axis as its last (``fc`` and
+    ``layernorm`` over it): its own when it has, else its IR form."""
+    if x.pending is None and c.ir_shape(x)[-1] != x.shape[-1]:
+        return c.formed(x)[0]
+    return c.t(x)
+
+
+def _fc(c: _Converter, x: _T, n_out: int, bias: bool, origin: str | None = None) -> _T:
+    """An ``fc`` over the last axis of ``x`` (a token tensor, a view or a ``[1, F]`` vector)."""
+    ref = c._add("fc", [_last_axis_ref(c, x)], c.origin if origin is None else origin, out_features=int(n_out), bias=bias)
+    return _T(ref, (*x.shape[:-1], int(n_out)))
+
+
 @_handler("Gemm")
 def _gemm(c: _Converter, ins, a, node):
     x, w, b = _fc_input(c, ins[0]), ins[1], _opt(ins, 2)
@@ -275,7 +374,7 @@ def _gemm(c: _Converter, ins, a, node):
         raise _Unsupported(f"input has {x.shape[1]} features, B {list(w.shape)} expects {n_in}")
     if b is not None and not isinstance(b, _Const):
         raise _Unsupported("Gemm whose C is computed from the input")
-    return c.new("fc", x, out_features=int(n_out), bias=b is not None)
+    return _fc(c, x, n_out, b is not None)
 
 
 @_handler("MatMul")
@@ -286,12 +385,24 @@ def _matmul(c: _Converter, ins, a, node):
             batch = np.broadcast_shapes(x.shape[:-2], w.shape[:-2])
             _evaluated(c, (*batch, x.shape[-2], w.shape[-1]), "the MatMul of constants")
         return _Const(np.matmul(x.value, w.value))
-    x = _fc_input(c, x)
-    if not isinstance(w, _Const) or len(w.shape) != 2:
-        raise _Unsupported("MatMul whose second operand is not a constant matrix")
-    if w.shape[0] != x.shape[1]:
-        raise _Unsupported(f"input has {x.shape[1]} features, the matrix {list(w.shape)} expects {w.shape[0]}")
-    return _T(c.t(x), (1, int(w.shape[1])), "matmul", (int(w.shape[1]),), c.origin)
+    if isinstance(x, _Const):
+        raise _Unsupported(f"MatMul of a constant {list(x.shape)} by a computed tensor (the IR has no weights)")
+    if len(x.shape) < 2:
+        raise _Unsupported(f"MatMul of a rank-{len(x.shape)} tensor")
+    if isinstance(w, _T):  # a product of two activations (attention): the IR's batched matmul
+        if len(w.shape) != len(x.shape):
+            raise _Unsupported(f"MatMul of tensors of different rank {list(x.shape)} and {list(w.shape)}")
+        shape = (*np.broadcast_shapes(x.shape[:-2], w.shape[:-2]), x.shape[-2], w.shape[-1])
+        rank = max(len(ir_form(x.shape)[0]), len(ir_form(w.shape)[0]))
+        a, b = c.formed(x, rank)[0], c.formed(w, rank)[0]
+        return _T(c._add("matmul", [a, b], c.origin), tuple(int(d) for d in shape))
+    if len(w.shape) != 2:
+        raise _Unsupported(f"MatMul by a constant of shape {list(w.shape)} (only a [K, N] matrix: an fc)")
+    if w.shape[0] != x.shape[-1]:
+        raise _Unsupported(f"input has {x.shape[-1]} features, the matrix {list(w.shape)} expects {w.shape[0]}")
+    # an fc over the last axis; a bias Add that follows joins it (see _binary)
+    ref = _last_axis_ref(c, x)
+    return _T(ref, (*x.shape[:-1], int(w.shape[1])), "matmul", (int(w.shape[1]),), c.origin)
 
 
 @_handler("BatchNormalization")
@@ -309,12 +420,14 @@ def _bn(c: _Converter, ins, a, node):
 
 def _unary(op: str):
     def handler(c: _Converter, ins, a, node):
-        return c.new(op, ins[0])
+        if not isinstance(ins[0], _T):
+            raise _Unsupported(f"{node.op_type} of a constant")
+        return c.same(op, ins[0])
 
     return handler
 
 
-for _name, _op in (("Relu", "relu"), ("Tanh", "tanh"), ("HardSwish", "hswish")):
+for _name, _op in (("Relu", "relu"), ("HardSwish", "hswish")):
     HANDLERS[_name] = _unary(_op)
 
 
@@ -378,7 +491,48 @@ def _softmax(c: _Converter, ins, a, node):
     axis = _dim(int(a.get("axis", -1 if opset >= 13 else 1)), rank)
     if opset < 13 and any(d != 1 for d in x.shape[axis + 1:]):
         raise _Unsupported(f"Softmax (opset {opset}) over the flattened dims {axis}.. of {list(x.shape)} (only one axis)")
-    return c.new("softmax", x, axis=axis)
+    return _along(c, "softmax", x, axis)
+
+
+def _along(c: _Converter, op: str, x: _T, axis: int, **attrs) -> _T:
+    """``op`` over ONNX axis ``axis`` of ``x``, element-wise along the others (softmax, layer
+    norm): on the IR axis holding it, else on the IR form."""
+    j = c.ir_axis(x, axis) if x.pending is None else None
+    if j is not None:
+        return _T(c._add(op, [x.ref], c.origin, axis=j, **attrs), x.shape)
+    if x.pending is None and c.ir_shape(x) == x.shape:
+        return _T(c._add(op, [x.ref], c.origin, axis=axis, **attrs), x.shape)
+    ref, axes = c.formed(x)
+    return _T(c._add(op, [ref], c.origin, axis=axes[axis], **attrs), x.shape)
+
+
+@_handler("LayerNormalization")
+def _layer_norm(c: _Converter, ins, a, node):
+    x, scale, bias = ins[0], _opt(ins, 1), _opt(ins, 2)
+    if not isinstance(x, _T):
+        raise _Unsupported("layer norm of a constant")
+    rank = len(x.shape)
+    axis = _dim(int(a.get("axis", -1)), rank)
+    if int(a.get("stash_type", 1)) != 1 or len([o for o in node.output if o]) > 1:
+        raise _Unsupported("LayerNormalization with its mean or inverse deviation outputs")
+    over = [k for k in range(axis, rank) if x.shape[k] != 1]
+    if len(over) != 1:
+        raise _Unsupported(f"LayerNormalization over the axes {axis}.. of {list(x.shape)} (the IR's layernorm is over one axis)")
+    for what, v in (("scale", scale), ("bias", bias)):
+        if v is not None and (not isinstance(v, _Const) or math.prod(v.shape) != x.shape[over[0]]):
+            raise _Unsupported(f"LayerNormalization {what} of shape {list(getattr(v, 'shape', []))} (a constant per element "
+                               f"of the normalised axis of {x.shape[over[0]]})")
+    return _along(c, "layernorm", x, over[0], eps=f32(a.get("epsilon", 1e-5)))
+
+
+@_handler("Gelu")
+def _gelu(c: _Converter, ins, a, node):
+    if not isinstance(ins[0], _T):
+        raise _Unsupported("Gelu of a constant")
+    approx = a.get("approximate", "none")
+    if approx not in ("none", "tanh"):
+        raise _Unsupported(f"Gelu approximate={approx!r}")
+    return c.same("gelu", ins[0], approximate=approx)
 
 
 # ------------------------------------------------ element-wise arithmetic
@@ -407,6 +561,12 @@ def _binary(c: _Converter, ins, a, node):
         return _Const(_const_binary(op, x.value, y.value))
     if op in ("Add", "Mul") and isinstance(x, _Const):
         x, y = y, x
+    fused = _decomposed(c, op, x, y, node)
+    if fused is not None:
+        return fused
+    for v in (x, y):
+        if isinstance(v, _T) and v.pending in _DECOMPOSED:
+            _ = c.t(v)  # a pattern read by something else: materialised (or refused) here
     if isinstance(x, _T) and isinstance(y, _T):
         if op == "Mul":
             for (p, q), qname in (((x, y), node.input[1]), ((y, x), node.input[0])):
@@ -420,18 +580,25 @@ def _binary(c: _Converter, ins, a, node):
                     return c.new("swish" if gate.op == "sigmoid" else "hswish", p)
         if op in ("Add", "Mul"):
             _same_rank(op, x, y)
-            return c.new(op.lower(), [x, y])
+            shape = tuple(int(d) for d in np.broadcast_shapes(x.shape, y.shape))
+            if x.pending is None and y.pending is None and x.shape == y.shape and c.ir_shape(x) == c.ir_shape(y):
+                return _T(c._add(op.lower(), [x.ref, y.ref], c.origin), shape)
+            return _T(c._add(op.lower(), [c.formed(x)[0], c.formed(y)[0]], c.origin), shape)
         raise _Unsupported(f"{op} of two computed tensors (the IR has no element-wise {op.lower()})")
     if not isinstance(x, _T):
         raise _Unsupported(f"{op} of a constant by a computed tensor")
     v = _scalar(y)
     if op == "Add" and x.pending == "matmul" and isinstance(y, _Const) and math.prod(y.shape) == x.data[0] \
             and c.sole(c.source_of[x]):
-        y = c.new("fc", _T(x.ref, tuple(c.g.shape(x.ref))), origin=x.origin, out_features=x.data[0], bias=True)
-        c.origins[y.ref] = (c.index_of[x.origin], c.index)  # weight from the MatMul, bias from this Add
-        return y
+        ref = c._add("fc", [x.ref], x.origin, out_features=x.data[0], bias=True)
+        c.origins[ref] = (c.index_of[x.origin], c.index)  # weight from the MatMul, bias from this Add
+        return _T(ref, x.shape)
     if v is None:
-        raise _Unsupported(f"{op} by a constant tensor of shape {list(y.shape)} (the IR has no weights)")
+        if op == "Add" and learned_like(x.shape, y.shape):
+            return c.same("pos_embed", x)  # a position embedding: as many elements as x
+        raise _Unsupported(f"{op} by a constant tensor of shape {list(y.shape)} (the IR has no weights; a constant "
+                           "added is a position embedding only with one value per element of the tensor)"
+                           if op == "Add" else f"{op} by a constant tensor of shape {list(y.shape)} (the IR has no weights)")
     if op == "Sub":
         op, v = "Add", -v
     if op == "Div":
@@ -445,7 +612,7 @@ def _binary(c: _Converter, ins, a, node):
             return c.new("hsigmoid", _T(x.ref, x.shape))
         if abs(v - 1 / 6) < 1e-6 and x.pending == "x_relu6_plus3":
             return c.new("hswish", _T(x.ref, x.shape))
-        return x if v == 1 else c.new("scale", x, factor=f32(v))
+        return x if v == 1 else c.same("scale", x, factor=f32(v))
     if op == "Add":
         if v == 0:
             return x
@@ -453,6 +620,113 @@ def _binary(c: _Converter, ins, a, node):
             return _T(x.ref, x.shape, "plus3", (), c.origin)
         raise _Unsupported(f"adding the scalar {v:g} (the IR has no scalar add)")
     raise _Unsupported(f"{op} of a computed tensor and a constant")
+
+
+def _near(v: float | None, want: float, tol: float = 1e-4) -> bool:
+    return v is not None and abs(v - want) <= tol * max(1.0, abs(want))
+
+
+def _scale_of(c: _Converter, v: Any, factor: float) -> str | None:
+    """The input of ``v`` when ``v`` is an IR ``scale`` by ``factor`` (the ``x * 0.5`` or
+    ``x / sqrt(2)`` of a decomposed GELU, whose node is pruned when nothing else reads it)."""
+    if not isinstance(v, _T) or v.pending is not None:
+        return None
+    node = c.g.nodes.get(v.ref)
+    if node is not None and node.op == "scale" and _near(node.attrs["factor"], factor):
+        return node.inputs[0]
+    return None
+
+
+def _decomposed(c: _Converter, op: str, x: Any, y: Any, node: Any) -> _T | None:
+    """The next step of a decomposed layer norm or GELU, or None (see _DECOMPOSED).
+
+    Layer norm: ``d = x - ReduceMean(x)``, ``d^2`` (``Pow`` or ``d * d``), ``ReduceMean``,
+    ``+ eps``, ``Sqrt``, ``d / that``, then ``* gain`` and ``+ shift``. GELU: ``x / sqrt(2)``
+    (a ``scale``), ``Erf``, ``+ 1``, and ``x`` and ``0.5`` multiplied in either order; the tanh
+    form: ``x^3``, ``* 0.044715``, ``+ x``, ``* sqrt(2 / pi)``, ``Tanh``, ``+ 1``, then the same.
+    """
+    v = _scalar(y)
+    if not isinstance(x, _T):
+        return None
+    if op == "Sub" and isinstance(y, _T) and y.pending == "ln_mean" and x.pending is None and x.ref == y.ref:
+        return _T(x.ref, x.shape, "ln_centered", y.data, y.origin)
+    if x.pending == "ln_centered" and ((op == "Pow" and v == 2) or (op == "Mul" and isinstance(y, _T) and y == x)):
+        return _T(x.ref, x.shape, "ln_square", x.data, x.origin)
+    if op == "Add" and x.pending == "ln_var" and v is not None:
+        return _T(x.ref, x.shape, "ln_var_eps", (*x.data, f32(v)), x.origin)
+    if op == "Div" and x.pending == "ln_centered" and isinstance(y, _T) and y.pending == "ln_std" and y.ref == x.ref:
+        return _T(x.ref, x.shape, "ln", (y.data[0], y.data[1], (c.index,)), c.origin)
+    n_axis = None if x.pending not in ("ln", "ln_gain") else c.g.shape(x.ref)[x.data[0]]
+    if op == "Mul" and x.pending == "ln" and isinstance(y, _Const) and math.prod(y.shape) == n_axis:
+        return _T(x.ref, x.shape, "ln_gain", (x.data[0], x.data[1], (c.index,)), x.origin)
+    if op == "Add" and x.pending in ("ln", "ln_gain") and isinstance(y, _Const) and math.prod(y.shape) == n_axis:
+        ref = c._add("layernorm", [x.ref], x.origin, axis=x.data[0], eps=x.data[1])
+        c.origins[ref] = (*x.data[2], c.index) if x.pending == "ln_gain" else (c.index,)
+        return _T(ref, x.shape)
+    # GELU
+    if op == "Pow" and x.pending is None and v == 3:
+        return _T(x.ref, x.shape, "cube", (), c.origin)
+    if op == "Mul" and isinstance(y, _T) and x.pending is None and y.pending is None and x.ref == y.ref \
+            and x.shape == y.shape:
+        return _T(x.ref, x.shape, "square", (), c.origin)  # x * x: a mul unless x * (x * x) follows
+    if op == "Mul" and isinstance(y, _T) and {x.pending, y.pending} == {None, "square"} and x.ref == y.ref:
+        return _T(x.ref, x.shape, "cube", (), c.origin)
+    if op == "Mul" and x.pending == "cube" and _near(v, 0.044715):
+        return _T(x.ref, x.shape, "tanh_arg", (1,), x.origin)
+    if op == "Add" and isinstance(y, _T) and {x.pending, y.pending} == {None, "tanh_arg"}:
+        p, q = (x, y) if x.pending is None else (y, x)
+        if q.data == (1,) and p.ref == q.ref:
+            return _T(q.ref, q.shape, "tanh_arg", (2,), q.origin)
+    if op == "Mul" and x.pending == "tanh_arg" and x.data == (2,) and _near(v, math.sqrt(2 / math.pi)):
+        return _T(x.ref, x.shape, "tanh_arg", (3,), x.origin)
+    for kind, approx in (("erf", "none"), ("tanh_g", "tanh")):
+        if op == "Add" and x.pending == kind and v == 1:
+            return _T(x.ref, x.shape, kind + "1", (), x.origin)
+        if op == "Mul" and x.pending == kind + "1" and _near(v, 0.5):
+            return _T(x.ref, x.shape, "half_" + kind + "1", (), x.origin)
+        if op == "Mul" and x.pending == "x_" + kind + "1" and _near(v, 0.5):
+            return _T(c._add("gelu", [x.ref], c.origin, approximate=approx), x.shape)
+        if op == "Mul" and isinstance(y, _T):
+            for p, q in ((x, y), (y, x)):
+                if q.pending == kind + "1" and p.pending is None and p.ref == q.ref:
+                    return _T(q.ref, q.shape, "x_" + kind + "1", (), q.origin)
+                if (q.pending == kind + "1" and _scale_of(c, p, 0.5) == q.ref) or \
+                        (q.pending == "half_" + kind + "1" and p.pending is None and p.ref == q.ref):
+                    return _T(c._add("gelu", [q.ref], c.origin, approximate=approx), q.shape)
+    return None
+
+
+@_handler("Erf")
+def _erf(c: _Converter, ins, a, node):
+    x = ins[0]
+    if isinstance(x, _Const):
+        from math import erf
+
+        return _Const(np.vectorize(erf)(x.value).astype(x.value.dtype))
+    src = _scale_of(c, x, 1 / math.sqrt(2))
+    if src is None:
+        raise _Unsupported(_DECOMPOSED["erf"])
+    return _T(src, x.shape, "erf", (), c.origin)
+
+
+@_handler("Tanh")
+def _tanh(c: _Converter, ins, a, node):
+    x = ins[0]
+    if isinstance(x, _Const):
+        return _Const(np.tanh(x.value))
+    if x.pending == "tanh_arg" and x.data == (3,):
+        return _T(x.ref, x.shape, "tanh_g", (), x.origin)
+    return c.same("tanh", x)
+
+
+@_handler("Sqrt")
+def _sqrt(c: _Converter, ins, a, node):
+    x = ins[0]
+    if isinstance(x, _Const):
+        return _Const(np.sqrt(x.value))
+    if x.pending == "ln_var_eps":
+        return _T(x.ref, x.shape, "ln_std", x.data, x.origin)
+    raise _Unsupported("Sqrt of a computed tensor outside a layer-norm pattern (the IR has no square root)")
 
 
 @_handler("Sum")
@@ -545,10 +819,28 @@ def _reduce_mean(c: _Converter, ins, a, node):
     if isinstance(x, _Const):
         return _Const(np.mean(x.value, axis=None if axes is None else tuple(axes), keepdims=keep))
     rank = len(x.shape)
-    if rank != 4 or axes is None or sorted(_dim(int(d), rank) for d in axes) != [2, 3]:
-        raise _Unsupported(f"ReduceMean over axes {axes} of {list(x.shape)} (only H and W: a global average pool)")
-    y = c.new("global_avgpool", x)
-    return y if keep else c.new("flatten", y, origin=f"{c.origin}/flatten")
+    dims = None if axes is None else sorted({_dim(int(d), rank) for d in axes})
+    if rank == 4 and dims == [2, 3] and (x.pending is not None or c.ir_shape(x) == x.shape):
+        y = c.new("global_avgpool", x)
+        return y if keep else c.new("flatten", y, origin=f"{c.origin}/flatten")
+    if dims is None or len(dims) != 1:
+        raise _Unsupported(f"ReduceMean over axes {axes} of {list(x.shape)} (over H and W: a global average pool, "
+                           "or over one axis)")
+    d = dims[0]
+    out = tuple(1 if k == d else n for k, n in enumerate(x.shape)) if keep else x.shape[:d] + x.shape[d + 1:]
+    if x.pending == "ln_square" and keep and c.ir_axis(_T(x.ref, x.shape), d) == x.data[0]:
+        return _T(x.ref, out, "ln_var", x.data, x.origin)
+    j = c.ir_axis(x, d) if x.pending is None else None
+    if keep and x.pending is None and j is not None and d == rank - 1:  # a layer norm's mean, or a mean
+        return _T(x.ref, out, "ln_mean", (j,), c.origin)
+    if x.shape[d] == 1:
+        return _reshape_to(c, x, list(out))
+    if j is None:
+        ref, ax = c.formed(x)
+        j, x = ax[d], _T(ref, x.shape)
+    if j == 0:
+        raise _Unsupported(f"ReduceMean over the batch axis of {list(x.shape)}")
+    return _T(c._add("mean", [x.ref], c.origin, axis=j, keepdim=keep), out)
 
 
 # ------------------------------------------------ shapes and plumbing
@@ -563,13 +855,16 @@ def _reshape_to(c: _Converter, x: _T | _Const, shape: list[int]) -> _T | _Const:
     # channel shuffle: [1, C, H, W] -> [1, g, C/g, H, W] -> transpose(1, 2) -> [1, C, H, W]
     if x.pending == "shuffled" and len(shape) == 4 and shape == [1, x.data[0] * x.data[1], *x.shape[3:]]:
         return c.new("channel_shuffle", _T(x.ref, tuple(c.g.shape(x.ref))), groups=x.data[0])
-    if x.pending is None and len(x.shape) == 4 and len(shape) == 5 and shape[0] == 1 and shape[3:] == list(x.shape[2:]):
+    if x.pending is None and len(x.shape) == 4 and len(shape) == 5 and shape[0] == 1 and shape[3:] == list(x.shape[2:]) \
+            and x.shape[0] == 1 and c.ir_shape(x) == x.shape:
         return _T(x.ref, tuple(shape), "grouped", (shape[1], shape[2]), c.origin)
-    if shape[0] != 1:
-        raise _Unsupported(f"reshape {list(x.shape)} -> {shape} moves the batch dimension")
+    if x.pending is not None:
+        x = _T(c.t(x), x.shape)
+    if shape[0] != 1 or list(c.ir_shape(x)) == shape:
+        return _T(x.ref, tuple(shape))  # a view: the IR tensor holds the elements in this order
     if len(shape) == 2:
-        return c.new("flatten", x)
-    return c.new("reshape", x, shape=shape)
+        return _T(c._add("flatten", [x.ref], c.origin), tuple(shape))
+    return _T(c._add("reshape", [x.ref], c.origin, shape=shape), tuple(shape))
 
 
 @_handler("Reshape")
@@ -617,10 +912,23 @@ def _transpose(c: _Converter, ins, a, node):
             g1, g2 = x.data
             return _T(x.ref, (1, g2, g1, *x.shape[3:]), "shuffled", (g1, g2), c.origin)
         x = _T(c.t(x), x.shape)
-    # moving only unit dims keeps the element order: a reshape
+    if x.pending is not None:
+        x = _T(c.t(x), x.shape)
+    if sorted(perm) != list(range(rank)):
+        raise _Unsupported(f"Transpose {perm} of a rank-{rank} tensor")
+    out = [x.shape[d] for d in perm]
+    # moving only unit dims keeps the element order: a reshape (or a view, see _T)
     if [d for d in perm if x.shape[d] != 1] == [d for d in range(rank) if x.shape[d] != 1]:
-        return _reshape_to(c, x, [x.shape[d] for d in perm])
-    raise _Unsupported(f"Transpose {perm} of {list(x.shape)} (the IR has no transpose; only channel shuffles)")
+        return _reshape_to(c, x, out)
+    # an IR transpose of the IR form; the form's unit axis 0 stays first (an IR transpose keeps
+    # the batch axis), wherever the ONNX axis it holds goes: moving a unit axis keeps the order
+    ref, axes = c.formed(x)
+    if 0 in axes:
+        k0 = perm.index(axes.index(0))
+        q = [0] + [axes[perm[k]] for k in range(rank) if k != k0]
+    else:
+        q = [0] + [axes[d] for d in perm]
+    return _T(c._add("transpose", [ref], c.origin, perm=q), tuple(out))
 
 
 @_handler("Concat")
@@ -629,10 +937,27 @@ def _concat(c: _Converter, ins, a, node):
         _evaluated(c, [sum(math.prod(x.shape) for x in ins)], "the Concat of constants")
         return _Const(np.concatenate([np.atleast_1d(x.value) for x in ins], axis=int(a["axis"])))
     if any(isinstance(x, _Const) for x in ins):
-        raise _Unsupported("Concat of a computed tensor and a constant (the IR has no weights)")
+        return _class_tokens(c, ins, _dim(int(a["axis"]), len(ins[0].shape)))
     if len(ins) == 1:
         return ins[0]
     return c.new("concat", list(ins), axis=_dim(int(a["axis"]), len(ins[0].shape)))
+
+
+def _class_tokens(c: _Converter, ins: list[Any], axis: int) -> _T:
+    """Constant tokens ``[1, 1, C]`` concatenated in front of tokens ``[1, N, C]`` on axis 1: one
+    ``cls_token`` each, the last one first (a class token; DeiT's distillation token after it).
+    The constant may come out of an evaluated ``Expand``/``Tile`` of the learned token."""
+    x = ins[-1]
+    lead = ins[:-1]
+    if not isinstance(x, _T) or not all(isinstance(v, _Const) for v in lead) or axis != 1 or len(x.shape) != 3 \
+            or x.shape[0] != 1 or any(tuple(v.shape) != (1, 1, x.shape[2]) for v in lead):
+        shapes = [list(v.shape) for v in ins]
+        raise _Unsupported(f"Concat of {shapes} on axis {axis} mixing computed tensors and constants (a constant is a "
+                           "class token only as [1, 1, C] tokens in front of tokens [1, N, C] on axis 1; the IR has no "
+                           "other weights)")
+    for _ in lead:
+        x = c.new("cls_token", _T(c.formed(x)[0], x.shape))
+    return x
 
 
 @_handler("Split")
@@ -655,8 +980,81 @@ def _split(c: _Converter, ins, a, node):
         return [_Const(v) for v in np.split(x.value, np.cumsum(sections)[:-1], axis=axis)]
     if len(sections) == 1:
         return [x]
-    refs = c.g.add_multi("split", c.t(x), name=c._name(c.origin), sections=sections, axis=axis)
-    return [_T(r, tuple(c.g.shape(r))) for r in refs]
+    if x.pending is not None:
+        x = _T(c.t(x), x.shape)
+    j = c.ir_axis(x, axis)
+    ref = x.ref
+    if j is None:
+        ref, axes = c.formed(x)
+        j = axes[axis]
+    refs = c.g.add_multi("split", ref, name=c._name(c.origin), sections=sections, axis=j)
+    c.origins[split_ref(refs[0])[0]] = (c.index,)
+    return [_T(r, tuple(n if k == axis else d for k, d in enumerate(x.shape))) for r, n in zip(refs, sections)]
+
+
+@_handler("Gather")
+def _gather_handler(c: _Converter, ins, a, node):
+    x, idx = ins
+    if all(isinstance(v, _Const) for v in ins):
+        _evaluated(c, _gathered([x.shape, idx.shape], int(a.get("axis", 0))), "the Gather output")
+        return _Const(_gather(c, [x.value, idx.value], a))
+    if not isinstance(x, _T) or not isinstance(idx, _Const) or idx.shape != ():
+        raise _Unsupported("Gather of a computed tensor by anything but one constant index (q, k, v of a qkv tensor)")
+    rank = len(x.shape)
+    axis = _dim(int(a.get("axis", 0)), rank)
+    n = x.shape[axis]
+    i = int(idx.value)
+    if not -n <= i < n:
+        raise _Unsupported(f"Gather index {i} out of range for axis {axis} of {list(x.shape)}")
+    out = [d for k, d in enumerate(x.shape) if k != axis]
+    if x.pending is not None:
+        x = _T(c.t(x), x.shape)
+    if n == 1:
+        return _reshape_to(c, x, out)
+    # one element of an axis: an output of a split of it into ones (one split for all of them),
+    # or, when this Gather is the tensor's only reader (ViT's readout x[:, 0]), of a split
+    # around that element
+    j, ref = c.ir_axis(x, axis), x.ref
+    if j is None:
+        ref, axes = c.formed(x)
+        j = axes[axis]
+    if c.sole(node.input[0]):
+        part = slice_as_split(c.g, c.split_cache, ref, j, i % n, i % n + 1, c._name(c.origin), c.origins, (c.index,))
+        return _reshape_to(c, _T(part, tuple(1 if k == axis else d for k, d in enumerate(x.shape))), out)
+    key = (ref, j, (1,) * n)
+    if key not in c.split_cache:
+        c.split_cache[key] = c.g.add_multi("split", ref, name=c._name(c.origin), sections=[1] * n, axis=j)
+        c.origins[split_ref(c.split_cache[key][0])[0]] = (c.index,)
+    return _T(c.split_cache[key][i % n], tuple(out))
+
+
+def _squeezed_shape(x: Any, vals_axes: list[int] | None, squeeze: bool) -> list[int]:
+    shape = list(x.shape)
+    if squeeze:
+        rank = len(shape)
+        axes = [k for k, d in enumerate(shape) if d == 1] if vals_axes is None else [_dim(k, rank) for k in vals_axes]
+        if any(shape[k] != 1 for k in axes):
+            raise _Unsupported(f"Squeeze of axes {vals_axes} of {shape} that have more than one element")
+        return [d for k, d in enumerate(shape) if k not in axes]
+    for ax in sorted(_dim(k, len(shape) + len(vals_axes)) for k in vals_axes):
+        shape.insert(ax, 1)
+    return shape
+
+
+def _squeeze_like(squeeze: bool):
+    const_fn = _squeeze if squeeze else _unsqueeze
+
+    def handler(c: _Converter, ins, a, node):
+        if all(v is None or isinstance(v, _Const) for v in ins):
+            return _Const(const_fn(c, [None if v is None else v.value for v in ins], a))
+        axes = a.get("axes")
+        if axes is None and _opt(ins, 1) is not None:
+            axes = [int(v) for v in _const(c, ins[1], f"the {node.op_type} axes").reshape(-1)]
+        if axes is None and not squeeze:
+            raise _Unsupported("Unsqueeze without axes")
+        return _reshape_to(c, ins[0], _squeezed_shape(ins[0], axes, squeeze))
+
+    return handler
 
 
 def _crop(c: _Converter, x: _T, crops: list[int]) -> _T:
@@ -930,12 +1328,12 @@ def _expand(c, vals):
 
 
 HANDLERS.update({
-    "Unsqueeze": _const_only(_unsqueeze),
-    "Squeeze": _const_only(_squeeze),
-    "Gather": _const_only(_gather, lambda s, a: _gathered(s, int(a.get("axis", 0)))),
+    "Unsqueeze": _squeeze_like(False),
+    "Squeeze": _squeeze_like(True),
     "Floor": _const_only(lambda c, v, a: np.floor(v[0])),
+    "Mod": _const_only(lambda c, v, a: np.fmod(v[0], v[1]) if int(a.get("fmod", 0)) else np.mod(v[0], v[1]),
+                       lambda s, a: np.broadcast_shapes(*s[:2])),
     "Ceil": _const_only(lambda c, v, a: np.ceil(v[0])),
-    "Sqrt": _const_only(lambda c, v, a: np.sqrt(v[0])),
     "Neg": _const_only(lambda c, v, a: np.negative(v[0])),
     "Range": _const_only(lambda c, v, a: _range(c, v)),
     "Equal": _const_only(lambda c, v, a: np.equal(v[0], v[1]), lambda s, a: np.broadcast_shapes(*s[:2])),
@@ -1218,17 +1616,25 @@ def import_onnx_with_origins(model: Any, input_shape: list[int] | tuple[int, ...
         with node_errors(name, f"graph output {o.name!r}", cannot_map=None):
             if not isinstance(v, _T):
                 raise _Unsupported("is a constant, not computed from the input" if v is not None else "is produced by no node")
-            outputs.append(c.t(v))
+            v = _T(c.t(v), v.shape)
+            outputs.append(c.formed(v, origin=o.name)[0] if c.ir_shape(v) != v.shape else v.ref)
     finish(g, name, outputs)
     return g, {k: v for k, v in c.origins.items() if k in g.nodes}
 
 
 #: pending patterns an operator may receive as they are (it continues or ends the pattern)
 _PASSABLE: dict[str, tuple[str, ...]] = {
-    "Mul": ("relu6_plus3", "x_relu6_plus3"),
-    "Div": ("relu6_plus3", "x_relu6_plus3"),
+    "Mul": ("relu6_plus3", "x_relu6_plus3", "ln_centered", "ln", "cube", "square", "tanh_arg", "erf1", "half_erf1", "x_erf1",
+            "tanh_g1", "half_tanh_g1", "x_tanh_g1"),
+    "Div": ("relu6_plus3", "x_relu6_plus3", "ln_centered", "ln_std"),
     "Clip": ("plus3",),
-    "Add": ("matmul",),
+    "Add": ("matmul", "ln_var", "ln", "ln_gain", "erf", "tanh_g", "tanh_arg"),
+    "Sub": ("ln_mean",),
+    "Pow": ("ln_centered",),
+    "ReduceMean": ("ln_square",),
+    "Sqrt": ("ln_var_eps",),
+    "Erf": (),
+    "Tanh": ("tanh_arg",),
     "Slice": ("crop",),
     "Pad": ("crop",),
     "Transpose": ("grouped",),
@@ -1236,16 +1642,37 @@ _PASSABLE: dict[str, tuple[str, ...]] = {
 }
 
 
+#: operators that take views (see _T) as they are: they map ONNX axes to IR axes themselves
+_VIEW_OPS = {"Identity", "Dropout", "Cast", "Shape", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather",
+             "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sum", "Softmax", "LayerNormalization", "ReduceMean",
+             "Gelu", "Erf", "Sqrt", "Reciprocal", "Relu", "Tanh", "Sigmoid", "HardSwish", "Split"}
+
+
 def _materialize(c: _Converter, v: Any, op_type: str) -> Any:
     if op_type in ("Identity", "Dropout"):  # pass any pattern through
         return v
     if isinstance(v, _T) and v.pending and v.pending not in _PASSABLE.get(op_type, ()):
         ref = c.t(v)
-        return _T(ref, tuple(c.g.shape(ref)))
+        v = _T(ref, v.shape)
+    if isinstance(v, _T) and v.pending is None and op_type not in _VIEW_OPS and c.ir_shape(v) != v.shape:
+        if v.shape[0] != 1:
+            raise _Unsupported(f"{op_type} of a tensor of shape {list(v.shape)} whose first axis is not the batch of 1 "
+                               "(the IR keeps the batch axis first)")
+        ref, _ = c.formed(v)
+        v = _T(ref, v.shape)
     return v
 
 
 # ---------------------------------------------------------------- shared with the TFLite importer
+def learned_like(x: tuple[int, ...] | list[int], y: tuple[int, ...]) -> bool:
+    """A constant of shape ``y`` holds one value per element of a tensor of shape ``x`` (it
+    broadcasts to ``x`` without repeating: a learned tensor such as a position embedding)."""
+    try:
+        return tuple(np.broadcast_shapes(x, y)) == tuple(x) and math.prod(y) == math.prod(x) > 1
+    except ValueError:
+        return False
+
+
 def slice_as_split(g: Graph, cache: dict[tuple, list[str]], ref: str, axis: int, lo: int, hi: int, name: str,
                    origins: dict, origin: tuple) -> str:
     """``x[..., lo:hi, ...]`` along ``axis`` as one output of a ``split`` (the IR has no slice

@@ -30,7 +30,7 @@ from .common import Unsupported as _Unsupported
 from .common import UnsupportedModelError, finish, handler_registry, materialized, node_errors, prelu_parameters
 from .common import check_bytes, check_elements, check_graph_nodes, quoted, read_model_file, reciprocal
 from .common import unique_name
-from .onnx import f32, match_pool, slice_as_split, symmetric_conv_padding
+from .onnx import f32, learned_like, match_pool, slice_as_split, symmetric_conv_padding
 
 __all__ = ["import_tflite", "UnsupportedModelError"]
 
@@ -85,6 +85,19 @@ _PENDING_WHAT = {
     "grouped": "a RESHAPE to a channel-grouped view outside a channel-shuffle pattern",
     "shuffled": "a TRANSPOSE of a channel-grouped view outside a channel-shuffle pattern",
 }
+#: the pending steps of a layer norm (see _layer_norm_step)
+_LN_WHAT = {
+    "ln_negmean": "NEG of a mean outside a layer-norm pattern",
+    "ln_sqdiff": "SQUARED_DIFFERENCE outside a layer-norm pattern (the IR has no squared difference)",
+    "ln_var": "a variance outside a layer-norm pattern",
+    "ln_var_eps": "variance + epsilon outside a layer-norm pattern",
+    "ln_rstd": "RSQRT outside a layer-norm pattern (the IR has no reciprocal square root)",
+    "ln_g": "a layer norm's scale outside its pattern",
+    "ln_shift": "a layer norm's shift outside its pattern",
+    "ln_shift_b": "a layer norm's shift outside its pattern",
+    "ln_scaled": "a layer norm's scaled input outside its pattern",
+}
+_PENDING_WHAT.update(_LN_WHAT)
 
 
 class _Const:
@@ -241,6 +254,8 @@ class _Converter:
             return self.add("batchnorm", [v.ref], v.origin, eps=0.0)
         if v.pending == "max" and v.data[0] == 0.0:
             return self.add("relu", [v.ref], v.origin)
+        if v.pending == "ln_mean":  # a mean over the last axis that no layer norm follows
+            return self.add("mean", [v.ref], v.origin, axis=v.data[0], keepdim=True)
         raise _Unsupported(_PENDING_WHAT[v.pending])
 
     def new(self, op: str, inputs: list[Any] | Any, perm: tuple[int, ...] | None = None, origin: tuple[int, ...] | None = None,
@@ -381,8 +396,14 @@ def _fc(c: _Converter, i, ins, tin, tout, o):
         raise _Unsupported("a constant input")
     if not isinstance(w, _Const) or len(w.shape) != 2:
         raise _Unsupported("weights that are not a constant matrix")
-    if o.keepNumDims and len(x.shape) > 2:
-        raise _Unsupported(f"keep_num_dims on a rank-{len(x.shape)} input")
+    if o.keepNumDims and len(x.shape) > 2:  # over the last axis of tokens: the IR's fc as it is
+        x = _std(c, c.plain(x) if x.pending is not None else x, "a FULLY_CONNECTED keeping its dims")
+        if len(x.shape) == 4:
+            raise _Unsupported(f"keep_num_dims on an image {x.tfl_shape}")
+        if x.shape[-1] != w.shape[1]:
+            raise _Unsupported(f"input has {x.shape[-1]} features, the weights {list(w.shape)} expect {w.shape[1]}")
+        y = c.new("fc", x, x.perm, out_features=int(w.shape[0]), bias=_bias_of(c, ins))
+        return _act(c, y, o.fusedActivationFunction)
     if len(x.shape) != 2 or x.pending is not None:
         x = c.plain(x) if x.pending is not None else x
         if len(x.shape) != 2:  # FULLY_CONNECTED flattens its input (the weights absorb the column order)
@@ -485,8 +506,20 @@ def _mean(c: _Converter, i, ins, tin, tout, o):
         raise _Unsupported("MEAN of a constant")
     rank = len(x.shape)
     axes = sorted({x.perm[a % rank] for a in _int_list(ins[1], "MEAN axes")})
+    if len(axes) == 1 and axes[0] > 0 and not (rank == 4 and x.perm == _canonical(4)):
+        ax = axes[0]
+        if x.pending == "ln_sqdiff" and o.keepDims and ax == x.data[0]:
+            return _V(x.ref, x.shape, x.perm, "ln_var", x.data, (*x.origin, i))
+        if x.pending is not None:
+            x = c.plain(x)
+        if o.keepDims and x.perm[-1] == ax:  # a layer norm's mean, or a mean
+            shape = tuple(1 if k == ax else d for k, d in enumerate(x.shape))
+            return _V(x.ref, shape, x.perm, "ln_mean", (ax,), (i,))
+        y = c.new("mean", x, tuple(p - (p > ax) for p in x.perm if p != ax) if not o.keepDims else x.perm,
+                  axis=ax, keepdim=bool(o.keepDims))
+        return y
     if rank != 4 or axes != [2, 3]:
-        raise _Unsupported(f"MEAN over IR axes {axes} of {list(x.shape)} (only H and W: a global average pool)")
+        raise _Unsupported(f"MEAN over IR axes {axes} of {list(x.shape)} (H and W: a global average pool, or one axis)")
     y = c.new("global_avgpool", x, x.perm)
     return y if o.keepDims else c.new("flatten", y, suffix="/flatten")
 
@@ -502,11 +535,48 @@ def _affine_const(c: _Converter, x: _V, k: Any) -> bool:
     return shape == [x.shape[1]] or shape == want or shape == want[len(want) - len(shape):]
 
 
+def _layer_norm_step(c: _Converter, i: int, op: str, a: Any, b: Any) -> _V | None:
+    """The next step of the layer norm TFLite's converter writes for Keras' LayerNormalization
+    (``m = MEAN(x)``, ``NEG(m)``, ``SQUARED_DIFFERENCE(x, m)``, ``MEAN``, ``ADD eps``, ``RSQRT``,
+    ``g = MUL(rsqrt, gain)``, ``MUL(-m, g) ADD shift``, ``MUL(x, g)``, and the final ``ADD``),
+    or None."""
+    if isinstance(a, _Const) and isinstance(b, _V):
+        a, b = b, a
+    if not isinstance(a, _V):
+        return None
+    v = _scalar(b)
+    if op == "ADD" and a.pending == "ln_var" and v is not None:
+        return _V(a.ref, a.shape, a.perm, "ln_var_eps", (*a.data, f32(v)), a.origin)
+    if op == "MUL" and a.pending == "ln_rstd" and isinstance(b, _Const) and math.prod(b.shape) == c.g.shape(a.ref)[a.data[0]]:
+        return _V(a.ref, a.shape, a.perm, "ln_g", (*a.data, i), a.origin)
+    if op == "MUL" and isinstance(b, _V):
+        for p, q in ((a, b), (b, a)):
+            if q.pending == "ln_g" and p.pending == "ln_negmean" and p.ref == q.ref:
+                return _V(q.ref, q.shape, q.perm, "ln_shift", q.data, q.origin)
+            if q.pending == "ln_g" and p.pending is None and p.ref == q.ref:
+                return _V(q.ref, q.shape, q.perm, "ln_scaled", q.data, q.origin)
+    if op == "ADD" and a.pending == "ln_shift" and isinstance(b, _Const):
+        return _V(a.ref, a.shape, a.perm, "ln_shift_b", (*a.data, i), a.origin)
+    if op == "ADD" and isinstance(b, _V) and a.ref == b.ref and \
+            {a.pending, b.pending} in ({"ln_scaled", "ln_shift_b"}, {"ln_scaled", "ln_shift"}):
+        shift = a if a.pending != "ln_scaled" else b  # ln_shift: the converter dropped an all-zero shift
+        axis, eps, gain, *bias = shift.data
+        ref = c.add("layernorm", [a.ref], (gain, *bias, i), axis=axis, eps=eps)
+        return _V(ref, tuple(c.g.shape(ref)), a.perm)
+    return None
+
+
 @_handler("ADD", "MUL", "SUB", "DIV")
 def _binary(c: _Converter, i, ins, tin, tout, o):
     op = c.ops[i][0]
     a, b = ins[0], ins[1]
     act = o.fusedActivationFunction if o is not None else 0
+    step = _layer_norm_step(c, i, op, a, b) if act == 0 else None
+    if step is not None:
+        return step
+    for v in (a, b):
+        if isinstance(v, _V) and v.pending in _LN_WHAT:
+            raise _Unsupported(_LN_WHAT[v.pending])
     if isinstance(a, _Const) and op in ("ADD", "MUL"):
         a, b = b, a
     if not isinstance(a, _V):
@@ -540,7 +610,10 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
             origin = (*a.origin, i) if a.pending == "affine" else (i,)
             base = _V(a.ref, a.shape, a.perm) if a.pending == "affine" else a
             return _act(c, c.new("batchnorm", base, a.perm, origin=origin, eps=0.0), act)
-        raise _Unsupported(f"{op} by a constant tensor of shape {list(getattr(b, 'shape', []))} (the IR has no weights)")
+        if op == "ADD" and isinstance(b, _Const) and learned_like(a.tfl_shape, b.shape):
+            return _act(c, c.new("pos_embed", a, a.perm), act)  # a position embedding
+        raise _Unsupported(f"{op} by a constant tensor of shape {list(getattr(b, 'shape', []))} (the IR has no weights; "
+                           "a constant added is a position embedding only with one value per element of the tensor)")
     if op == "SUB":
         op, v = "ADD", -v
     if op == "DIV":
@@ -625,6 +698,78 @@ def _relu(c: _Converter, i, ins, tin, tout, o):
 HANDLERS["LOGISTIC"] = _unary("sigmoid")  # x * LOGISTIC(x) replaces it by a swish (see _binary)
 
 
+@_handler("NEG")
+def _neg(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if isinstance(x, _Const):
+        return _Const(value=-x.real.astype(np.float32))
+    if x.pending == "ln_mean":
+        return _V(x.ref, x.shape, x.perm, "ln_negmean", x.data, x.origin)
+    return c.new("scale", x, x.perm, factor=-1.0)
+
+
+@_handler("SQUARED_DIFFERENCE")
+def _squared_difference(c: _Converter, i, ins, tin, tout, o):
+    x, m = ins
+    if isinstance(x, _V) and isinstance(m, _V) and m.pending == "ln_mean" and x.pending is None and x.ref == m.ref:
+        return _V(x.ref, x.shape, x.perm, "ln_sqdiff", m.data, (i,))
+    raise _Unsupported(_LN_WHAT["ln_sqdiff"])
+
+
+@_handler("RSQRT")
+def _rsqrt(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if isinstance(x, _V) and x.pending == "ln_var_eps":
+        return _V(x.ref, x.shape, x.perm, "ln_rstd", x.data, x.origin)
+    raise _Unsupported(_LN_WHAT["ln_rstd"])
+
+
+@_handler("GELU")
+def _gelu(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if not isinstance(x, _V):
+        raise _Unsupported("GELU of a constant")
+    return c.new("gelu", x, x.perm, approximate="tanh" if o is not None and o.approximate else "none")
+
+
+@_handler("BATCH_MATMUL")
+def _batch_matmul(c: _Converter, i, ins, tin, tout, o):
+    a, b = ins[0], ins[1]
+    if not isinstance(a, _V) or not isinstance(b, _V):
+        raise _Unsupported("BATCH_MATMUL with a constant operand (the IR's matmul multiplies two activations)")
+    rank = len(a.shape)
+    if len(b.shape) != rank:
+        raise _Unsupported(f"BATCH_MATMUL of tensors of different rank {a.tfl_shape} and {b.tfl_shape}")
+    xs = []
+    for v, adj in ((a, o.adjX if o is not None else False), (b, o.adjY if o is not None else False)):
+        v = c.plain(v) if v.pending is not None else v
+        perm = list(range(rank))
+        if adj:
+            perm[-2], perm[-1] = perm[-1], perm[-2]
+        want = [v.perm[p] for p in perm]  # IR axis of each TFLite axis of the operand as multiplied
+        if want != list(range(rank)):
+            if want[0] != 0:
+                raise _Unsupported(f"BATCH_MATMUL of a tensor whose batch axis moved ({v.tfl_shape})")
+            v = _transposed(c, v, want)
+        xs.append(v)
+    return c.new("matmul", xs, tuple(range(rank)))
+
+
+@_handler("SHAPE")
+def _shape_op(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if not isinstance(x, _V):
+        raise _Unsupported("SHAPE of a constant")
+    return _Const(value=np.array(x.tfl_shape, dtype=np.int32))
+
+
+@_handler("PACK")
+def _pack(c: _Converter, i, ins, tin, tout, o):
+    if not all(isinstance(v, _Const) for v in ins):
+        raise _Unsupported("PACK of computed tensors")
+    return _Const(value=np.stack([v.raw for v in ins], axis=o.axis if o is not None else 0))
+
+
 @_handler("LEAKY_RELU")
 def _leaky(c: _Converter, i, ins, tin, tout, o):
     return c.new("leaky_relu", ins[0], ins[0].perm, alpha=f32(o.alpha))
@@ -650,7 +795,7 @@ def _softmax(c: _Converter, i, ins, tin, tout, o):
 @_handler("CONCATENATION")
 def _concat(c: _Converter, i, ins, tin, tout, o):
     if not all(isinstance(x, _V) for x in ins):
-        raise _Unsupported("a constant operand (the IR has no weights)")
+        return _act(c, _class_tokens(c, ins, o.axis), o.fusedActivationFunction)
     xs = list(ins)
     if len({x.perm for x in xs}) > 1:
         xs = [_std(c, x, "CONCATENATION of tensors in different layouts") for x in xs]
@@ -659,6 +804,24 @@ def _concat(c: _Converter, i, ins, tin, tout, o):
         return _act(c, xs[0], o.fusedActivationFunction)
     y = c.new("concat", xs, xs[0].perm, axis=xs[0].perm[o.axis % rank])
     return _act(c, y, o.fusedActivationFunction)
+
+
+def _class_tokens(c: _Converter, ins: list[Any], axis: int) -> _V:
+    """Constant tokens ``[1, 1, C]`` concatenated in front of tokens ``[1, N, C]`` on axis 1: one
+    ``cls_token`` each, the last one first (the converter folds a ``BROADCAST_TO``/``TILE`` of
+    the learned token to the batch into the constant)."""
+    x, lead = ins[-1], ins[:-1]
+    ok = isinstance(x, _V) and len(x.shape) == 3 and axis % 3 == 1 and all(
+        isinstance(v, _Const) and tuple(v.shape) == (1, 1, x.tfl_shape[2]) for v in lead)
+    if not ok:
+        shapes = [list(getattr(v, "tfl_shape", getattr(v, "shape", []))) for v in ins]
+        raise _Unsupported(f"CONCATENATION of {shapes} on axis {axis} mixing computed tensors and constants (a constant "
+                           "is a class token only as [1, 1, C] tokens in front of tokens [1, N, C] on axis 1; the IR has "
+                           "no other weights)")
+    x = _std(c, x, "a class token")
+    for _ in lead:
+        x = c.new("cls_token", x)
+    return x
 
 
 def _split_into(c: _Converter, x: _V, sections: list[int], tfl_axis: int) -> list[_V]:
@@ -732,8 +895,7 @@ def _reshape_to(c: _Converter, i: int, x: _V, target: list[int], tout: list[int]
         readers = c.readers.get(tout[0], [])
         fc_only = readers and tout[0] not in c.outputs and all(c.ops[j][0] == "FULLY_CONNECTED" and p == 0 for j, p in readers)
         if not (len(target) == 2 and fc_only):
-            raise _Unsupported(f"RESHAPE {tfl} -> {target} in NHWC element order (the IR reshapes in NCHW order; "
-                               "only a flatten read by FULLY_CONNECTED layers maps)")
+            return _reshape_in_tflite_order(c, x, target)
         shape, perm = list(target), (0, 1)
     if shape[0] != 1:
         raise _Unsupported(f"RESHAPE {tfl} -> {target} moves the batch dimension")
@@ -742,6 +904,30 @@ def _reshape_to(c: _Converter, i: int, x: _V, target: list[int], tout: list[int]
     if len(shape) == 2:
         return c.new("flatten", x, perm)
     return c.new("reshape", x, perm, shape=shape)
+
+
+def _transposed(c: _Converter, x: _V, perm: list[int], suffix: str = "") -> _V:
+    """An IR ``transpose`` of ``x`` by ``perm`` (IR axes), in the plain order."""
+    ref = c.add("transpose", [c.t(x)], None, suffix, perm=list(perm))
+    shape = tuple(c.g.shape(ref))
+    return _V(ref, shape, tuple(range(len(shape))))
+
+
+def _reshape_in_tflite_order(c: _Converter, x: _V, target: list[int]) -> _V:
+    """A RESHAPE of a tensor whose IR axes are in another order than its TFLite axes: an IR
+    ``transpose`` to the TFLite order, then the ``reshape``; an image to tokens ``[1, H*W, C]``
+    (a ViT's patch embedding) as ``reshape [1, C, H*W]`` and ``transpose [0, 2, 1]``."""
+    if x.perm[0] != 0 or target[0] != 1:
+        raise _Unsupported(f"RESHAPE {x.tfl_shape} -> {target} moves the batch dimension")
+    if len(x.shape) == 4 and x.perm == _canonical(4) and target == [1, x.shape[2] * x.shape[3], x.shape[1]]:
+        _, ch, h, w = x.shape
+        y = c.new("reshape", x, (0, 1, 2), suffix="/tokens", shape=[1, ch, h * w])
+        return _transposed(c, y, [0, 2, 1])
+    y = _transposed(c, x, list(x.perm), "/order")
+    if list(y.shape) == list(target):
+        return y
+    ident = tuple(range(len(target)))
+    return c.new("flatten", y, ident) if len(target) == 2 else c.new("reshape", y, ident, shape=list(target))
 
 
 def _batch_fix(target: list[int]) -> list[int]:
@@ -888,15 +1074,34 @@ def _slice(c: _Converter, i, ins, tin, tout, o):
     return _crop(c, x, begin, end)
 
 
+def _const_strided_slice(v: np.ndarray, begin: list[int], end: list[int], strides: list[int], o: Any) -> np.ndarray:
+    if o.ellipsisMask or o.newAxisMask:
+        raise _Unsupported("STRIDED_SLICE of a constant with ellipsis or new-axis masks")
+    idx: list[Any] = []
+    for k in range(len(begin)):
+        b = None if o.beginMask >> k & 1 else begin[k]
+        e = None if o.endMask >> k & 1 else end[k]
+        idx.append(b if o.shrinkAxisMask >> k & 1 else slice(b, e, strides[k]))
+    return np.asarray(v[tuple(idx)])
+
+
 @_handler("STRIDED_SLICE")
 def _strided_slice(c: _Converter, i, ins, tin, tout, o):
     x = ins[0]
+    if isinstance(x, _Const):  # shape arithmetic of a dynamic-batch model (after SHAPE)
+        return _Const(value=_const_strided_slice(x.raw, *(_int_list(ins[k], "STRIDED_SLICE operands") for k in (1, 2, 3)), o))
     begin, end, strides = (_int_list(ins[k], f"STRIDED_SLICE {w}") for k, w in ((1, "begin"), (2, "end"), (3, "strides")))
-    if o.ellipsisMask or o.newAxisMask or o.shrinkAxisMask:
-        raise _Unsupported("STRIDED_SLICE with ellipsis, new-axis or shrink masks")
+    if o.ellipsisMask or o.newAxisMask:
+        raise _Unsupported("STRIDED_SLICE with ellipsis or new-axis masks")
     tfl = x.tfl_shape
     lo_hi_b, lo_hi_e = [], []
     for k in range(len(tfl)):
+        if o.shrinkAxisMask >> k & 1:  # one element, the axis dropped (ViT's readout x[:, 0])
+            if not -tfl[k] <= begin[k] < tfl[k]:
+                raise _Unsupported(f"STRIDED_SLICE index {begin[k]} out of range for axis {k} of {tfl}")
+            lo_hi_b.append(begin[k] % tfl[k])
+            lo_hi_e.append(begin[k] % tfl[k] + 1)
+            continue
         if strides[k] != 1:
             raise _Unsupported(f"STRIDED_SLICE with stride {strides[k]} (only 1)")
         b = None if o.beginMask >> k & 1 else begin[k]
@@ -906,7 +1111,13 @@ def _strided_slice(c: _Converter, i, ins, tin, tout, o):
             raise _Unsupported(f"STRIDED_SLICE leaves nothing of axis {k}")
         lo_hi_b.append(lo)
         lo_hi_e.append(hi)
-    return _crop(c, x, lo_hi_b, lo_hi_e)
+    y = _crop(c, x, lo_hi_b, lo_hi_e)
+    if not o.shrinkAxisMask:
+        return y
+    kept = [hi - lo for k, (lo, hi) in enumerate(zip(lo_hi_b, lo_hi_e)) if not o.shrinkAxisMask >> k & 1]
+    if not kept or o.shrinkAxisMask & 1:
+        raise _Unsupported(f"STRIDED_SLICE dropping the batch axis or every axis of {tfl}")
+    return _reshape_to(c, i, y, kept, tout)
 
 
 @_handler("RESIZE_NEAREST_NEIGHBOR")
@@ -1017,6 +1228,40 @@ def import_tflite(model: Any, input_shape: list[int] | tuple[int, ...] | None = 
     return import_tflite_with_origins(model, input_shape, name)[0]
 
 
+def _walk(c: _Converter, r: _Reader, name: str) -> None:
+    """Map the operators of subgraph 0 in order onto IR values (``c.env``)."""
+    for i, (opname, ins, outs, op) in enumerate(c.ops):
+        c.index = i
+        label = r.tensors[outs[0]].name if outs else "?"
+        where = f"TFLite operator {i} ({opname}, output {label!r})"
+        with node_errors(name, where):
+            if i in c.absorbed:  # folded into an earlier op; apply this op's fused activation
+                src = next(c.env[t] for t in ins if t >= 0 and isinstance(c.env.get(t), _V))
+                v = _act(c, src, c.absorbed[i])
+                c.env[outs[0]] = v
+                continue
+            handler = HANDLERS.get(opname)
+            if handler is None:
+                raise _Unsupported("unsupported operator")
+            vals = []
+            for t in ins:
+                if t < 0:
+                    vals.append(None)
+                elif t in c.env:
+                    vals.append(c.env[t])
+                elif r.is_const(t):
+                    vals.append(_Const(r, t))
+                else:
+                    raise _Unsupported(f"input tensor {t} ({r.tensors[t].name!r}) is produced by no earlier operator")
+            vals = [_materialize(c, v, opname) for v in vals]
+            out = handler(c, i, vals, ins, outs, r.options(op))
+            outs_v = out if isinstance(out, list) else [out]
+            if len(outs_v) != len(outs):
+                raise _Unsupported(f"{len(outs)} outputs, {len(outs_v)} mapped")
+            for t, v in zip(outs, outs_v):
+                c.env[t] = v
+
+
 def import_tflite_with_origins(model: Any, input_shape: list[int] | tuple[int, ...] | None = None,
                                name: str | None = None) -> tuple[Graph, dict[str, tuple[int, ...]]]:
     """:func:`import_tflite`, plus for each IR node (but the inputs) the indices of the
@@ -1057,36 +1302,13 @@ def import_tflite_with_origins(model: Any, input_shape: list[int] | tuple[int, .
         shape = _input_shape(c, info, None if input_shape is None else list(input_shape))
         ref = g.input(shape, name=c._name(info.name or "input"))
         c.env[t] = _V(ref, tuple(shape), _canonical(len(shape)))
-    for i, (opname, ins, outs, op) in enumerate(c.ops):
-        c.index = i
-        label = r.tensors[outs[0]].name if outs else "?"
-        where = f"TFLite operator {i} ({opname}, output {label!r})"
-        with node_errors(name, where):
-            if i in c.absorbed:  # folded into an earlier op; apply this op's fused activation
-                src = next(c.env[t] for t in ins if t >= 0 and isinstance(c.env.get(t), _V))
-                v = _act(c, src, c.absorbed[i])
-                c.env[outs[0]] = v
-                continue
-            handler = HANDLERS.get(opname)
-            if handler is None:
-                raise _Unsupported("unsupported operator")
-            vals = []
-            for t in ins:
-                if t < 0:
-                    vals.append(None)
-                elif t in c.env:
-                    vals.append(c.env[t])
-                elif r.is_const(t):
-                    vals.append(_Const(r, t))
-                else:
-                    raise _Unsupported(f"input tensor {t} ({r.tensors[t].name!r}) is produced by no earlier operator")
-            vals = [_materialize(c, v, opname) for v in vals]
-            out = handler(c, i, vals, ins, outs, r.options(op))
-            outs_v = out if isinstance(out, list) else [out]
-            if len(outs_v) != len(outs):
-                raise _Unsupported(f"{len(outs)} outputs, {len(outs_v)} mapped")
-            for t, v in zip(outs, outs_v):
-                c.env[t] = v
+    try:
+        _walk(c, r, name)
+    except UnsupportedModelError as e:
+        if any(opname == "SHAPE" for opname, *_ in c.ops):
+            raise UnsupportedModelError(f"{e} (the model computes shapes at run time, as a free batch makes the converter "
+                                        "write: convert it with batch 1, e.g. keras.Input(shape, batch_size=1))") from None
+        raise
     refs = []
     for t in graph_outputs:
         v = c.env.get(t)
@@ -1108,8 +1330,12 @@ _PASSABLE: dict[str, tuple[str, ...]] = {
     "DEPTHWISE_CONV_2D": ("padded",),
     "AVERAGE_POOL_2D": ("padded",),
     "MAX_POOL_2D": ("mirror",),
-    "MUL": ("relu6_plus3", "x_relu6_plus3", "affine"),
-    "ADD": ("affine",),
+    "MUL": ("relu6_plus3", "x_relu6_plus3", "affine", "ln_rstd", "ln_g", "ln_negmean", "ln_scaled"),
+    "ADD": ("affine", "ln_var", "ln_shift", "ln_shift_b", "ln_scaled"),
+    "NEG": ("ln_mean",),
+    "SQUARED_DIFFERENCE": ("ln_mean",),
+    "MEAN": ("ln_sqdiff",),
+    "RSQRT": ("ln_var_eps",),
     "RELU": ("min",),
     "RELU6": ("plus3",),
     "MINIMUM": ("max",),

@@ -3,8 +3,9 @@
 Twelve ImageNet CNN families, each written once as a builder over the IR (one module per
 family, registered in ``FAMILIES``); a sampler turns the builder into the reference
 network or into a variant with every layer's width redrawn from [0.2, 1.8] x the
-reference and every spatial kernel from {1, 3, 5, 7, 9}. ``source.py`` exposes them as
-the ``zoo`` generator source.
+reference and every spatial kernel from {1, 3, 5, 7, 9}. Three transformer families (vit,
+mobilevit, efficientformer) also redraw depths, heads and MLP ratios (``sampler.py``).
+``source.py`` exposes them as the ``zoo`` generator source.
 
 Every module of this package other than the infrastructure below is a family and is
 imported here, so adding a family is adding one file.

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from ..ir import Graph
 from foundation.registry import Registry
 
-INPUT_SHAPE = [1, 3, 224, 224]
+INPUT_SHAPE = [1, 3, 224, 224]  # the families' input unless one registers its own input_size
 NUM_CLASSES = 1000
 
 Builder = Callable[[Graph, str, Any], str]  # build(g, x, choose) -> logits reference
@@ -32,16 +32,22 @@ class Family:
     build: Builder
     reference: str  # which network the reference is, in words
     params: int | None = None  # its well-known parameter count (None: no agreed number)
+    input_size: int = 224  # input height = width (MobileViT is defined at 256)
+
+    @property
+    def input_shape(self) -> list[int]:
+        return [1, 3, self.input_size, self.input_size]
 
 
 FAMILIES: Registry[Family] = Registry("model family", entry_points="latbench.model_families")
 
 
-def register_family(name: str, reference: str, params: int | None = None) -> Callable[[Builder], Builder]:
+def register_family(name: str, reference: str, params: int | None = None,
+                    input_size: int = 224) -> Callable[[Builder], Builder]:
     """Register ``build`` as family ``name``; the function itself is returned unchanged."""
 
     def deco(build: Builder) -> Builder:
-        FAMILIES.register(name)(Family(name=name, build=build, reference=reference, params=params))
+        FAMILIES.register(name)(Family(name=name, build=build, reference=reference, params=params, input_size=input_size))
         return build
 
     return deco

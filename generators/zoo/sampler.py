@@ -17,6 +17,15 @@ made its model-zoo variants (MobiSys'21, Sec. 3.3):
   its MobileNetV1 variants average 547 MFLOPs against the reference's 569, impossible if
   the pointwise convolutions, 95% of those FLOPs, had been redrawn up to 9x9.)
 
+Transformer families (vit, mobilevit, efficientformer) also ask for
+- ``choose.depth(key, ref)``: a stage's number of blocks, an integer drawn uniformly from
+  ``[lo * ref, hi * ref]`` (``depth_scale``, default [0.5, 1.5]; at least 1);
+- ``choose.heads(key, ref)``: attention heads, an integer drawn uniformly from
+  ``[lo * ref, hi * ref]`` (``heads_scale``, default [0.5, 2.0]; at least 1); the embedding width
+  is then a ``channels`` draw with ``multiple=heads``, so the heads divide it;
+- ``choose.ratio(key, ref)``: an MLP's hidden-to-width ratio, drawn from ``mlp_ratios``
+  (default {1, 2, 3, 4}).
+
 Draws are memoised by key: layers that must agree (the two sides of a residual add, the
 units of a stage) ask with the same key and get the same value. Widths that follow from
 the graph (a depthwise convolution's, a concat's) are not drawn at all. The classifier's
@@ -50,6 +59,15 @@ class Sampler:
         """Padding for a convolution with the chosen ``kernel`` (reference: ``ref_padding``)."""
         raise NotImplementedError
 
+    def depth(self, key: str, ref: int) -> int:
+        raise NotImplementedError
+
+    def heads(self, key: str, ref: int) -> int:
+        raise NotImplementedError
+
+    def ratio(self, key: str, ref: float) -> float:
+        raise NotImplementedError
+
 
 class ReferenceSampler(Sampler):
     """Gives back every reference value: the builder makes the reference network."""
@@ -67,6 +85,15 @@ class ReferenceSampler(Sampler):
     def padding(self, kernel: int, ref_kernel: int, ref_padding: int | None = None) -> int:
         return (ref_kernel - 1) // 2 if ref_padding is None else ref_padding
 
+    def depth(self, key: str, ref: int) -> int:
+        return ref
+
+    def heads(self, key: str, ref: int) -> int:
+        return ref
+
+    def ratio(self, key: str, ref: float) -> float:
+        return ref
+
 
 class VariantSampler(Sampler):
     """Redraws widths and spatial kernels from ``rng`` (memoised by key)."""
@@ -76,12 +103,19 @@ class VariantSampler(Sampler):
         rng: random.Random,
         channel_scale: Sequence[float] = (0.2, 1.8),
         kernel_choices: Sequence[int] = (1, 3, 5, 7, 9),
+        depth_scale: Sequence[float] = (0.5, 1.5),
+        heads_scale: Sequence[float] = (0.5, 2.0),
+        mlp_ratios: Sequence[float] = (1.0, 2.0, 3.0, 4.0),
     ):
         self.rng = rng
         self.lo, self.hi = float(channel_scale[0]), float(channel_scale[1])
         self.kernel_choices = tuple(int(k) for k in kernel_choices)
+        self.depth_scale = (float(depth_scale[0]), float(depth_scale[1]))
+        self.heads_scale = (float(heads_scale[0]), float(heads_scale[1]))
+        self.mlp_ratios = tuple(float(r) for r in mlp_ratios)
         self._channels: dict[str, tuple[int, int, int]] = {}
         self._kernels: dict[str, tuple[int, int]] = {}
+        self._drawn: dict[str, tuple[float, float]] = {}  # depth, heads, ratio: key -> (ref, value)
 
     def channels(self, key: str, ref: int, multiple: int = 1) -> int:
         got = self._channels.get(key)
@@ -109,6 +143,30 @@ class VariantSampler(Sampler):
 
     def padding(self, kernel: int, ref_kernel: int, ref_padding: int | None = None) -> int:
         return (kernel - 1) // 2
+
+    def _memo(self, key: str, ref: float, draw) -> float:
+        got = self._drawn.get(key)
+        if got is not None:
+            if got[0] != ref:
+                raise ValueError(f"{key}: asked with reference {ref} after {got[0]}")
+            return got[1]
+        value = draw()
+        self._drawn[key] = (ref, value)
+        return value
+
+    def _scaled(self, key: str, ref: int, scale: tuple[float, float]) -> int:
+        lo = max(1, math.ceil(scale[0] * ref - _EPS))
+        hi = max(lo, math.floor(scale[1] * ref + _EPS))
+        return int(self._memo(key, ref, lambda: self.rng.randint(lo, hi)))
+
+    def depth(self, key: str, ref: int) -> int:
+        return self._scaled(key, ref, self.depth_scale)
+
+    def heads(self, key: str, ref: int) -> int:
+        return self._scaled(key, ref, self.heads_scale)
+
+    def ratio(self, key: str, ref: float) -> float:
+        return self._memo(key, ref, lambda: self.rng.choice(self.mlp_ratios))
 
 
 # ---------------------------------------------------------------- layers that ask a sampler

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 from ..ir import Graph
 from foundation.registry import UnknownName
 from ..sources import register_source
-from .registry import FAMILIES, INPUT_SHAPE
+from .registry import FAMILIES
 from .sampler import ReferenceSampler, Sampler, VariantSampler
 from foundation.configs import coerce
 
@@ -33,6 +33,10 @@ class ZooConfig:
     include_reference: bool = True
     channel_scale: list[float] = field(default_factory=lambda: [0.2, 1.8])  # output widths: [lo, hi] x reference
     kernel_choices: list[int] = field(default_factory=lambda: [1, 3, 5, 7, 9])  # for every spatial kernel
+    # transformer families (vit, mobilevit, efficientformer); CNN families never ask for these
+    depth_scale: list[float] = field(default_factory=lambda: [0.5, 1.5])  # blocks per stage: [lo, hi] x reference
+    heads_scale: list[float] = field(default_factory=lambda: [0.5, 2.0])  # attention heads: [lo, hi] x reference
+    mlp_ratios: list[float] = field(default_factory=lambda: [1.0, 2.0, 3.0, 4.0])  # per block, MLP hidden / width
 
 
 def _as_config(cfg: Any) -> ZooConfig:
@@ -65,13 +69,19 @@ def validate_config(cfg: Any) -> ZooConfig:
     kernels = cfg.kernel_choices
     if not kernels or not all(k >= 1 and k % 2 == 1 for k in kernels):
         raise ValueError(f"kernel_choices: expected a non-empty list of odd kernel sizes >= 1, got {kernels!r}")
+    for key in ("depth_scale", "heads_scale"):
+        r = getattr(cfg, key)
+        if len(r) != 2 or not 0 < r[0] <= r[1]:
+            raise ValueError(f"{key}: expected [lo, hi] with 0 < lo <= hi, got {r!r}")
+    if not cfg.mlp_ratios or not all(r > 0 for r in cfg.mlp_ratios):
+        raise ValueError(f"mlp_ratios: expected a non-empty list of ratios > 0, got {cfg.mlp_ratios!r}")
     return cfg
 
 
 def _build(family: str, sampler: Sampler, name: str, meta: dict) -> Graph:
     fam = FAMILIES.get(family)
     g = Graph(name=name, source=SOURCE, meta=meta)
-    x = g.input(INPUT_SHAPE)
+    x = g.input(fam.input_shape)
     g.set_outputs(fam.build(g, x, sampler))
     return g
 
@@ -91,7 +101,7 @@ def variant(family: str, seed: int, index: int, cfg: Any = None) -> Graph:
 def _variant(family: str, seed: int, index: int, cfg: ZooConfig) -> Graph:
     FAMILIES.get(family)
     rng = random.Random(f"zoo/{family}/{seed}/{index}")
-    sampler = VariantSampler(rng, cfg.channel_scale, cfg.kernel_choices)
+    sampler = VariantSampler(rng, cfg.channel_scale, cfg.kernel_choices, cfg.depth_scale, cfg.heads_scale, cfg.mlp_ratios)
     meta = {"family": family, "seed": seed, "index": index, "reference": False}
     return _build(family, sampler, f"zoo-{family}-{seed}-{index:05d}", meta)
 

@@ -1,5 +1,6 @@
 """Small IR networks and output checks shared by the importer and exporter tests
-(test_import_onnx.py, test_import_tflite.py, test_export_tflite.py).
+(test_import_onnx.py, test_import_tflite.py, test_export_tflite.py, test_export_executorch.py,
+test_transformer_ops.py).
 
 The networks are built the same way in every file that uses them, so a network keeps its
 ``model_id`` whichever test builds it. Importing this module imports neither TensorFlow nor
@@ -106,3 +107,28 @@ def close(got: list[np.ndarray], ref: list[np.ndarray], what: str, rtol: float) 
         assert a.shape == r.shape, f"{what} output {k}: shape {a.shape} != {r.shape}"
         err, bound = float(np.abs(a - r).max()), rtol * max(float(np.abs(r).max()), 1e-6)
         assert err <= bound, f"{what} output {k}: max |diff| {err:.3g} > {bound:.3g}"
+
+
+def vit_tiny(size: int = 16, patch: int = 4, dim: int = 16, heads: int = 2, depth: int = 2) -> Graph:
+    """ViT-like: patch-embedding conv -> tokens -> pre-norm encoder blocks (multi-head attention
+    from fc, split, reshape, transpose, matmul, scale, softmax; GELU MLP) -> layer norm -> mean of
+    the tokens -> fc."""
+    g = Graph("vit-tiny", source="test")
+    x = B.patch_embed(g, g.input([1, 3, size, size]), dim, patch)
+    for _ in range(depth):
+        x = B.encoder_block(g, x, heads, mlp_ratio=2)
+    x = g.add("mean", g.add("layernorm", x), axis=1)
+    return g.set_outputs(g.add("fc", x, out_features=10)).validate()
+
+
+def deit_tiny(size: int = 16, patch: int = 4, dim: int = 16, heads: int = 2, depth: int = 2) -> Graph:
+    """DeiT-like: patch-embedding conv -> tokens -> class token prepended (``cls_token``) ->
+    position embedding added (``pos_embed``) -> pre-norm encoder blocks -> layer norm -> the
+    class token read out -> fc."""
+    g = Graph("deit-tiny", source="test")
+    x = B.patch_embed(g, g.input([1, 3, size, size]), dim, patch)
+    x = g.add("pos_embed", g.add("cls_token", x))
+    for _ in range(depth):
+        x = B.encoder_block(g, x, heads, mlp_ratio=2)
+    x = B.class_token_readout(g, g.add("layernorm", x))
+    return g.set_outputs(g.add("fc", x, out_features=10)).validate()
