@@ -79,7 +79,9 @@ def test_networks_with_ir_and_the_reason_of_the_others(imported):
     for case in CLASSIFICATION:
         for f in USE_CASES[case]:
             assert f in RECIPES or f in NOT_EXPRESSED, f
-    assert "attention" in reasons["vit"] and "layernorm" in reasons["convnext_tiny"]
+    # the transformer operators are in the IR (issue 54), their recipes not yet in the mapping
+    assert reasons["vit"] == "a vision transformer: the IR has its operators now, but the mapping has no recipe for it yet"
+    assert "deformable_conv2d" in reasons["internimage"] and "layernorm" not in reasons["internimage"]
     assert "conv3d" in reasons["resnet_3d"] and "out of the scope" in reasons["yolov8_det"]
     assert "out of the scope" in reasons["llama_v3_2_1b_instruct"]
     # a network with several components is one model per component

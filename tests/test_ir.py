@@ -106,8 +106,12 @@ def test_every_operator_has_shape_inference_and_is_exercised_somewhere():
         more.add("matmul", [x, x]),
         more.add("transpose", x, perm=[0, 1, 3, 2]),
         more.add("mean", x, axis=2),
+        more.add("pos_embed", x),
     ]
+    tokens = more.input([1, 6, 4], name="tokens")
+    extra.append(more.add("cls_token", tokens))
     used |= {more.nodes[r].op for r in extra}
+    assert more.shape(extra[-1]) == [1, 7, 4] and more.shape(extra[-2]) == [1, 4, 8, 8]
     assert more.shape(extra[0]) == [1, 4, 9, 11]  # pads are [top, bottom, left, right]
     assert set(OPS) <= used, f"operators without a test: {set(OPS) - used}"
 

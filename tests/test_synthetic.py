@@ -250,7 +250,7 @@ def test_custom_schedule_and_input():
         ({"split_counts": [1, 2]}, "split_counts"),
         ({"split_ops": ["relu", "conv2d"]}, "split_ops"),
         ({"split_downsample": "stride"}, "split_downsample"),
-        ({"act": "gelu"}, "act"),
+        ({"act": "mish"}, "act"),
         ({"stem_channels": 3}, "stem_channels"),  # fewer than a 4-way split
         ({"n": -1}, "n"),
     ],

@@ -115,12 +115,13 @@ USE_CASES: dict[str, tuple[str, ...]] = {
 CLASSIFICATION = ("Image Classification", "Audio Classification", "Video Classification")
 
 # Why a classification network has no recipe: (what it is, IR operators it needs, or None and the reason).
-_TRANSFORMER = ("a vision transformer", ("attention", "layernorm"))
+_ATTENTION = ("layernorm", "matmul", "softmax", "gelu")  # multi-head attention is built from these (blocks.attention)
+_TRANSFORMER = ("a vision transformer", _ATTENTION)
 NOT_EXPRESSED: dict[str, tuple[str, tuple[str, ...] | str]] = {
     "beit": _TRANSFORMER, "efficientformer": _TRANSFORMER, "levit": _TRANSFORMER, "mobile_vit": _TRANSFORMER,
-    "vit": _TRANSFORMER, "video_mae": ("a video transformer", ("attention", "layernorm")),
-    "openai_clip": ("CLIP's image and text transformers", ("attention", "layernorm")),
-    "efficientvit_b2_cls": ("EfficientViT", ("attention",)), "efficientvit_l2_cls": ("EfficientViT", ("attention",)),
+    "vit": _TRANSFORMER, "video_mae": ("a video transformer", _ATTENTION + ("conv3d",)),
+    "openai_clip": ("CLIP's image and text transformers", _ATTENTION),
+    "efficientvit_b2_cls": ("EfficientViT", ("matmul",)), "efficientvit_l2_cls": ("EfficientViT", ("matmul",)),
     "convnext_base": ("ConvNeXt", ("layernorm",)), "convnext_tiny": ("ConvNeXt", ("layernorm",)),
     "internimage": ("InternImage", ("deformable_conv2d", "layernorm")),
     "sequencer2d": ("Sequencer2D", ("lstm", "layernorm")),

@@ -107,6 +107,12 @@ class Runtime:
     jemalloc = False  # its zygote runs on jemalloc with freed pages kept (pipelines/runners/allocator.py)
 
     @classmethod
+    def zygote_view(cls) -> Any:
+        """What the zygote forks for this runtime (:func:`forkable`); the zygote finds it on the
+        worker program's one Runtime without importing this module."""
+        return forkable(cls)
+
+    @classmethod
     def preload(cls) -> dict[str, str]:
         """Imports :attr:`shared` (in a zygote, before any fork); returns their versions."""
         import importlib
@@ -670,9 +676,9 @@ def worker_error(runtime: type[Runtime] | Runtime, returncode: int, stderr: str,
 
 
 def forkable(runtime: type[Runtime]) -> Any:
-    """The zygote's view of ``runtime``'s worker (:class:`pipelines.runners.zygote.Forkable`): a
+    """The zygote's view of ``runtime``'s worker (:class:`pipelines.runners.forkable.Forkable`): a
     zygote imports ``runtime.shared`` once and forks :func:`main` of ``runtime`` per process."""
-    from .zygote import Forkable
+    from .forkable import Forkable
 
     return Forkable(f"the {runtime.framework} zygote", runtime.preload,
                     lambda argv: main(runtime(), argv, process_start="zygote"), env=dict(runtime.env),

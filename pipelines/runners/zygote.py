@@ -50,11 +50,11 @@ import sys
 import tempfile
 import threading
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import allocator
+from .forkable import Forkable
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 180.0
@@ -62,36 +62,22 @@ READY_TIMEOUT_S = 180.0
 ZYGOTE_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
 
-@dataclass(frozen=True)
-class Forkable:
-    """What a worker program gives the zygote. ``preload`` imports what every child shares (it
-    must start no thread) and returns the libraries' versions; ``main(argv)`` is the worker in a
-    forked child (its meta says ``process_start: "zygote"``); ``env`` is added to the zygote's
-    environment; ``jemalloc``: the zygote runs on jemalloc (:mod:`.allocator`)."""
-
-    name: str  # what errors and warnings call it ("the torch zygote")
-    preload: Callable[[], dict[str, str]]
-    main: Callable[[Sequence[str]], int]
-    env: dict[str, str] = field(default_factory=dict)
-    jemalloc: bool = False
-
-
 class ZygoteError(RuntimeError):
     """The zygote could not start or stopped answering; one line."""
 
 
 def forkable_of(module: str) -> Forkable:
-    """The zygote's view of the worker program ``module``: the one Runtime it defines (whose
-    ``program`` is ``module``), which must have ``shared`` imports (imported: the worker modules
-    import no runtime at module level)."""
-    from .worker import Runtime, forkable
-
+    """The zygote's view of the worker program ``module``: the one Runtime it defines (a class
+    whose ``program`` is ``module``, :class:`pipelines.runners.worker.Runtime`), which must have
+    ``shared`` imports (imported: the worker modules import no runtime at module level). The
+    Runtime gives its view itself (``zygote_view``): the worker module launches processes through
+    this one, so this one reads it by that protocol rather than importing it."""
     mod = importlib.import_module(module)
     found = [v for v in vars(mod).values()
-             if isinstance(v, type) and issubclass(v, Runtime) and v.program == module]
-    if len(found) != 1 or not found[0].shared:
+             if isinstance(v, type) and getattr(v, "program", None) == module and hasattr(v, "zygote_view")]
+    if len(found) != 1 or not getattr(found[0], "shared", None):
         raise ZygoteError(f"{module} defines no Runtime with shared imports: its worker cannot be forked by a zygote")
-    return forkable(found[0])
+    return found[0].zygote_view()
 
 
 # ---------------------------------------------------------------- the server
