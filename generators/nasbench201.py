@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from .ir import Graph
-from .sources import register_source
+from .sources import checked_seed, register_source
 from foundation.configs import coerce
 
 SOURCE = "nasbench201"
@@ -206,10 +206,7 @@ def selected_indices(cfg: Any, seed: int) -> list[int]:
         return [int(i) for i in cfg.indices]
     if cfg.all:
         return list(range(NUM_ARCHS))
-    try:
-        seed = operator.index(seed)
-    except TypeError:
-        raise ValueError(f"seed must be an int, got {seed!r}") from None
+    seed = checked_seed(seed)
     order = list(range(NUM_ARCHS))
     random.Random(f"{SOURCE}/{seed}").shuffle(order)
     return order[: cfg.n]

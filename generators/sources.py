@@ -15,6 +15,7 @@ adding one module that registers itself (and importing it in ``generators/catalo
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -39,3 +40,11 @@ def register_source(name: str, config: type, validate_config: Callable[[Any], An
                     generate: Callable[[Any, int], Iterator[Any]], description: str = "") -> Source:
     """Enters the source ``name`` in :data:`SOURCES` and returns it."""
     return SOURCES.register(name)(Source(name, config, validate_config, generate, description))
+
+
+def checked_seed(seed: Any) -> int:
+    """``seed`` as an int (a source's ``generate`` takes any integral value); ValueError otherwise."""
+    try:
+        return operator.index(seed)
+    except TypeError:
+        raise ValueError(f"seed must be an int, got {seed!r}") from None

@@ -16,7 +16,6 @@ is byte-identical across runs.
 from __future__ import annotations
 
 import math
-import operator
 import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
@@ -24,7 +23,7 @@ from typing import Any, Iterator, Mapping
 from .blocks import classifier, conv_bn_act, depthwise_separable, inverted_residual
 from .ir import Graph
 from .ops import OPS
-from .sources import register_source
+from .sources import checked_seed, register_source
 from foundation.configs import coerce
 
 SOURCE = "synthetic"
@@ -371,10 +370,7 @@ def build_network(cfg: SyntheticConfig, seed: int, index: int) -> Graph:
 
 def _generate(cfg: SyntheticConfig | Mapping | None, seed: int) -> Iterator[Graph]:
     cfg = validate_config(cfg)
-    try:
-        seed = operator.index(seed)
-    except TypeError:
-        raise ValueError(f"seed must be an int, got {seed!r}") from None
+    seed = checked_seed(seed)
     for i in range(cfg.n):
         yield build_network(cfg, seed, i)
 

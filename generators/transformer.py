@@ -26,7 +26,6 @@ byte-identical across runs.
 """
 from __future__ import annotations
 
-import operator
 import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
@@ -35,7 +34,7 @@ from .blocks import (class_token_readout, conv_bn_act, encoder_block, image_to_t
                      patch_embed, tokens_to_image)
 from .ir import Graph
 from .ops import OPS
-from .sources import register_source
+from .sources import checked_seed, register_source
 from foundation.configs import coerce
 
 SOURCE = "transformer"
@@ -283,10 +282,7 @@ def build_network(cfg: TransformerConfig, seed: int, index: int) -> Graph:
 
 def _generate(cfg: TransformerConfig | Mapping | None, seed: int) -> Iterator[Graph]:
     cfg = validate_config(cfg)
-    try:
-        seed = operator.index(seed)
-    except TypeError:
-        raise ValueError(f"seed must be an int, got {seed!r}") from None
+    seed = checked_seed(seed)
     for i in range(cfg.n):
         yield build_network(cfg, seed, i)
 
