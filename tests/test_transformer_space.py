@@ -11,6 +11,7 @@ import pytest
 from generators.catalog import SOURCES
 from generators.ir import Graph
 from generators.transformer import TransformerConfig, build_network, validate_config
+from support.nets import export_and_torch_outputs
 
 N = 200
 SMALL = dict(input_size=32, num_classes=10, patch_sizes=[4, 8], stem_channels=[8, 12], conv_stages=[0, 2],
@@ -139,28 +140,7 @@ def test_small_networks_span_both_fronts_and_several_stages():
 
 @pytest.mark.parametrize("fmt,index", [("tflite_fp32", 0), ("tflite_fp32", 5), ("tflite_fp32", 6)] + [("onnx_fp32", i) for i in SMALL_INDICES])
 def test_small_networks_export_and_compute_the_torch_modules_function(fmt, index, tmp_path):
-    torch = pytest.importorskip("torch")
-    from generators.export.formats import FORMATS
-    from generators.export.torch_module import example_tensors, to_module
-    from generators.export.weights import example_input
-
-    g = _small(index)
-    spec = FORMATS.get(fmt)
-    facts = spec.write(g, tmp_path / spec.filename)
-    checks = spec.verify(g, facts)
-    assert checks["params"] and checks["output_shapes"], checks
-    if fmt == "tflite_fp32":
-        pytest.importorskip("ai_edge_litert")
-        from generators.export.tflite import run_tflite
-
-        got = run_tflite(facts["path"], g, example_input(g))
-    else:
-        pytest.importorskip("onnxruntime")
-        from generators.export.onnx import run_onnx
-
-        assert checks["op_counts"], checks
-        got = run_onnx(tmp_path / spec.filename, g, example_input(g))
-    with torch.no_grad():
-        ref = to_module(g)(*example_tensors(g)).numpy()
-    assert got[0].shape == ref.shape == (1, 10) and np.abs(ref).max() > 0
-    assert np.abs(got[0] - ref).max() <= 1e-4 * np.abs(ref).max()
+    pytest.importorskip("torch")
+    got, ref = export_and_torch_outputs(_small(index), fmt, tmp_path)
+    assert got.shape == ref.shape == (1, 10) and np.abs(ref).max() > 0
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()

@@ -19,6 +19,7 @@ from generators.ir import Graph
 from generators.zoo import FAMILIES, reference, variant
 from generators.zoo.sampler import VariantSampler
 from generators.zoo.source import validate_config
+from support.nets import export_and_torch_outputs
 
 TRANSFORMERS = ("vit", "mobilevit", "efficientformer")
 
@@ -131,31 +132,10 @@ def small_variant(family: str, size: int = 64) -> Graph:
 @pytest.mark.parametrize("family", TRANSFORMERS)
 @pytest.mark.parametrize("fmt", ["tflite_fp32", "onnx_fp32"])
 def test_small_variants_export_and_compute_the_torch_modules_function(fmt, family, tmp_path):
-    torch = pytest.importorskip("torch")
-    from generators.export.formats import FORMATS
-    from generators.export.torch_module import example_tensors, to_module
-    from generators.export.weights import example_input
-
-    g = small_variant(family)
-    spec = FORMATS.get(fmt)
-    facts = spec.write(g, tmp_path / spec.filename)
-    checks = spec.verify(g, facts)
-    assert checks["params"] and checks["output_shapes"], checks
-    if fmt == "tflite_fp32":
-        pytest.importorskip("ai_edge_litert")
-        from generators.export.tflite import run_tflite
-
-        got = run_tflite(facts["path"], g, example_input(g))
-    else:
-        pytest.importorskip("onnxruntime")
-        from generators.export.onnx import run_onnx
-
-        assert checks["op_counts"], checks
-        got = run_onnx(tmp_path / spec.filename, g, example_input(g))
-    with torch.no_grad():
-        ref = to_module(g)(*example_tensors(g)).numpy()
-    assert got[0].shape == ref.shape == (1, 1000) and np.abs(ref).max() > 0
-    assert np.abs(got[0] - ref).max() <= 1e-4 * np.abs(ref).max()
+    pytest.importorskip("torch")
+    got, ref = export_and_torch_outputs(small_variant(family), fmt, tmp_path)
+    assert got.shape == ref.shape == (1, 1000) and np.abs(ref).max() > 0
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
 
 
 @pytest.mark.slow  # ExecuTorch's lowering takes about 25 s

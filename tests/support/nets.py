@@ -132,3 +132,35 @@ def deit_tiny(size: int = 16, patch: int = 4, dim: int = 16, heads: int = 2, dep
         x = B.encoder_block(g, x, heads, mlp_ratio=2)
     x = B.class_token_readout(g, g.add("layernorm", x))
     return g.set_outputs(g.add("fc", x, out_features=10)).validate()
+
+
+# ------------------------------------------------------------------ output checks of whole networks
+def export_and_torch_outputs(g: Graph, fmt: str, tmp_path) -> tuple[np.ndarray, np.ndarray]:
+    """``g`` exported to ``fmt`` (tflite_fp32 or onnx_fp32), its params and output shapes (and,
+    for ONNX, op counts) verified, run on ``example_input``: (that output, the IR's torch module's
+    output on the same input). Skips when the runtime is missing."""
+    import pytest
+    import torch
+
+    from generators.export.formats import FORMATS
+    from generators.export.torch_module import example_tensors, to_module
+    from generators.export.weights import example_input
+
+    spec = FORMATS.get(fmt)
+    facts = spec.write(g, tmp_path / spec.filename)
+    checks = spec.verify(g, facts)
+    assert checks["params"] and checks["output_shapes"], checks
+    if fmt == "tflite_fp32":
+        pytest.importorskip("ai_edge_litert")
+        from generators.export.tflite import run_tflite
+
+        got = run_tflite(facts["path"], g, example_input(g))
+    else:
+        pytest.importorskip("onnxruntime")
+        from generators.export.onnx import run_onnx
+
+        assert checks["op_counts"], checks
+        got = run_onnx(tmp_path / spec.filename, g, example_input(g))
+    with torch.no_grad():
+        ref = to_module(g)(*example_tensors(g)).numpy()
+    return got[0], ref
