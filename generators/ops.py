@@ -631,17 +631,28 @@ register_op(OpSpec("cls_token", _infer_cls_token, params=lambda a, i, o: i[0][-1
 # hand there), so predicting thousands of graphs in a NAS loop reads it instead of walking each
 # node's inputs again. Ops whose kernel or padding column comes from shapes or input counts have
 # a rule here; every windowed op (an attribute ``kernel``) takes its window; the rest count 1.
+#
+# Tensors that are not square feature maps (tokens [1, N, C], attention tensors [1, h, N, d], a
+# vector [1, F]) are described by their element count as channels at 1 px, so an element-wise
+# op's size is right whatever the layout (pipelines.dataset.opfeatures describes measured TFLite
+# ops the same way). A product over rows keeps its rows in the ``kernel`` column and its batch in
+# ``groups``: a fully connected layer over N tokens is (fc, 1, C_in, 1, C_out, N, 1, 0, 1, 1), a
+# matmul [b, M, K] x [b, K, N] is (matmul, 1, K, 1, N, M, 1, 0, b, 2); a CNN's classifier is
+# the fully connected layer with 1 row, as before.
 Config = tuple  # (op type, hin, cin, hout, cout, kernel, stride, padding, groups, fan-in)
 
 
 def _hc(shape: Shape) -> tuple[int, int]:
-    """(channels, height) of [1, C, H, W]; a vector [1, F] is F channels at 1 px."""
-    if len(shape) == 4:
+    """(channels, height) of a square [1, C, H, H]; any other tensor is its element count (the
+    batch axis left out) of channels at 1 px."""
+    if len(shape) == 4 and shape[2] == shape[3]:
         return shape[1], shape[2]
-    return (shape[1] if len(shape) == 2 else _numel(shape[1:])), 1
+    return _numel(shape[1:]), 1
 
 
-def _windowed_config(op: str, a: dict, nin: int, hin: int, cin: int, hout: int, cout: int) -> Config:
+def _windowed_config(op: str, a: dict, nin: int, x: Shape, y: Shape) -> Config:
+    # a window slides over [1, C, H, W]: channels and height, also of a non-square map
+    cin, hin, cout, hout = x[1], x[2], y[1], y[2]
     k, st, p = a["kernel"][0], a["stride"][0], a["padding"][0]
     if op == "conv2d":  # split by groups as the USC importer does (groups = input channels: depthwise)
         g = a["groups"]
@@ -649,13 +660,41 @@ def _windowed_config(op: str, a: dict, nin: int, hin: int, cin: int, hout: int, 
     return (op, hin, cin, hout, cout, k, st, p, 1, nin)
 
 
+def _fc_config(a, ins, outs, hin, cin, hout, cout) -> Config:
+    x = ins[0]
+    return ("fc", 1, x[-1], 1, outs[0][-1], _numel(x[1:-1]), 1, 0, 1, len(ins))
+
+
+def _matmul_config(a, ins, outs, hin, cin, hout, cout) -> Config:
+    y = outs[0]
+    return ("matmul", 1, ins[0][-1], 1, y[-1], y[-2], 1, 0, _numel(y[1:-2]), len(ins))
+
+
+def _softmax_config(a, ins, outs, hin, cin, hout, cout) -> Config:
+    # attention scores [1, h, N, N] are a square tensor, not a feature map: their element count,
+    # as a converted model's SOFTMAX over [1, h, N, N] describes them
+    n = _numel(ins[0][1:])
+    return ("softmax", 1, n, 1, n, 1, 1, 0, 1, len(ins))
+
+
+def _rule(f: Callable[..., Config]) -> Callable[..., Config]:
+    """A rule that needs only (attrs, fan-in, fan-out, hin, cin, hout, cout)."""
+    return lambda a, ins, outs, hin, cin, hout, cout: f(a, len(ins), len(outs), hin, cin, hout, cout)
+
+
 CONFIG_RULES: dict[str, Callable[..., Config]] = {
-    "global_avgpool": lambda a, nin, nout, hin, cin, hout, cout: ("global_avgpool", hin, cin, hout, cout, hin, 1, 0, 1, nin),
+    "global_avgpool": _rule(lambda a, nin, nout, hin, cin, hout, cout:
+                            ("global_avgpool", hin, cin, hout, cout, hin, 1, 0, 1, nin)),
     # a concat's "kernel" is its input count, as the TFLite files give it
-    "concat": lambda a, nin, nout, hin, cin, hout, cout: ("concat", hin, cin, hout, cout, nin, 1, 0, 1, nin),
-    "split": lambda a, nin, nout, hin, cin, hout, cout: ("split", hin, cin, hout, cout, nout, 1, 0, 1, nin),
-    "pad": lambda a, nin, nout, hin, cin, hout, cout: ("pad", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, nin),
-    "crop": lambda a, nin, nout, hin, cin, hout, cout: ("crop", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, nin),
+    "concat": _rule(lambda a, nin, nout, hin, cin, hout, cout: ("concat", hin, cin, hout, cout, nin, 1, 0, 1, nin)),
+    "split": _rule(lambda a, nin, nout, hin, cin, hout, cout: ("split", hin, cin, hout, cout, nout, 1, 0, 1, nin)),
+    "pad": _rule(lambda a, nin, nout, hin, cin, hout, cout:
+                 ("pad", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, nin)),
+    "crop": _rule(lambda a, nin, nout, hin, cin, hout, cout:
+                  ("crop", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, nin)),
+    "fc": _fc_config,
+    "matmul": _matmul_config,
+    "softmax": _softmax_config,
 }
 
 
@@ -681,11 +720,11 @@ def op_config(op: str, a: dict, ins: list[Shape], outs: list[Shape]) -> Config |
     """The configuration of a node (None for an input: it runs nothing)."""
     if not ins:
         return None
+    if "kernel" in a:
+        return _windowed_config(op, a, len(ins), ins[0], outs[0])
     cin, hin = _hc(ins[0])
     cout, hout = _hc(outs[0])
-    if "kernel" in a:
-        return _windowed_config(op, a, len(ins), hin, cin, hout, cout)
     rule = CONFIG_RULES.get(op)
     if rule is not None:
-        return rule(a, len(ins), len(outs), hin, cin, hout, cout)
+        return rule(a, ins, outs, hin, cin, hout, cout)
     return (op, hin, cin, hout, cout, 1, 1, 0, 1, len(ins))

@@ -98,3 +98,33 @@ def test_mobilevit_unfold_and_fold_stay_three_ops_each():
     inside = [n for n in g.nodes if "/transformer" in n]
     assert inside and all(plans[n].layout == "plain" and "TRANSPOSE" not in plans[n].ops[:1] for n in inside
                           if g.nodes[n].op != "transpose")
+
+
+@pytest.mark.parametrize("which", ["space", "mobilevit", "efficientformer"])
+def test_measured_op_rows_describe_products_as_the_ir_does(space, which, tmp_path):
+    """A converted network's FULLY_CONNECTED and BATCH_MATMUL rows, read as measured op rows
+    are (``tflite_features`` -> the featurizer), count the FLOPs the IR's fc and matmul nodes
+    count, and every row has its size: a per-op model trained on measured rows prices the IR of
+    an unmeasured network alike."""
+    import numpy as np
+    import pandas as pd
+
+    from leaderboard.baselines.features import COLUMNS, category_of, derive, ir_ops, table_ops
+    from pipelines.dataset.opfeatures import read_tflite_ops, tflite_features
+
+    graphs = space[:3] if which == "space" else [family_net(which)]
+    for g in graphs:
+        path = tmp_path / f"{g.name}.tflite"
+        path.write_bytes(T.convert(g, "fp32"))
+        rows = pd.DataFrame([tflite_features(n) for n in read_tflite_ops(path)])
+        for c in ("kernel", "stride", "padding", "groups", "config"):
+            rows[c] = rows[c] if c in rows else None
+        flops = {}
+        for side, (types, raw) in (("tflite", table_ops(rows)), ("ir", ir_ops(g))):
+            raw = np.asarray(raw, dtype=float)
+            cols = derive(raw, np.array([category_of(t) for t in types], dtype=object))
+            assert not np.isnan(cols).any(), (g.name, side)
+            per_type = pd.Series(cols[:, COLUMNS.index("flops")]).groupby(np.asarray(types)).sum()
+            flops[side] = {t: per_type.get(t, 0.0) for t in ("fc", "matmul")}
+        assert flops["ir"]["fc"] > 0 and flops["ir"]["matmul"] > 0, g.name
+        assert flops["tflite"] == pytest.approx(flops["ir"], rel=1e-9), g.name

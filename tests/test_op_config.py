@@ -64,3 +64,41 @@ def test_featurizer_maps_ir_ids_to_its_own_table_and_interns_new_ones():
         # the same ids as interning each configuration by hand
         assert list(ids) == [table.intern(c[0], c[1:]) for c in configs]
     assert np.array_equal(_config_ids(a, table), ids_a)  # stable
+
+
+def _attention_net() -> Graph:
+    # one attention step on 49 tokens of 64 channels: the shapes a transformer block gives its ops
+    g = Graph("tokens", source="test")
+    x = g.input([1, 49, 64])
+    q = g.add("fc", x, out_features=96)                    # [1, 49, 96]
+    heads = g.add("reshape", q, shape=[1, 49, 3, 32])
+    heads = g.add("transpose", heads, perm=[0, 2, 1, 3])   # [1, 3, 49, 32]
+    keys = g.add("transpose", heads, perm=[0, 1, 3, 2])    # [1, 3, 32, 49]
+    scores = g.add("matmul", [heads, keys])                # [1, 3, 49, 49]
+    probs = g.add("softmax", scores, axis=-1)
+    g.set_outputs(g.add("matmul", [probs, heads]))         # [1, 3, 49, 32]
+    return g.validate()
+
+
+def test_token_and_attention_tensors_are_element_counts_and_products_keep_their_rows():
+    from leaderboard.baselines.features import COLUMNS, category_of, derive
+
+    g = _attention_net()
+    by_op: dict[str, list[tuple]] = {}
+    for n in g.nodes.values():
+        by_op.setdefault(n.op, []).append(n.config)
+    # (type, hin, cin, hout, cout, k = rows, stride, pad, groups = batch, fan-in)
+    assert by_op["fc"] == [("fc", 1, 64, 1, 96, 49, 1, 0, 1, 1)]
+    assert by_op["matmul"] == [("matmul", 1, 32, 1, 49, 49, 1, 0, 3, 2), ("matmul", 1, 49, 1, 32, 49, 1, 0, 3, 2)]
+    # a non-square [1, 3, 49, 32] and the square scores [1, 3, 49, 49] alike: their element count
+    assert by_op["transpose"][0][1:5] == (1, 3 * 49 * 32, 1, 3 * 49 * 32)
+    assert by_op["softmax"] == [("softmax", 1, 3 * 49 * 49, 1, 3 * 49 * 49, 1, 1, 0, 1, 1)]
+    # the featurizer's FLOPs of the products are the IR's multiply-accumulates, node by node
+    nodes = [n for n in g.nodes.values() if n.op in ("fc", "matmul")]
+    raw = np.array([n.config[1:] for n in nodes], dtype=float)
+    cols = derive(raw, np.array([category_of(n.op) for n in nodes], dtype=object))
+    flops = cols[:, COLUMNS.index("flops")]
+    assert list(flops) == [49 * 64 * 96, 3 * 49 * 32 * 49, 3 * 49 * 49 * 32]
+    memory = cols[:, COLUMNS.index("memory")]
+    assert memory[1] == 3 * 49 * 32 + 3 * 32 * 49 + 3 * 49 * 49  # both operands and the product
+    assert memory[0] == 49 * 64 + 49 * 96 + 64 * 96 + 96         # input, output, weights, bias

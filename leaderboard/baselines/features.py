@@ -83,8 +83,14 @@ _CONV = ("in_hw", "in_channels", "out_hw", "stride", "kernel", "out_channels", "
 register_category(OpCategory("conv", ("conv2d",), _CONV, _conv_flops))
 register_category(OpCategory("dwconv", ("dwconv2d",), _CONV, _conv_flops))
 register_category(OpCategory("group_conv", ("group_conv2d",), _CONV + ("groups",), _conv_flops))
+# a fully connected layer over N rows (tokens; 1 for a CNN's classifier) and a matmul of
+# activations [b, M, K] x [b, K, N] keep their rows in ``kernel`` and their batch in ``groups``
+# (generators.ops.op_config)
 register_category(OpCategory("fc", ("fc",), ("in_channels", "out_channels", "params", "flops", "memory"),
-                             lambda c: c["in_channels"] * c["out_channels"]))
+                             lambda c: c["kernel"] * c["in_channels"] * c["out_channels"]))
+register_category(OpCategory("matmul", ("matmul",), ("in_channels", "out_channels", "kernel", "groups", "flops",
+                                                     "memory"),
+                             lambda c: c["groups"] * c["kernel"] * c["in_channels"] * c["out_channels"]))
 register_category(OpCategory("mean", ("global_avgpool", "mean"), ("in_hw", "in_channels", "kernel", "in_size", "flops",
                                                                    "memory"), lambda c: c["in_size"]))
 register_category(OpCategory("concat_split", ("concat", "split"), ("in_hw", "in_channels", "kernel", "out_channels",
@@ -182,11 +188,12 @@ class ConfigTable:
 def derive(raw: np.ndarray, cats: np.ndarray) -> np.ndarray:
     """Raw columns [n, len(RAW)] -> all COLUMNS [n, len(COLUMNS)], vectorized per category."""
     c = {name: raw[:, i] for i, name in enumerate(RAW)}
-    hw_in, hw_out = c["in_hw"] ** 2, c["out_hw"] ** 2
-    c["in_size"] = c["in_channels"] * hw_in
-    c["out_size"] = c["out_channels"] * hw_out
     is_conv = np.isin(cats, ["conv", "dwconv", "group_conv"])
-    is_fc = cats == "fc"
+    is_fc, is_matmul = cats == "fc", cats == "matmul"
+    # a product's rows (kernel) x batch (groups) stand where a feature map has its pixels
+    rows = np.where(is_fc | is_matmul, c["kernel"] * np.where(is_matmul, c["groups"], 1.0), 1.0)
+    c["in_size"] = c["in_channels"] * c["in_hw"] ** 2 * rows
+    c["out_size"] = c["out_channels"] * c["out_hw"] ** 2 * rows
     filt = np.where(is_conv, c["out_channels"] * (c["in_channels"] / c["groups"]) * c["kernel"] ** 2, 0.0)
     c["filter_size"] = np.where(is_fc, c["in_channels"] * c["out_channels"], filt)
     bias = np.where(is_conv | is_fc, c["out_channels"], 0.0)
@@ -198,7 +205,10 @@ def derive(raw: np.ndarray, cats: np.ndarray) -> np.ndarray:
         flops[m] = OP_CATEGORIES.get(name).flops({k: v[m] for k, v in c.items()})
     c["flops"] = flops
     # memory access in elements: every input (concat: its output is the sum of its inputs) + output + params
-    ins = np.where(cats == "concat_split", c["out_size"], c["in_size"] * c["n_inputs"])
+    # a matmul reads [b, M, K] and [b, K, N]
+    ins = np.where(cats == "concat_split", c["out_size"],
+                   np.where(is_matmul, c["in_size"] + c["groups"] * c["in_channels"] * c["out_channels"],
+                            c["in_size"] * c["n_inputs"]))
     c["memory"] = ins + c["out_size"] + c["params"]
     return np.column_stack([c[n] for n in COLUMNS])
 

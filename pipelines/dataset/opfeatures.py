@@ -50,7 +50,7 @@ OP_TYPES: dict[str, str] = {
     "SPLIT": "split", "SPLIT_V": "split", "TRANSPOSE": "transpose", "STRIDED_SLICE": "slice", "SLICE": "slice",
     "QUANTIZE": "quantize", "DEQUANTIZE": "dequantize", "SUB": "sub", "DIV": "div",
     "MAXIMUM": "maximum", "MINIMUM": "minimum", "RESIZE_NEAREST_NEIGHBOR": "upsample",
-    "RESIZE_BILINEAR": "upsample", "GATHER": "gather", "SUM": "sum",
+    "RESIZE_BILINEAR": "upsample", "GATHER": "gather", "SUM": "sum", "BATCH_MATMUL": "matmul",
     # PyTorch (TorchScript) operators as torch.profiler names them
     "aten::conv2d": "conv2d", "aten::_convolution": "conv2d", "aten::convolution": "conv2d",
     "aten::linear": "fc", "aten::addmm": "fc", "aten::matmul": "fc", "aten::batch_norm": "batchnorm",
@@ -165,6 +165,7 @@ def _options(s: Any, op: Any, padding: dict[int, str], act: dict[int, str]) -> d
             "stride": [o.StrideH(), o.StrideW()], "padding": padding.get(o.Padding()),
             "window": [o.FilterHeight(), o.FilterWidth()], **activation(o)}),
         B.FullyConnectedOptions: (s.FullyConnectedOptions, activation),
+        B.BatchMatMulOptions: (s.BatchMatMulOptions, lambda o: {"adj_x": bool(o.AdjX()), "adj_y": bool(o.AdjY())}),
         B.AddOptions: (s.AddOptions, activation),
         B.MulOptions: (s.MulOptions, activation),
         B.ConcatenationOptions: (s.ConcatenationOptions, lambda o: {"axis": o.Axis(), **activation(o)}),
@@ -247,6 +248,10 @@ def _same_padding(in_size: int | None, out_size: int | None, k: int | None, stri
     return total // 2
 
 
+# builtins whose columns describe their own shapes (windows over feature maps, products)
+_SHAPED = ("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D", "FULLY_CONNECTED", "BATCH_MATMUL")
+
+
 def tflite_features(node: TfliteNode) -> dict[str, Any]:
     """The ``ops`` columns of one TFLite node (shapes NHWC; see the module doc)."""
     data = node.data_inputs()
@@ -285,8 +290,29 @@ def tflite_features(node: TfliteNode) -> dict[str, Any]:
         w = node.inputs[1] if len(node.inputs) > 1 else None
         if w and len(w) == 2:
             out.update(in_channels=w[1], out_channels=w[0], in_hw=None, out_hw=None)
+            rows = _numel(x) // w[1] if x and w[1] else 1
+            if rows > 1:  # over tokens: the rows in `kernel`, as generators.ops.op_config has them
+                out["kernel"] = rows
+    elif node.name == "BATCH_MATMUL" and x and y and len(y) >= 2 and len(x) >= 2:
+        # [b, M, K] x [b, K, N] -> [b, M, N] (adj_x: x is [b, K, M]): K, N, rows M, batch b
+        k = x[-2] if opts.get("adj_x") else x[-1]
+        out.update(in_channels=k, in_hw=1, out_channels=y[-1], out_hw=1, kernel=y[-2], groups=_numel(y[:-2]))
+    if node.name not in _SHAPED:
+        # a tensor that is no square feature map (tokens [1, N, C], attention [1, h, N, d],
+        # MobileViT's rank-5 and -6 patch groups) is its element count of channels at 1 px, as in
+        # the IR (a vector [1, F] keeps its F channels)
+        for side, shape in (("in", x), ("out", y)):
+            if shape and len(shape) >= 3 and not (len(shape) == 4 and shape[1] == shape[2]):
+                out.update({f"{side}_channels": _numel(shape[1:]), f"{side}_hw": 1})
     out["op_type"] = t
     return out
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 # ---------------------------------------------------------------- PyTorch
