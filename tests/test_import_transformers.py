@@ -191,6 +191,49 @@ def check_onnx(m: nn.Module, shape: list[int], name: str, opset: int | None = No
     return g
 
 
+class ConvNeXtish(nn.Module):
+    """A small ConvNeXt as timm and torchvision write it: a patchify stem with a channel layer
+    norm (permute, LayerNorm, permute back), one block (7x7 depthwise conv, permute to NHWC, layer
+    norm, Linear 4C, GELU, Linear C, a learned layer scale, permute back, residual), the pooled
+    features' layer norm, head."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.stem = nn.Conv2d(3, dim, 4, 4)
+        self.stem_norm = nn.LayerNorm(dim, eps=1e-6)
+        self.dw = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.pw1, self.act, self.pw2 = nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim)
+        self.gamma = nn.Parameter(torch.ones(dim))
+        self.head_norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, 10)
+
+    def forward(self, x):
+        x = self.stem_norm(self.stem(x).permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        y = self.gamma * self.pw2(self.act(self.pw1(self.norm(self.dw(x).permute(0, 2, 3, 1)))))
+        x = x + y.permute(0, 3, 1, 2)
+        return self.head(self.head_norm(x.mean([-2, -1])))
+
+
+def test_convnext_onnx_layer_scale_folds_into_its_linear_layer():
+    """ConvNeXt through PyTorch's ONNX exporter: channel layer norms between permutes, Linear
+    layers on the NHWC map, and the layer scale (a Mul by a per-feature constant after the
+    second Linear), which the IR folds into that layer's weights as TFLite's converter does."""
+    m = _randomized(ConvNeXtish(), 5)
+    blob = export_onnx(m, [1, 3, 32, 32])
+    g, origins = import_onnx_with_origins(blob, name="convnext")
+    x = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    params, macs = onnx_counts(blob, x)
+    assert (g.params, g.flops) == (params - 16, macs) and g.params == sum(p.numel() for p in m.parameters()) - 16
+    counts = g.op_counts()
+    assert (counts["layernorm"], counts["fc"], counts["gelu"], counts.get("mul", 0)) == (3, 3, 1, 0)
+    weights = onnx_weights(onnx.load_model_from_string(blob), g, origins)
+    gamma = m.gamma.detach().numpy()
+    (pw2,) = [n for n, w in weights.items() if g.nodes[n].op == "fc" and w["weight"].shape == (16, 64)]
+    weights[pw2] = {"weight": weights[pw2]["weight"] * gamma[:, None], "bias": weights[pw2]["bias"] * gamma}
+    ref = ort.InferenceSession(blob, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    close(run_ir(g, weights, x), ref, "convnext: the imported IR vs ONNX Runtime")
+
+
 class EncoderViT(nn.Module):
     """A ViT on ``torch.nn.TransformerEncoder``: patch conv, pre-norm encoder layers (GELU MLP),
     layer norm, mean of the tokens (no class token), linear head."""
@@ -320,7 +363,12 @@ def tflite_weights(blob: bytes, g: Graph, origins: dict) -> dict[str, dict[str, 
         w: dict[str, np.ndarray] = {}
         if n.op in ("conv2d", "fc"):
             cs = op_consts(origins[name][0])
-            w["weight"] = cs[0].transpose(0, 3, 1, 2) if n.op == "conv2d" else cs[0]
+            if n.op == "fc":
+                w["weight"] = cs[0]
+            elif cs[0].ndim == 2:  # a FULLY_CONNECTED over an image's channels: a 1x1 convolution
+                w["weight"] = cs[0][:, :, None, None]
+            else:  # CONV_2D [out, kh, kw, in]; DEPTHWISE_CONV_2D [1, kh, kw, out]
+                w["weight"] = cs[0].transpose(3, 0, 1, 2) if n.attrs["groups"] > 1 else cs[0].transpose(0, 3, 1, 2)
             if n.attrs["bias"]:
                 w["bias"] = cs[1]
         elif n.op in ("pos_embed", "cls_token"):  # the ADD's / CONCATENATION's constant
@@ -335,8 +383,8 @@ def tflite_weights(blob: bytes, g: Graph, origins: dict) -> dict[str, dict[str, 
 
 def tflite_counts(blob: bytes) -> tuple[int, int]:
     """(parameters, MACs) of a TFLite file: the elements of its float constant tensors of more
-    than one element, and the multiply-accumulates of CONV_2D, FULLY_CONNECTED and
-    BATCH_MATMUL from its tensor shapes."""
+    than one element, and the multiply-accumulates of CONV_2D, DEPTHWISE_CONV_2D,
+    FULLY_CONNECTED and BATCH_MATMUL from its tensor shapes."""
     from ai_edge_litert import schema_py_generated as s
 
     m = s.Model.GetRootAs(blob, 0)
@@ -354,6 +402,8 @@ def tflite_counts(blob: bytes) -> tuple[int, int]:
         ins, out = [int(j) for j in op.InputsAsNumpy()], math.prod(shape(int(op.OutputsAsNumpy()[0])))
         if name == "CONV_2D":
             macs += out * math.prod(shape(ins[1])[1:])
+        elif name == "DEPTHWISE_CONV_2D":  # filter [1, kh, kw, out]: a window per output element
+            macs += out * math.prod(shape(ins[1])[1:3])
         elif name == "FULLY_CONNECTED":
             macs += out * shape(ins[1])[1]
         elif name == "BATCH_MATMUL":
@@ -444,6 +494,60 @@ def test_keras_deit_tflite():
     interp.invoke()
     ref = interp.get_tensor(interp.get_output_details()[0]["index"])
     close(run_ir(g, tflite_weights(blob, g, origins), x), ref, "keras-deit: the imported IR vs tf.lite")
+
+
+def keras_convnext(dim=16, size=32):
+    """A small Keras ConvNeXt (as keras.applications' ConvNeXt builds it): a patchify stem with
+    a channel layer norm, one block (7x7 depthwise conv, layer norm over the channels of the
+    NHWC map, Dense 4C with GELU and Dense C on the map, a learned layer scale, the residual),
+    the pooled features' layer norm, head."""
+    import keras
+    from keras import layers
+
+    class LayerScale(layers.Layer):
+        def build(self, shape):
+            self.gamma = self.add_weight(shape=(shape[-1],), initializer="ones")
+
+        def call(self, x):
+            return x * self.gamma
+
+    inp = keras.Input((size, size, 3), batch_size=1)
+    x = layers.LayerNormalization(epsilon=1e-6)(layers.Conv2D(dim, 4, strides=4)(inp))
+    y = layers.DepthwiseConv2D(7, padding="same")(x)
+    y = layers.Dense(4 * dim, activation="gelu")(layers.LayerNormalization(epsilon=1e-6)(y))
+    x = layers.Add()([x, LayerScale()(layers.Dense(dim)(y))])
+    x = layers.LayerNormalization(epsilon=1e-6)(layers.GlobalAveragePooling2D()(x))
+    m = keras.Model(inp, layers.Dense(10)(x))
+    rng = np.random.default_rng(8)
+    m.set_weights([(rng.standard_normal(w.shape) * (0.3 if w.ndim < 2 else 1 / math.sqrt(math.prod(w.shape[:-1]))))
+                   .astype(np.float32) for w in m.get_weights()])
+    return m
+
+
+def test_keras_convnext_tflite():
+    """ConvNeXt's layer norm over an image's channels and its Dense layers on the feature map
+    (FULLY_CONNECTED keeping the NHWC dims: 1x1 convolutions) import and compute what tf.lite
+    computes; the converter folds the layer scale into the second Dense's weights."""
+    pytest.importorskip("tensorflow")
+    import tensorflow as tf
+
+    from generators.importers.tflite import import_tflite_with_origins
+
+    m = keras_convnext()
+    blob = tflite_file(m)
+    g, origins = import_tflite_with_origins(blob, name="keras-convnext")
+    assert (g.params, g.flops) == tflite_counts(blob)
+    assert g.params == m.count_params() - 16  # the layer scale's 16 gains, folded
+    counts = g.op_counts()
+    assert (counts["layernorm"], counts["conv2d"], counts["gelu"], counts["fc"]) == (3, 4, 1, 1)
+    assert [n.attrs["axis"] for n in g.nodes.values() if n.op == "layernorm"] == [1, 1, 1]
+    x = np.random.default_rng(9).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    interp = tf.lite.Interpreter(model_content=blob)
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], x.transpose(0, 2, 3, 1))
+    interp.invoke()
+    ref = interp.get_tensor(interp.get_output_details()[0]["index"])
+    close(run_ir(g, tflite_weights(blob, g, origins), x), ref, "keras-convnext: the imported IR vs tf.lite")
 
 
 def test_keras_vit_free_batch_is_one_line_advice():

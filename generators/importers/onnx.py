@@ -593,6 +593,14 @@ def _binary(c: _Converter, ins, a, node):
         ref = c._add("fc", [x.ref], x.origin, out_features=x.data[0], bias=True)
         c.origins[ref] = (c.index_of[x.origin], c.index)  # weight from the MatMul, bias from this Add
         return _T(ref, x.shape)
+    if op == "Mul" and v is None and x.pending is None and isinstance(y, _Const):
+        made = c.g.nodes.get(x.ref)
+        if made is not None and made.op == "fc" and y.shape[-1:] == (made.attrs["out_features"],) \
+                and math.prod(y.shape) == made.attrs["out_features"] \
+                and c.sole(node.input[0] if ins[0] is x else node.input[1]):
+            # a gain per output feature of a linear layer (ConvNeXt's layer scale): its weights
+            # absorb it, as TFLite's converter folds it
+            return x
     if v is None:
         if op == "Add" and learned_like(x.shape, y.shape):
             return c.same("pos_embed", x)  # a position embedding: as many elements as x

@@ -398,8 +398,16 @@ def _fc(c: _Converter, i, ins, tin, tout, o):
         raise _Unsupported("weights that are not a constant matrix")
     if o.keepNumDims and len(x.shape) > 2:  # over the last axis of tokens: the IR's fc as it is
         x = _std(c, c.plain(x) if x.pending is not None else x, "a FULLY_CONNECTED keeping its dims")
+        if len(x.shape) == 4 and x.perm == _canonical(4):
+            # over the channels of an NHWC image (Keras' Dense on a feature map, ConvNeXt's
+            # pointwise layers): the 1x1 convolution it computes
+            if x.shape[1] != w.shape[1]:
+                raise _Unsupported(f"image has {x.shape[1]} channels, the weights {list(w.shape)} expect {w.shape[1]}")
+            y = c.new("conv2d", x, out_channels=int(w.shape[0]), kernel=[1, 1], stride=[1, 1], padding=[0, 0],
+                      dilation=[1, 1], groups=1, bias=_bias_of(c, ins))
+            return _act(c, y, o.fusedActivationFunction)
         if len(x.shape) == 4:
-            raise _Unsupported(f"keep_num_dims on an image {x.tfl_shape}")
+            raise _Unsupported(f"keep_num_dims on a rank-4 tensor {x.tfl_shape} that is not an NHWC image")
         if x.shape[-1] != w.shape[1]:
             raise _Unsupported(f"input has {x.shape[-1]} features, the weights {list(w.shape)} expect {w.shape[1]}")
         y = c.new("fc", x, x.perm, out_features=int(w.shape[0]), bias=_bias_of(c, ins))
@@ -506,7 +514,9 @@ def _mean(c: _Converter, i, ins, tin, tout, o):
         raise _Unsupported("MEAN of a constant")
     rank = len(x.shape)
     axes = sorted({x.perm[a % rank] for a in _int_list(ins[1], "MEAN axes")})
-    if len(axes) == 1 and axes[0] > 0 and not (rank == 4 and x.perm == _canonical(4)):
+    # one axis: a mean of tokens or channels, or a layer norm's mean (of an image's channels too:
+    # ConvNeXt's channel norm); H and W of an image: the global average pool
+    if len(axes) == 1 and axes[0] > 0 and (not (rank == 4 and x.perm == _canonical(4)) or (axes == [1] and o.keepDims)):
         ax = axes[0]
         if x.pending == "ln_sqdiff" and o.keepDims and ax == x.data[0]:
             return _V(x.ref, x.shape, x.perm, "ln_var", x.data, (*x.origin, i))
