@@ -74,6 +74,20 @@ def choose(results_dir: Path = RESULTS_DIR, sources: Sequence[ShelfSource] = SOU
 
 
 # ---------------------------------------------------------------- building
+def _op_types(dataset: Any, ids: Sequence[str]) -> list[str]:
+    """The IR operator types of the training networks: read from the IR the dataset stores, else
+    from the graph it rebuilds from the network's ``arch`` (HELP's NAS-Bench-201 cells)."""
+    models = dataset.models.set_index("model_id")
+    ops: set[str] = set()
+    for mid in ids:
+        text = models.at[mid, "ir"] if "ir" in models.columns else None
+        if isinstance(text, str):
+            ops.update(node["op"] for node in json.loads(text)["nodes"])
+        else:
+            ops.update(node.op for node in dataset.graph(mid).nodes.values())
+    return sorted(ops - {"input"})
+
+
 def _git_commit() -> str | None:
     try:
         p = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
@@ -163,7 +177,8 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
                 "training": {"track": track, "track_version": c["track_version"], "dataset": str(data.track.data),
                              "fold": fold.fold, "networks": len(ids),
                              "networks_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16],
-                             "sources": sorted(set(data.networks[data.networks["model_id"].isin(ids)]["dataset"]))},
+                             "sources": sorted(set(data.networks[data.networks["model_id"].isin(ids)]["dataset"])),
+                             "op_types": _op_types(data.dataset, ids)},
                 "built": {"date": _dt.date.today().isoformat(), "commit": commit}}
             if progress:
                 a = index["scenarios"][sid]["accuracy"]

@@ -27,6 +27,11 @@ def report_lines(shelf: Any, graph: Any, scenario_ids: list[str], top: int = 8) 
         lines.append(f"  {sid:<40} {ms:10.3f} ms   ({e['predictor']}; on {a['held_out_networks']} held-out networks "
                      f"({a['protocol']}): MAPE {a['mape']:.1f}%, {100 * a['acc10']:.0f}% within 10%, "
                      f"Spearman {a['spearman']:.3f})")
+    for sid in done:
+        caveat = unseen_ops(shelf.entry(sid), graph)
+        if caveat:
+            lines.append(f"  caveat: {sid}'s predictor never saw {caveat} in training: its stated accuracy "
+                         "does not cover this graph")
     if top and done:
         b = shelf.breakdown(graph, done[0])
         total = float(b["predicted_ms"].sum())
@@ -41,4 +46,20 @@ def report_lines(shelf: Any, graph: Any, scenario_ids: list[str], top: int = 8) 
     return lines, errors
 
 
-__all__ = ["report_lines"]
+def unseen_ops(entry: dict[str, Any], graph: Any) -> str | None:
+    """The graph's operator types that none of the entry's training networks has, with how many of
+    its ops they are and their share of its FLOPs (``layernorm, matmul (52 of 180 ops, 3% of the
+    FLOPs)``); None when it saw them all or the entry does not record its training op types."""
+    seen = entry.get("training", {}).get("op_types")
+    if seen is None:
+        return None
+    costs = [c for c in graph.costs() if c.op != "input"]
+    new = [c for c in costs if c.op not in seen]
+    if not new:
+        return None
+    total = sum(c.macs for c in costs)
+    share = f", {100 * sum(c.macs for c in new) / total:.0f}% of the FLOPs" if total else ""
+    return f"{', '.join(sorted({c.op for c in new}))} ({len(new)} of {len(costs)} ops{share})"
+
+
+__all__ = ["report_lines", "unseen_ops"]

@@ -233,3 +233,26 @@ def test_latbench_takes_the_shelf_commands_from_its_registry():
     assert COMMANDS.get("predict") is add_predict and COMMANDS.get("shelf") is add_shelf
     args = build_parser().parse_args(["shelf", "build", "--out", "elsewhere", "--candidate", "usc_rf", "-q"])
     assert (args.shelf_command, args.out, args.candidate, args.quiet) == ("build", "elsewhere", ["usc_rf"], True)
+
+
+def test_a_prediction_outside_the_training_operators_says_so(built, mobilenet, tmp_path, capsys):
+    """The shelf records the operator types of each entry's training networks; `latbench predict`
+    on a graph with others (a vision transformer on a CNN-trained entry) answers with a caveat
+    naming them and their share of the FLOPs, and says nothing for a graph it has seen the like of."""
+    from generators.transformer import TransformerConfig, build_network
+    from pipelines.cli import main
+    from shelf.report import unseen_ops
+
+    shelf = Shelf(built)
+    seen = shelf.entry(USC)["training"]["op_types"]
+    assert {"conv2d", "fc"} <= set(seen) and "layernorm" not in seen
+    assert {"conv2d", "avgpool"} <= set(shelf.entry(HELP)["training"]["op_types"])  # rebuilt from the cells
+    vit = build_network(TransformerConfig(input_size=64, fronts=["patch"]), 0, 0)
+    caveat = unseen_ops(shelf.entry(USC), vit)
+    types, counts = caveat.split(" (")
+    assert {"gelu", "layernorm", "matmul", "softmax"} <= set(types.split(", ")) and "conv2d" not in types
+    assert counts.endswith("% of the FLOPs)") and f" of {len(vit.nodes) - 1} ops" in counts
+    assert unseen_ops(shelf.entry(USC), mobilenet[0]) is None
+    path = vit.save(tmp_path / "vit.json")
+    assert main(["predict", str(path), "--shelf", str(built), "--scenario", USC]) == 0
+    assert f"caveat: {USC}'s predictor never saw {caveat} in training" in capsys.readouterr().out
