@@ -28,7 +28,7 @@ say() { printf '%s release-sweep: %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 compose() {
   python -m pipelines.cli compose scenario=release measure=release release=sweep \
-    'generator=[synthetic,zoo,nasbench201,pytorch,release]' data_dir=data/release "$@" -o "$params"
+    'generator=[synthetic,zoo,nasbench201,pytorch,transformer,release]' data_dir=data/release "$@" -o "$params"
 }
 mkdir -p data
 # a release holds one processor's measurements: this machine adds to the release measured on its

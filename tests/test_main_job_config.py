@@ -33,11 +33,11 @@ def test_the_tour_exports_what_its_grid_reads_and_the_full_grid_more():
 
 def test_the_release_exports_only_what_its_points_measure():
     """measure.points: no int8 point outside TFLite, PyTorch fp32 on the synthetic networks only,
-    ONNX Runtime and ExecuTorch fp32 on the synthetic networks and the zoo, so the release's 574
-    other networks get no TorchScript (its int8 export is the slowest of all) and its NAS-Bench-201
-    cells and imported CNNs no ONNX or ExecuTorch file."""
+    ONNX Runtime and ExecuTorch fp32 on the synthetic networks and the zoo, so the release's other
+    networks get no TorchScript (its int8 export is the slowest of all) and its NAS-Bench-201
+    cells, imported CNNs and transformer space no ONNX or ExecuTorch file."""
     release = validate(compose(["scenario=release", "measure=release",
-                                "generator=[synthetic,zoo,nasbench201,pytorch,release]"]))
+                                "generator=[synthetic,zoo,nasbench201,pytorch,transformer,release]"]))
     formats = export_formats(release)
     assert formats == {"tflite_fp32": None, "tflite_int8": None, "torchscript_fp32": frozenset({"synthetic"}),
                        "onnx_fp32": frozenset({"synthetic", "zoo"}), "executorch_fp32": frozenset({"synthetic", "zoo"})}
@@ -45,6 +45,7 @@ def test_the_release_exports_only_what_its_points_measure():
                                                  "torchscript_fp32"]
     assert formats_for(formats, "zoo") == ["executorch_fp32", "onnx_fp32", "tflite_fp32", "tflite_int8"]
     assert formats_for(formats, "nasbench201") == ["tflite_fp32", "tflite_int8"]
+    assert formats_for(formats, "transformer") == ["tflite_fp32", "tflite_int8"]
 
 
 def test_runner_sources_keep_the_slow_runners_on_small_networks(tmp_path):

@@ -265,17 +265,17 @@ def test_the_release_configuration(tmp_path):
     is one line naming the key."""
     from pipelines.config import ConfigError
 
-    over = ["scenario=release", "measure=release", "release=sweep", "generator=[synthetic,zoo,nasbench201,pytorch,release]",
+    over = ["scenario=release", "measure=release", "release=sweep", "generator=[synthetic,zoo,nasbench201,pytorch,transformer,release]",
             f"data_dir={tmp_path / 'data'}"]
     cfg = validate(compose(over))
     g = cfg.generator
-    assert (g.synthetic.n, g.zoo.variants, len(g.zoo.families), g.nasbench201.n, len(g.pytorch.models)) == \
-        (1000, 30, 12, 100, 102)
+    assert (g.synthetic.n, g.zoo.variants, len(g.zoo.families), g.nasbench201.n, len(g.pytorch.models),
+            g.transformer.n) == (1000, 30, 15, 100, 102, 500)
     assert g.zoo.include_reference
     pts = cfg.measure.points
     assert {k: (v.granularities, v.sources) for k, v in pts.items()} == {
-        "tflite-cpu-1large-fp32": (["e2e", "op", "kernel"], []), "tflite-cpu-1large-int8": (["e2e", "op"], []),
-        "tflite-cpu-2large-fp32": (["e2e"], ["synthetic"]), "pytorch-cpu-1large-fp32": (["e2e"], ["synthetic"]),
+        "tflite-cpu-1large-fp32": (["e2e", "op", "kernel"], []), "tflite-cpu-1large-int8": (["e2e", "op", "kernel"], []),
+        "tflite-cpu-2large-fp32": (["e2e"], ["synthetic", "transformer"]), "pytorch-cpu-1large-fp32": (["e2e"], ["synthetic"]),
         "onnxruntime-cpu-1large-fp32": (["e2e", "op"], ["synthetic", "zoo"]),
         "executorch-cpu-1large-fp32": (["e2e", "op", "kernel"], ["synthetic", "zoo"]),
         "tflite-gpu-fp32": (["e2e", "kernel"], ["nasbench201"])}
