@@ -100,6 +100,57 @@ def _slug(sid: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in sid)
 
 
+def _first_fold(track: str, data: Any, split: Any, sid: str) -> tuple[Any, list[str], list[str], dict[str, str]]:
+    """(fold, training names, test names, name -> model_id) of the track's first fold in ``sid``:
+    the shelf model is fitted on its training networks and states its accuracy on its test
+    networks, which it never saw (reproducible: held_out.json)."""
+    e = data.measured(sid)
+    by_name = dict(zip(e["name"], e["model_id"]))
+    fold = min(split.for_scenario(sid), key=lambda f: f.fold)
+    train = [n for n in fold.train if n in by_name]
+    test = sorted(n for n in fold.test if n in by_name)
+    if not train or not test:
+        raise ShelfError(f"{track}: {sid}: fold {fold.fold} has {len(train)} training and {len(test)} test "
+                         "networks measured")
+    return fold, train, test, by_name
+
+
+def _networks_digest(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
+
+
+def describe(out: Path = SHELF_DIR, roots: dict[str, Any] | None = None, splits_dir: Path | None = None,
+             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Record again what each entry of the shelf folder ``out`` was trained on (the IR operator
+    types of its training networks, which ``latbench predict``'s caveat reads) from the data,
+    without fitting anything; an entry whose training networks are no longer those the data's
+    split gives (their digest differs) is refused: rebuild it."""
+    from leaderboard.run import available
+
+    out = Path(out)
+    index_path = out / INDEX
+    if not index_path.is_file():
+        raise ShelfError(f"{index_path}: no shelf index to describe")
+    index = json.loads(index_path.read_text())
+    tracks = sorted({e["training"]["track"] for e in index["scenarios"].values()})
+    ok, skipped = available(tracks, roots, splits_dir, write_splits=False)
+    for sid, entry in index["scenarios"].items():
+        t = entry["training"]
+        if t["track"] not in ok:
+            raise ShelfError(f"track {t['track']}: no data to describe {sid} from ({skipped.get(t['track'], 'unknown track')})")
+        data, split = ok[t["track"]]
+        _, train, _, by_name = _first_fold(t["track"], data, split, sid)
+        ids = [by_name[n] for n in train]
+        if _networks_digest(ids) != t["networks_sha256"]:
+            raise ShelfError(f"{sid}: its training networks are not those of {t['track']} fold {t['fold']} any more: "
+                             f"rebuild it (latbench shelf build --scenario {sid})")
+        t["op_types"] = _op_types(data.dataset, ids)
+        if progress:
+            progress(f"{sid}: {len(t['op_types'])} op types in {len(ids)} training networks")
+    index_path.write_text(json.dumps(index, indent=1) + "\n")
+    return index
+
+
 def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results_dir: Path = RESULTS_DIR,
           roots: dict[str, Any] | None = None, splits_dir: Path | None = None,
           progress: Callable[[str], None] | None = None, candidates: Sequence[str] = CANDIDATES) -> dict[str, Any]:
@@ -143,16 +194,7 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
         data, split = ok[track]
         for sid in sorted(s for s, c in chosen.items() if c["track"] == track):
             c = chosen[sid]
-            e = data.measured(sid)
-            by_name = dict(zip(e["name"], e["model_id"]))
-            # the first fold: the shelf model is fitted on its training networks and states its
-            # accuracy on its test networks, which it never saw (reproducible: held_out.json)
-            fold = min(split.for_scenario(sid), key=lambda f: f.fold)
-            train = [n for n in fold.train if n in by_name]
-            test = sorted(n for n in fold.test if n in by_name)
-            if not train or not test:
-                raise ShelfError(f"{track}: {sid}: fold {fold.fold} has {len(train)} training and {len(test)} test "
-                                 "networks measured")
+            fold, train, test, by_name = _first_fold(track, data, split, sid)
             # the board's own view of the data: the test networks hidden, and on a track that
             # trains on e2e only every op time of the scenario blanked too (the host's op rows
             # come from the builtin kernels, not the XNNPACK path its e2e times measure)
@@ -176,7 +218,7 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
                 "board": c["accuracy"],
                 "training": {"track": track, "track_version": c["track_version"], "dataset": str(data.track.data),
                              "fold": fold.fold, "networks": len(ids),
-                             "networks_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16],
+                             "networks_sha256": _networks_digest(ids),
                              "sources": sorted(set(data.networks[data.networks["model_id"].isin(ids)]["dataset"])),
                              "op_types": _op_types(data.dataset, ids)},
                 "built": {"date": _dt.date.today().isoformat(), "commit": commit}}
@@ -189,4 +231,4 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
     return index
 
 
-__all__ = ["ACCURACY", "RESULTS_DIR", "SOURCES", "ShelfSource", "build", "choose"]
+__all__ = ["ACCURACY", "RESULTS_DIR", "SOURCES", "ShelfSource", "build", "choose", "describe"]

@@ -81,6 +81,25 @@ def _cmd_shelf_build(args: argparse.Namespace) -> None:
     print(f"shelf: {len(index['scenarios'])} scenarios in {out}")
 
 
+def _cmd_shelf_describe(args: argparse.Namespace) -> None:
+    """Record again, from the data and without fitting, what each shelf entry was trained on: the
+    IR operator types of its training networks (`latbench predict` names the op types of a model
+    that an entry never saw). An entry whose training networks the data's split no longer gives
+    is refused: rebuild it."""
+    from pathlib import Path
+
+    from . import ShelfError
+    from .build import describe
+    from .store import SHELF_DIR
+
+    out = Path(args.out) if args.out else SHELF_DIR
+    try:
+        index = describe(out=out, progress=None if args.quiet else print)
+    except ShelfError as e:
+        raise ConfigError(str(e)) from None
+    print(f"shelf: {len(index['scenarios'])} scenarios described in {out}")
+
+
 def add_predict(sub: argparse._SubParsersAction) -> None:
     """``latbench predict``: the entry point ``predict`` of the group ``latbench.commands``."""
     p = _command(sub, "predict", _cmd_predict,
@@ -116,6 +135,10 @@ def add_shelf(sub: argparse._SubParsersAction) -> None:
                    "CANDIDATES). The op-wise ones alone (usc_lasso, lookup, usc_rf) make a shelf for NAS loops that "
                    "predicts thousands of graphs a second; additive_mlp is more accurate and reads ~115 a second")
     b.add_argument("-q", "--quiet", action="store_true", help="no line per scenario")
+    d = _command(ssub, "describe", _cmd_shelf_describe,
+                 help="record each entry's training op types again from the data, without fitting")
+    d.add_argument("--out", default=None, metavar="DIR", help="shelf folder (default: the committed shelf, shelf/data/)")
+    d.add_argument("-q", "--quiet", action="store_true", help="no line per scenario")
 
 
 __all__ = ["add_predict", "add_shelf"]

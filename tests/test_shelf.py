@@ -256,3 +256,26 @@ def test_a_prediction_outside_the_training_operators_says_so(built, mobilenet, t
     path = vit.save(tmp_path / "vit.json")
     assert main(["predict", str(path), "--shelf", str(built), "--scenario", USC]) == 0
     assert f"caveat: {USC}'s predictor never saw {caveat} in training" in capsys.readouterr().out
+
+
+def test_describe_records_training_op_types_again_without_fitting(built, public, tmp_path):
+    """`latbench shelf describe`: the op types `build` recorded, read again from the data for the
+    same training networks; an entry whose training networks the split no longer gives is refused."""
+    import shutil
+
+    from shelf.build import describe
+
+    folder = tmp_path / "shelf"
+    shutil.copytree(built, folder)
+    index = json.loads((folder / "INDEX.json").read_text())
+    want = {sid: e["training"].pop("op_types") for sid, e in index["scenarios"].items()}
+    (folder / "INDEX.json").write_text(json.dumps(index))
+    saved = {p.name: p.read_bytes() for p in (folder / index["scenarios"][USC]["folder"]).iterdir()}
+    again = describe(out=folder, roots=public)
+    assert {sid: e["training"]["op_types"] for sid, e in again["scenarios"].items()} == want
+    assert {p.name: p.read_bytes() for p in (folder / index["scenarios"][USC]["folder"]).iterdir()} == saved
+    index["scenarios"][HELP]["training"]["networks_sha256"] = "0" * 16
+    (folder / "INDEX.json").write_text(json.dumps(index))
+    with pytest.raises(ShelfError, match=rf"^{HELP}: its training networks are not those of help-nb201-n900 fold 0 "
+                       rf"any more: rebuild it \(latbench shelf build --scenario {HELP}\)$"):
+        describe(out=folder, roots=public)
