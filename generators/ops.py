@@ -677,21 +677,15 @@ def _softmax_config(a, ins, outs, hin, cin, hout, cout) -> Config:
     return ("softmax", 1, n, 1, n, 1, 1, 0, 1, len(ins))
 
 
-def _rule(f: Callable[..., Config]) -> Callable[..., Config]:
-    """A rule that needs only (attrs, fan-in, fan-out, hin, cin, hout, cout)."""
-    return lambda a, ins, outs, hin, cin, hout, cout: f(a, len(ins), len(outs), hin, cin, hout, cout)
-
-
+# rule(attrs, input shapes, output shapes, hin, cin, hout, cout) -> the configuration
 CONFIG_RULES: dict[str, Callable[..., Config]] = {
-    "global_avgpool": _rule(lambda a, nin, nout, hin, cin, hout, cout:
-                            ("global_avgpool", hin, cin, hout, cout, hin, 1, 0, 1, nin)),
+    "global_avgpool": lambda a, ins, outs, hin, cin, hout, cout:
+        ("global_avgpool", hin, cin, hout, cout, hin, 1, 0, 1, len(ins)),
     # a concat's "kernel" is its input count, as the TFLite files give it
-    "concat": _rule(lambda a, nin, nout, hin, cin, hout, cout: ("concat", hin, cin, hout, cout, nin, 1, 0, 1, nin)),
-    "split": _rule(lambda a, nin, nout, hin, cin, hout, cout: ("split", hin, cin, hout, cout, nout, 1, 0, 1, nin)),
-    "pad": _rule(lambda a, nin, nout, hin, cin, hout, cout:
-                 ("pad", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, nin)),
-    "crop": _rule(lambda a, nin, nout, hin, cin, hout, cout:
-                  ("crop", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, nin)),
+    "concat": lambda a, ins, outs, hin, cin, hout, cout: ("concat", hin, cin, hout, cout, len(ins), 1, 0, 1, len(ins)),
+    "split": lambda a, ins, outs, hin, cin, hout, cout: ("split", hin, cin, hout, cout, len(outs), 1, 0, 1, len(ins)),
+    "pad": lambda a, ins, outs, hin, cin, hout, cout: ("pad", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, len(ins)),
+    "crop": lambda a, ins, outs, hin, cin, hout, cout: ("crop", hin, cin, hout, cout, 1, 1, abs(hout - hin), 1, len(ins)),
     "fc": _fc_config,
     "matmul": _matmul_config,
     "softmax": _softmax_config,
