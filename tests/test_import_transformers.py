@@ -329,10 +329,27 @@ def keras_vit(batch=1, dim=32, heads=2, depth=2, patch=8, size=32, approximate=F
         x = layers.Add()([x, layers.Dense(dim)(y)])
     x = layers.GlobalAveragePooling1D()(layers.LayerNormalization(epsilon=1e-6)(x))
     m = keras.Model(inp, layers.Dense(10)(x))
-    rng = np.random.default_rng(3)
+    return randomized_keras(m, 3)
+
+
+def randomized_keras(m, seed: int):
+    """Keras model ``m`` with every weight drawn at random (vectors at scale 0.3, matrices and
+    filters scaled by their fan-in), so no bias is all zero and the converter drops none."""
+    rng = np.random.default_rng(seed)
     m.set_weights([(rng.standard_normal(w.shape) * (0.3 if w.ndim < 2 else 1 / math.sqrt(math.prod(w.shape[:-1]))))
                    .astype(np.float32) for w in m.get_weights()])
     return m
+
+
+def tflite_output(blob: bytes, x: np.ndarray) -> np.ndarray:
+    """What the TFLite file computes for the NCHW input ``x`` (fed as NHWC), in tf.lite."""
+    import tensorflow as tf
+
+    interp = tf.lite.Interpreter(model_content=blob)
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], x.transpose(0, 2, 3, 1))
+    interp.invoke()
+    return interp.get_tensor(interp.get_output_details()[0]["index"])
 
 
 def tflite_file(m) -> bytes:
@@ -424,13 +441,7 @@ def test_keras_vit_tflite(approximate):
     counts = g.op_counts()
     assert (counts["layernorm"], counts["gelu"], counts["matmul"], counts["softmax"], counts["mean"]) == (5, 2, 4, 2, 1)
     x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    import tensorflow as tf
-
-    interp = tf.lite.Interpreter(model_content=blob)
-    interp.allocate_tensors()
-    interp.set_tensor(interp.get_input_details()[0]["index"], x.transpose(0, 2, 3, 1))
-    interp.invoke()
-    ref = interp.get_tensor(interp.get_output_details()[0]["index"])
+    ref = tflite_output(blob, x)
     close(run_ir(g, tflite_weights(blob, g, origins), x), ref, "keras-vit: the imported IR vs tf.lite")
 
 
@@ -467,16 +478,11 @@ def keras_deit(dim=32, heads=2, patch=8, size=32):
     x = layers.Add()([x, layers.Dense(dim)(y)])
     x = layers.LayerNormalization(epsilon=1e-6)(x)
     m = keras.Model(inp, layers.Dense(10)(x[:, 0]))
-    rng = np.random.default_rng(6)
-    m.set_weights([(rng.standard_normal(w.shape) * (0.3 if w.ndim < 2 else 1 / math.sqrt(math.prod(w.shape[:-1]))))
-                   .astype(np.float32) for w in m.get_weights()])
-    return m
+    return randomized_keras(m, 6)
 
 
 def test_keras_deit_tflite():
     pytest.importorskip("tensorflow")
-    import tensorflow as tf
-
     from generators.importers.tflite import import_tflite_with_origins
 
     m = keras_deit()
@@ -488,11 +494,7 @@ def test_keras_deit_tflite():
     assert (counts["cls_token"], counts["pos_embed"], counts["layernorm"]) == (1, 1, 3)
     assert [n.attrs["sections"] for n in g.nodes.values() if n.op == "split" and n.attrs["axis"] == 1] == [[1, 16]]
     x = np.random.default_rng(7).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    interp = tf.lite.Interpreter(model_content=blob)
-    interp.allocate_tensors()
-    interp.set_tensor(interp.get_input_details()[0]["index"], x.transpose(0, 2, 3, 1))
-    interp.invoke()
-    ref = interp.get_tensor(interp.get_output_details()[0]["index"])
+    ref = tflite_output(blob, x)
     close(run_ir(g, tflite_weights(blob, g, origins), x), ref, "keras-deit: the imported IR vs tf.lite")
 
 
@@ -518,10 +520,7 @@ def keras_convnext(dim=16, size=32):
     x = layers.Add()([x, LayerScale()(layers.Dense(dim)(y))])
     x = layers.LayerNormalization(epsilon=1e-6)(layers.GlobalAveragePooling2D()(x))
     m = keras.Model(inp, layers.Dense(10)(x))
-    rng = np.random.default_rng(8)
-    m.set_weights([(rng.standard_normal(w.shape) * (0.3 if w.ndim < 2 else 1 / math.sqrt(math.prod(w.shape[:-1]))))
-                   .astype(np.float32) for w in m.get_weights()])
-    return m
+    return randomized_keras(m, 8)
 
 
 def test_keras_convnext_tflite():
@@ -529,8 +528,6 @@ def test_keras_convnext_tflite():
     (FULLY_CONNECTED keeping the NHWC dims: 1x1 convolutions) import and compute what tf.lite
     computes; the converter folds the layer scale into the second Dense's weights."""
     pytest.importorskip("tensorflow")
-    import tensorflow as tf
-
     from generators.importers.tflite import import_tflite_with_origins
 
     m = keras_convnext()
@@ -542,11 +539,7 @@ def test_keras_convnext_tflite():
     assert (counts["layernorm"], counts["conv2d"], counts["gelu"], counts["fc"]) == (3, 4, 1, 1)
     assert [n.attrs["axis"] for n in g.nodes.values() if n.op == "layernorm"] == [1, 1, 1]
     x = np.random.default_rng(9).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    interp = tf.lite.Interpreter(model_content=blob)
-    interp.allocate_tensors()
-    interp.set_tensor(interp.get_input_details()[0]["index"], x.transpose(0, 2, 3, 1))
-    interp.invoke()
-    ref = interp.get_tensor(interp.get_output_details()[0]["index"])
+    ref = tflite_output(blob, x)
     close(run_ir(g, tflite_weights(blob, g, origins), x), ref, "keras-convnext: the imported IR vs tf.lite")
 
 
