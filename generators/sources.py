@@ -10,6 +10,9 @@ which enters a :class:`Source` with
 - ``generate(cfg, seed) -> Iterator[Graph]``: deterministic for the same config and seed,
   each graph with ``source`` set to the source name and ``meta`` saying how it was made
   (seed, index, family/space ...).
+A random space whose network ``i`` is a pure function of (config, seed, i) registers with
+``register_space(name, Config, validate_config, build_network)``: its ``generate`` yields
+``build_network(cfg, seed, i)`` for ``i`` in ``range(cfg.n)``.
 The ``generate`` stage iterates over the sources selected in config; adding a source is
 adding one module that registers itself (and importing it in ``generators/catalog.py``).
 """
@@ -40,6 +43,18 @@ def register_source(name: str, config: type, validate_config: Callable[[Any], An
                     generate: Callable[[Any, int], Iterator[Any]], description: str = "") -> Source:
     """Enters the source ``name`` in :data:`SOURCES` and returns it."""
     return SOURCES.register(name)(Source(name, config, validate_config, generate, description))
+
+
+def register_space(name: str, config: type, validate_config: Callable[[Any], Any],
+                   build_network: Callable[[Any, int, int], Any], description: str = "") -> Source:
+    """Enters the random space ``name``: networks ``0 .. cfg.n - 1`` of ``build_network(cfg, seed, i)``."""
+    def generate(cfg: Any, seed: int) -> Iterator[Any]:
+        cfg = validate_config(cfg)
+        seed = checked_seed(seed)
+        for i in range(cfg.n):
+            yield build_network(cfg, seed, i)
+
+    return register_source(name, config, validate_config, generate, description)
 
 
 def checked_seed(seed: Any) -> int:

@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 from .blocks import classifier, conv_bn_act, depthwise_separable, inverted_residual
 from .ir import Graph
 from .ops import OPS
-from .sources import checked_seed, register_source
+from .sources import register_space
 from foundation.configs import coerce
 
 SOURCE = "synthetic"
@@ -368,13 +368,5 @@ def build_network(cfg: SyntheticConfig, seed: int, index: int) -> Graph:
     return g.set_outputs(x)
 
 
-def _generate(cfg: SyntheticConfig | Mapping | None, seed: int) -> Iterator[Graph]:
-    cfg = validate_config(cfg)
-    seed = checked_seed(seed)
-    for i in range(cfg.n):
-        yield build_network(cfg, seed, i)
-
-
-SyntheticSource = register_source(SOURCE, SyntheticConfig, validate_config, _generate,
-                                  "The synthetic NAS space of the USC paper (section 4.3.2): ``cfg.n`` random networks.")
-
+SyntheticSource = register_space(SOURCE, SyntheticConfig, validate_config, build_network,
+                                 "The synthetic NAS space of the USC paper (section 4.3.2): ``cfg.n`` random networks.")

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 from .blocks import (class_token_readout, conv_bn_act, encoder_block, image_to_tokens, inverted_residual,
                      patch_embed, tokens_to_image)
 from .ir import Graph
 from .ops import OPS
-from .sources import checked_seed, register_source
+from .sources import register_space
 from foundation.configs import coerce
 
 SOURCE = "transformer"
@@ -280,12 +280,5 @@ def build_network(cfg: TransformerConfig, seed: int, index: int) -> Graph:
     return graphs.get(h) or build(h)
 
 
-def _generate(cfg: TransformerConfig | Mapping | None, seed: int) -> Iterator[Graph]:
-    cfg = validate_config(cfg)
-    seed = checked_seed(seed)
-    for i in range(cfg.n):
-        yield build_network(cfg, seed, i)
-
-
-TransformerSource = register_source(SOURCE, TransformerConfig, validate_config, _generate,
-                                    "Vision transformers and CNN-transformer hybrids: ``cfg.n`` random networks.")
+TransformerSource = register_space(SOURCE, TransformerConfig, validate_config, build_network,
+                                   "Vision transformers and CNN-transformer hybrids: ``cfg.n`` random networks.")
