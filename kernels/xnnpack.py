@@ -279,6 +279,94 @@ def deduce_kernel_ops(graph: Graph) -> list[KernelOp]:
             for subset, (d, members) in enumerate(partitions(ops, delegated)) for i in members for name in names[i]]
 
 
+#: operators a converter adds to a quantized file, outside the IR's plan (they have no node)
+UNPLANNED = frozenset({"QUANTIZE", "DEQUANTIZE"})
+
+
+def _scope_node(tensor: str, scopes: Mapping[str, str]) -> str | None:
+    """The IR node whose name scope is the longest prefix of ``tensor`` (a TF operator's name)."""
+    k = tensor.rfind("/")
+    while k > 0:
+        node = scopes.get(tensor[:k])
+        if node is not None:
+            return node
+        k = tensor.rfind("/", 0, k)
+    return None
+
+
+def file_nodes(graph: Graph, ops: Sequence[tuple[str, Sequence[str]]]) -> list[str | None] | None:
+    """The IR node of each operator of a ``.tflite`` exported from ``graph``; ``ops`` are the
+    file's operators in model order, each its builtin name and its output tensors' names.
+
+    The exporter builds each node's TF operators in the node's name scope
+    (``generators.export.tflite.scope_name``) and the converter names a tensor after the TF
+    operators it came from, fused ones joined by ``;``. An operator takes the node its names
+    name whose planned operators (:func:`tflite_ops`) still hold its builtin, when exactly one
+    does; the others (a reshape the converter moved behind another node's operator and named
+    after it) take the first planned operator of their builtin left unmatched, in model order.
+    A file whose names name no node (exported without scopes) takes the plan's nodes when its
+    operators are the plan's in the plan's order. ``QUANTIZE``/``DEQUANTIZE`` have no node. None
+    when the file's other operators are not the plan's as a multiset (or, without names, in
+    order): a node is never guessed."""
+    plan = tflite_ops(graph)
+    by_scope: dict[str, list[str]] = {}
+    for n in converted_graph(graph).nodes:
+        by_scope.setdefault(_tfl.scope_name(n), []).append(n)
+    scopes = {sc: ns[0] for sc, ns in by_scope.items() if len(ns) == 1}  # two nodes in one scope name neither
+    planned = [i for i, (op, _) in enumerate(ops) if op not in UNPLANNED]
+    if Counter(ops[i][0] for i in planned) != Counter(o.op for o in plan):
+        return None
+    free: dict[tuple[str, str], int] = Counter((o.node, o.op) for o in plan)
+    out: list[str | None] = [None] * len(ops)
+    left = []
+    for i in planned:
+        op, names = ops[i]
+        nodes = {_scope_node(part, scopes) for name in names for part in name.split(";")}
+        named = [n for n in nodes if n is not None and free[(n, op)] > 0]
+        if len(named) == 1:
+            free[(named[0], op)] -= 1
+            out[i] = named[0]
+        else:
+            left.append(i)
+    if len(left) == len(planned):  # a file exported without name scopes: only the plan's own order names nodes
+        if [ops[i][0] for i in planned] != [o.op for o in plan]:
+            return None
+        for i, o in zip(planned, plan):
+            out[i] = o.node
+        return out
+    # the planned operators no name claimed, per builtin in model order
+    rest: dict[str, list[str]] = {}
+    taken: Counter = Counter()
+    for o in plan:
+        key = (o.node, o.op)
+        if taken[key] < free[key]:  # the first free[key] of a node's operators of a builtin
+            rest.setdefault(o.op, []).append(o.node)
+        taken[key] += 1
+    for i in left:
+        out[i] = rest[ops[i][0]].pop(0)
+    return out
+
+
+def executed_ops(graph: Graph, names: Sequence[str], groups: Sequence[Any]) -> list[tuple[str, str, int]] | None:
+    """The TFLite operator each executed kernel runs, as ``(IR node, builtin, k)``: the k-th
+    operator of that builtin among the node's (what :func:`file_nodes` gives the file's
+    operators), from the executed names and runtime groups (:func:`align`); None when the
+    executed operators are not the deduced ones."""
+    try:
+        predicted = deduce_kernel_ops(graph)
+    except (KeyError, ValueError):  # an operator without an XNNPACK rule, or no order: nothing to align
+        return None
+    idx = align(predicted, names, groups)
+    if idx is None:
+        return None
+    seen: Counter = Counter()
+    ordinal = []
+    for o in tflite_ops(graph):
+        ordinal.append(seen[(o.node, o.op)])
+        seen[(o.node, o.op)] += 1
+    return [(predicted[i].node, predicted[i].tflite_op, ordinal[predicted[i].op_index]) for i in idx]
+
+
 def deduce_kernels(graph: Graph) -> list[str]:
     """The XNNPACK operator names (as the runtime's kernel records name them) LiteRT runs for
     ``graph`` with fp32 weights on CPU, in execution order."""

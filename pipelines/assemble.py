@@ -84,7 +84,8 @@ FAMILIES: dict[str, Callable[[dict, str], Any]] = {
     "nasbench201": lambda meta, name: "nasbench201",
     "zoo": _meta("family"),
     "synthetic": lambda meta, name: "synthetic",
-    "transformer": lambda meta, name: "transformer",
+    # the transformer space's networks with a convolution front (stem, conv stages) are hybrids
+    "transformer": lambda meta, name: "hybrid" if meta.get("front") == "conv" else "transformer",
     "pytorch": _pytorch_family,
 }
 ARCHS: dict[str, Callable[[dict, str], Any]] = {
@@ -382,8 +383,51 @@ def _tflite_nodes(artifact: Path, rec: Record, cache: dict) -> tuple[list | None
 FEATURES_FROM_ARTIFACT = frozenset({"tflite"})
 
 
-def op_rows(rec: Record, rel: str, artifact: Path | None, counts: Counts, cache: dict) -> list[dict[str, Any]]:
-    """ops rows of one record (its op-granularity process)."""
+def _graph(ir: Path, cache: dict) -> Any:
+    """The IR graph of ``ir`` (loaded once per assembly)."""
+    key = ("graph", str(ir))
+    if key not in cache:
+        from generators.ir import Graph
+
+        cache[key] = Graph.load(ir)
+    return cache[key]
+
+
+def ir_nodes(ir: Path, artifact: Path | None, rec: Record, cache: dict) -> list[str | None] | None:
+    """The IR node of each node of the measured ``.tflite`` (``kernels.xnnpack.file_nodes``:
+    when the file's operators are the exporter's plan of ``ir``), else None."""
+    if rec.framework != "tflite" or artifact is None:
+        return None
+    nodes, _ = _tflite_nodes(artifact, rec, cache)
+    if nodes is None:
+        return None
+    key = ("ir_nodes", str(artifact))
+    if key not in cache:
+        from kernels.xnnpack import file_nodes
+
+        cache[key] = file_nodes(_graph(ir, cache), [(n.name, n.output_names) for n in nodes])
+    return cache[key]
+
+
+def executed_ops(ir: Path, rec: Record, cache: dict) -> list[tuple[str, str, int]] | None:
+    """The TFLite operator each kernel of a LiteRT CPU record's kernel process ran, as (IR node,
+    builtin, k-th of the node's), from ``kernels.xnnpack.executed_ops`` (the executed XNNPACK
+    operators aligned to the deduced ones), else None."""
+    k = rec.kernel
+    if rec.framework != "tflite" or k is None or not k.kernels:
+        return None
+    from kernels.xnnpack import executed_ops as align_executed, runtime_group
+
+    groups = [runtime_group(e) for e in k.kernels]
+    if any(g is None for g in groups):
+        return None
+    return align_executed(_graph(ir, cache), [str(e["name"]) for e in k.kernels], groups)
+
+
+def op_rows(rec: Record, rel: str, artifact: Path | None, counts: Counts, cache: dict,
+            nodes_of: list[str | None] | None = None) -> list[dict[str, Any]]:
+    """ops rows of one record (its op-granularity process); ``nodes_of`` is the IR node of each
+    TFLite node (:func:`ir_nodes`), the rows' ``node``."""
     op = rec.op
     if op is None or not op.ops:
         return []
@@ -412,6 +456,8 @@ def op_rows(rec: Record, rel: str, artifact: Path | None, counts: Counts, cache:
             else:
                 feats = tflite_features(n)
                 config.update(inputs=n.inputs, outputs=n.outputs, options=n.options)
+                if nodes_of is not None:
+                    feats["node"] = nodes_of[node]
         elif fw == "onnxruntime":  # a node ONNX Runtime ran, its shapes (the weight's too) from the profiler
             feats = onnx_features(name, o.get("input_shapes"), o.get("output_shapes"))
             config.update(input_shapes=o.get("input_shapes"), output_shapes=o.get("output_shapes"),
@@ -429,8 +475,13 @@ def op_rows(rec: Record, rel: str, artifact: Path | None, counts: Counts, cache:
     return rows
 
 
-def kernel_rows(rec: Record, rel: str, node_to_op: dict[int, int]) -> list[dict[str, Any]]:
+def kernel_rows(rec: Record, rel: str, node_to_op: dict[int, int], executed: list[tuple[str, str, int]] | None = None,
+                ops: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """kernels rows of one record (its kernel-granularity process).
+
+    ``op_index`` is the ops row of the TFLite node a kernel ran: a builtin kernel's own node; an
+    XNNPACK operator's, when ``executed`` (:func:`executed_ops`) is given, the row of ``ops`` with
+    the same IR node and builtin, k-th among them in op order.
 
     ``kernel_type`` comes from the kernel's source (``opfeatures.KERNEL_TYPES``); ``config``
     keeps the run statistics, what timed the kernel (``timing``: ``litert_profiler`` in whole
@@ -441,6 +492,13 @@ def kernel_rows(rec: Record, rel: str, node_to_op: dict[int, int]) -> list[dict[
     k = rec.kernel
     if k is None or not k.kernels:
         return []
+    op_of: dict[tuple[str, str, int], int] = {}
+    seen: Counter = Counter()
+    for o in sorted(ops, key=lambda o: o["op_index"]):
+        if o.get("node") is not None:
+            key = (o["node"], o["framework_op"])
+            op_of[(*key, seen[key])] = o["op_index"]
+            seen[key] += 1
     rows = []
     for i, e in enumerate(k.kernels):
         lat, stat = event_latency(e)
@@ -454,7 +512,10 @@ def kernel_rows(rec: Record, rel: str, node_to_op: dict[int, int]) -> list[dict[
         if stat is None:
             config["latency_missing"] = "median and mean 0: below the profiler's 1 us resolution"
         node = e.get("node")
-        op_index = node_to_op.get(node) if src == "builtin" and isinstance(node, int) else None
+        if src == "builtin" and isinstance(node, int):
+            op_index = node_to_op.get(node)
+        else:
+            op_index = op_of.get(executed[i]) if executed is not None else None
         rows.append(dict(
             model_id=rec.model_id, scenario_id=rec.scenario_id, kernel_index=int(e["order"]),
             kernel_name=str(e["name"]), kernel_type=kernel_type(e), op_index=op_index,
@@ -647,11 +708,13 @@ def assemble(data_dir: str | Path, progress: bool = False, release: Release | No
                 counts.stale_protocol += 1
             r = rel(path)
             b["e2e"].add(**e2e_row(rec, path, r))
-            ops = op_rows(rec, r, artifact, counts, cache)
+            nodes_of = ir_nodes(irs[mid], artifact, rec, cache)
+            ops = op_rows(rec, r, artifact, counts, cache, nodes_of)
             for row in ops:
                 b["ops"].add(**row)
             node_to_op = {json.loads(o["config"]).get("tflite_node"): o["op_index"] for o in ops}
-            for row in kernel_rows(rec, r, node_to_op):
+            executed = executed_ops(irs[mid], rec, cache) if nodes_of is not None and ops else None
+            for row in kernel_rows(rec, r, node_to_op, executed, ops):
                 b["kernels"].add(**row)
         for path in folder.errors:
             err = _read_json(path)

@@ -3,6 +3,7 @@ the kernel names the USC phones executed; XNNPACK operators predicted from the I
 those LiteRT runs on this host (kernel mode of the instrumented runtime)."""
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -206,10 +207,13 @@ def test_xnnpack_operators_of_transformers_match_kernel_mode(tmp_path: Path):
     from generators.zoo.registry import FAMILIES
     from generators.zoo.sampler import ReferenceSampler
     from kernels.report import transformer_networks
+    from generators.roles import node_role
+    from pipelines.dataset.opfeatures import read_tflite_ops
     from pipelines.runners.litert import run_native
     from pipelines.runners.records import NativeNotBuiltError
 
     nets = [g for _, g in transformer_networks(30)]
+    roles: dict[str, set[str]] = {}
     for fam in ("vit", "mobilevit", "efficientformer"):
         g = Graph(f"zoo-{fam}-ref@64", source="zoo")
         nets.append(g.set_outputs(FAMILIES.get(fam).build(g, g.input([1, 3, 64, 64]), ReferenceSampler())))
@@ -224,10 +228,29 @@ def test_xnnpack_operators_of_transformers_match_kernel_mode(tmp_path: Path):
         first = [k for k in run.kernels if k["run"] == run.kernels[0]["run"]]
         executed = [k["name"] for k in first]
         ops = xnnpack.deduce_kernel_ops(g)
-        at = xnnpack.align(ops, executed, [xnnpack.runtime_group(k) for k in first])
+        groups = [xnnpack.runtime_group(k) for k in first]
+        at = xnnpack.align(ops, executed, groups)
         same += xnnpack.compare([k.name for k in ops], executed).share == 1.0 and at is not None
         kinds |= set(executed)
+        # what the assembler fills in: the IR node of each operator of the file, the operator of each kernel
+        file_ops = read_tflite_ops(model)
+        nodes = xnnpack.file_nodes(g, [(n.name, n.output_names) for n in file_ops])
+        ran = xnnpack.executed_ops(g, executed, groups)
+        assert nodes is not None and ran is not None, g.name
+        assert all(nodes), g.name  # an fp32 file has no operator outside the plan
+        # the executed operators name the file's: (node, builtin, k-th of the node's)
+        ordinals: Counter = Counter()
+        in_file = set()
+        for n, node in zip(file_ops, nodes):
+            in_file.add((node, n.name, ordinals[(node, n.name)]))
+            ordinals[(node, n.name)] += 1
+        assert set(ran) <= in_file, g.name
+        for name, (node, _, _) in zip(executed, ran):
+            roles.setdefault(name, set()).add(node_role(node))
     assert same / len(nets) >= TRANSFORMER_MULTISET_ACCURACY
+    assert roles["Softmax (NC, F32)"] == roles["Batch Matrix Multiply (NC, F32) GEMM"] == {"attention"}
+    assert roles["Reciprocal Square Root (NC)"] == roles["Squared Difference (ND)"] == {"norm"}
+    assert {"attention", "mlp"} <= roles["Fully Connected (NC, F32) GEMM"]
     assert {"Batch Matrix Multiply (NC, F32) GEMM", "Softmax (NC, F32)", "GELU (NC)", "Squared Difference (ND)",
             "Reciprocal Square Root (NC)", "Transpose (ND, X32) Transpose"} <= kinds
 

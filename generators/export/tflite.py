@@ -269,6 +269,16 @@ def _tf():
     return _TF
 
 
+def scope_name(node: str) -> str:
+    """The TF name scope of an IR node's operators: the node's name with what TF does not allow in
+    a scope replaced by ``_``. The converter names every tensor after the TF operators it came
+    from (``<scope>/<op>``, fused ones joined by ``;``), so a ``.tflite`` operator names the IR
+    node it was built for (``kernels.xnnpack.file_nodes``)."""
+    s = re.sub(r"[^A-Za-z0-9_.\-/]", "_", node).strip("/") or "node"
+    s = re.sub(r"/+", "/", s)
+    return s if re.match(r"[A-Za-z0-9.]", s) else "n" + s
+
+
 def _safe_name(name: str, used: set[str]) -> str:
     s = re.sub(r"\W", "_", name) or "input"
     if s[0].isdigit():
@@ -311,7 +321,9 @@ def build_tf_graph(graph: Graph, weights: dict[str, dict[str, np.ndarray]] | Non
 
         for node in graph.nodes.values():
             if node.op != "input":
-                env[node.name] = build_node(tf, graph, node, plans[node.name], [get(r) for r in node.inputs], weights, scalar)
+                with tf.name_scope(scope_name(node.name) + "/"):  # the trailing / keeps the scope as it is
+                    env[node.name] = build_node(tf, graph, node, plans[node.name], [get(r) for r in node.inputs],
+                                                weights, scalar)
         outputs = [tf.identity(get(r), name=f"output_{k}") for k, r in enumerate(graph.outputs)]
     return tf_graph, inputs, outputs
 

@@ -23,7 +23,10 @@ The section *Frameworks on the same device* (:func:`frameworks_section`) compare
 device ran at one CPU point (scenarios differing in the framework alone, comparisons.py
 ``framework_pairs``): per-network latency ratios by generator source and by the op type that
 carries most of a network's MACs in its IR, and where each runtime is the fastest with a computed
-account of why; it says in one line why it is empty.
+account of why; it says in one line why it is empty. The section *Transformer networks*
+(:func:`transformers_section`) splits the op and kernel time of transformer networks into
+attention, MLP, norm and the rest by the IR node each op comes from (``generators/roles.py``),
+with the e2e minus sum-of-ops gap, and draws ``transformer_roles.png``.
 
 ``write_card(..., sections=[(title, markdown)])`` adds sections a producer knows beyond the
 tables (the assemble stage: the measuring protocol as recorded, failures, grid points not
@@ -297,6 +300,78 @@ def gpu_section(ds: Dataset, out: Path | None) -> tuple[str, str] | None:
         text += (f"\n\n![{fname}]({fname})\n\nGPU kernel time by kernel kind (the `kernel_type` before its "
                  "first `+`; mean over models of each kind's share of the summed kernel time), per GPU scenario.")
     return "GPU scenarios", text
+
+
+# ---------------------------------------------------------------- transformers
+def role_frame(ds: Dataset) -> pd.DataFrame:
+    """The timed op and kernel rows of transformer networks with the role of their IR node
+    (``generators.roles``): columns ``model_id``, ``scenario_id``, ``label`` (the scenario id,
+    `` kernels`` appended for kernel rows), ``role``, ``latency_ms``. A pair counts when one of
+    its ops is attention; its kernels count when every timed kernel names its op (the assembler
+    aligned the executed XNNPACK operators to the deduced ones)."""
+    from generators.roles import node_role
+
+    keys = ["model_id", "scenario_id"]
+    cols = [*keys, "label", "role", "latency_ms"]
+    named = ds.ops[ds.ops["node"].notna()]
+    if named.empty:
+        return pd.DataFrame(columns=cols)
+    named = named.assign(role=named["node"].map(node_role))
+    pairs = named.loc[named["role"] == "attention", keys].drop_duplicates()
+    named = named.merge(pairs, on=keys)
+    o = named[named["latency_ms"].notna()]
+    parts = [o.assign(label=o["scenario_id"])[cols]]
+    k = ds.kernels[ds.kernels["latency_ms"].notna()].merge(pairs, on=keys)
+    if len(k):
+        unnamed = k.loc[k["op_index"].isna(), keys].drop_duplicates().assign(unnamed=True)
+        k = k.merge(unnamed, on=keys, how="left")
+        k = k[k["unnamed"].isna()].merge(named[[*keys, "op_index", "role"]], on=[*keys, "op_index"])
+        parts.append(k.assign(label=k["scenario_id"] + " kernels")[cols])
+    return pd.concat(parts, ignore_index=True)
+
+
+def transformers_section(ds: Dataset, out: Path | None) -> tuple[str, str] | None:
+    """The card's section on transformer networks: the share of op and kernel time in attention,
+    MLP, norm and the rest, and the e2e minus sum-of-ops gap, per scenario (its figure drawn into
+    ``out``); None without op rows of transformer networks."""
+    from generators.roles import ROLES
+
+    fname = "transformer_roles.png"
+    rf = role_frame(ds)
+    if rf.empty:
+        if out is not None:
+            (out / fname).unlink(missing_ok=True)  # a stale figure of an earlier assembly
+        return None
+    shares = mean_shares(rf.rename(columns={"scenario_id": "sid", "label": "scenario_id"}), rf["role"])
+    shares = shares.reindex(columns=[r for r in ROLES if r in shares.columns]).sort_index()
+    pairs = rf.groupby("label")["model_id"].nunique()
+    gap = gap_frame(ds).merge(rf[["model_id", "scenario_id", "label"]].drop_duplicates(),
+                                on=["model_id", "scenario_id", "label"])
+    gap = (gap.assign(pct=100 * gap["gap_ms"] / gap["reference_ms"]).groupby("label")["pct"].quantile(
+        [0.25, 0.5, 0.75]).unstack() if len(gap) else pd.DataFrame())
+    rows = []
+    for label in shares.index:
+        q = gap.loc[label] if label in gap.index else None
+        g = "-" if q is None else f"{q[0.5]:+.1f}% ({q[0.25]:+.1f}..{q[0.75]:+.1f})"
+        rows.append([f"`{label}`", int(pairs[label]), *[f"{shares.at[label, r]:.0%}" for r in shares.columns], g])
+    text = ("Transformer networks (a pair counts when one of its ops is inside an attention block) split by "
+            "the part of the network each op's IR node belongs to (`generators/roles.py`: `attention` is the qkv "
+            "and projection layers, head reshapes and transposes, score matmuls and softmax, or a pooling token "
+            "mixer; `mlp` the token MLP; `norm` every operator of a layer norm; `other` the stem, patch "
+            "embedding, convolution stages, residual adds and head). Ops are the builtin TFLite kernels of the op "
+            "process (XNNPACK off), `kernels` the XNNPACK operators of the kernel process, each attributed to the "
+            "TFLite node it runs. An op knows its IR node from the name scope the exporter gives each node's "
+            "operators, when the measured `.tflite` holds the exporter's planned operators (an int8 file's "
+            "QUANTIZE / DEQUANTIZE have none); a kernel knows its op when the executed XNNPACK operators align "
+            "with the ones deduced from the IR (fp32: the deduction does not cover int8 kernels). Shares are "
+            "means over networks of each part's share of the summed time; the gap is the profiled process's "
+            "end-to-end time minus the summed op (kernel) times, in % of it (median, IQR):\n\n"
+            + markdown_table(rows, ["scenario", "networks", *shares.columns, "e2e - sum (median, IQR)"]))
+    if out is not None:
+        plot_share_bars(shares, out / fname, "mean share of summed op / kernel time per network")
+        text += (f"\n\n![{fname}]({fname})\n\nTime of transformer networks by part (mean over networks of each "
+                 "part's share), per scenario for ops and kernels.")
+    return "Transformer networks", text
 
 
 # ---------------------------------------------------------------- the summary (DVC metrics)
@@ -597,7 +672,7 @@ def write_card(ds: Dataset | str | Path, out_dir: str | Path | None = None, note
     from .findings import findings_section
 
     for title, body in [*(sections or []), *filter(None, [load_section(ds), findings_section(ds)]),
-                       frameworks_section(ds)]:
+                        frameworks_section(ds), *filter(None, [transformers_section(ds, out)])]:
         lines += [f"### {title}", "", body.rstrip(), ""]
 
     # figures

@@ -122,6 +122,7 @@ class TfliteNode:
     outputs: list[list[int]]
     const: list[bool]  # per input: a constant (weights, bias, scalar operand)
     options: dict[str, Any] = field(default_factory=dict)
+    output_names: list[str] = field(default_factory=list)  # the output tensors' names (the converter's)
 
     def data_inputs(self) -> list[list[int]]:
         """Shapes of the non-constant inputs (the feature maps), in order."""
@@ -201,6 +202,7 @@ def read_tflite_ops(path: str | Path) -> list[TfliteNode]:
         sg = m.Subgraphs(0)
         shapes = [[int(v) for v in sg.Tensors(i).ShapeAsNumpy()] if sg.Tensors(i).ShapeLength() else []
                   for i in range(sg.TensorsLength())]
+        names = [(sg.Tensors(i).Name() or b"").decode("utf-8", "replace") for i in range(sg.TensorsLength())]
 
         def is_const(t: int) -> bool:
             b = sg.Tensors(t).Buffer()
@@ -216,7 +218,7 @@ def read_tflite_ops(path: str | Path) -> list[TfliteNode]:
             outs = [int(v) for v in o.OutputsAsNumpy()] if o.OutputsLength() else []
             nodes.append(TfliteNode(i, codes[o.OpcodeIndex()], [shapes[t] if t >= 0 else None for t in ins],
                                     [shapes[t] for t in outs], [t >= 0 and is_const(t) for t in ins],
-                                    _options(s, o, padding, act)))
+                                    _options(s, o, padding, act), [names[t] for t in outs]))
     except Exception as e:  # noqa: BLE001 - a malformed flatbuffer raises anything from struct to IndexError
         raise TfliteReadError(f"{path}: not a readable .tflite flatbuffer ({type(e).__name__}: {e})") from None
     return nodes
