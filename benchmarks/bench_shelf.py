@@ -1,8 +1,9 @@
 """Prints how fast the predictor shelf answers (`latbench predict` and `shelf.Shelf.predict`),
 side by side with nn-Meter on the same networks.
 
-- ``IR batch``: ``Shelf().predict(graphs, scenario)`` on ``--n`` NAS-Bench-201 cells already built
-  as IR graphs (what a NAS loop holds), one call. ``first scenario``: featurizing every graph
+- ``IR batch``: ``Shelf().predict(graphs, scenario)`` on ``--n`` NAS-Bench-201 cells (or, with
+  ``--graphs transformer``, networks of the transformer space at 224x224) already built as IR
+  graphs (what a NAS loop holds), one call. ``first scenario``: featurizing every graph
   (its op configurations, interned) + the scenario's predictor; ``each further scenario``: the
   same graphs in the next ``--scenarios`` (featurized graphs are remembered per graph object, so
   this is the predictor alone), i.e. what predicting a candidate on several phones costs.
@@ -15,6 +16,7 @@ side by side with nn-Meter on the same networks.
   benchmarks/bench_predict.py), a lower bound of its predict time.
 
     python benchmarks/bench_shelf.py [--n 10000] [--scenarios help-pixel2-cpu,usc-pixel4-...]
+    python benchmarks/bench_shelf.py --graphs transformer --n 2000 --scenarios host-tflite-cpu-1large-fp32
 """
 from __future__ import annotations
 
@@ -28,6 +30,22 @@ from pathlib import Path
 DEFAULT_SCENARIOS = "help-pixel2-cpu,help-raspi4-cpu,help-gold6226-cpu"
 
 
+def nasbench201_graphs(n: int) -> tuple[list, str]:
+    from generators.nasbench201 import build
+
+    return [build(i) for i in range(min(n, 15625))], "NAS-Bench-201 cells"
+
+
+def transformer_graphs(n: int) -> tuple[list, str]:
+    from generators import transformer
+
+    cfg = transformer.validate_config({})
+    return [transformer.build_network(cfg, 0, i) for i in range(n)], "networks of the transformer space"
+
+
+GRAPHS = {"nasbench201": nasbench201_graphs, "transformer": transformer_graphs}
+
+
 def timed(fn) -> float:
     t = time.perf_counter()
     fn()
@@ -36,13 +54,14 @@ def timed(fn) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=10000, help="cells in the batch (default: %(default)s)")
+    ap.add_argument("--n", type=int, default=10000, help="graphs in the batch (default: %(default)s)")
+    ap.add_argument("--graphs", choices=sorted(GRAPHS), default="nasbench201",
+                    help="what the batch holds (default: %(default)s)")
     ap.add_argument("--scenarios", default=DEFAULT_SCENARIOS, help="shelf scenarios, comma-separated (default: %(default)s)")
     ap.add_argument("--files", type=int, default=50, help="model files predicted one by one (default: %(default)s)")
     ap.add_argument("--nnmeter-n", type=int, default=200, help="cells for nn-Meter's figure (default: %(default)s)")
     a = ap.parse_args()
 
-    from generators.nasbench201 import build
     from pipelines.predict import load_model
     from shelf import Shelf
 
@@ -51,10 +70,10 @@ def main() -> None:
     for sid in scenarios:
         shelf.predictor(sid)  # loading the saved predictors is not part of the timed calls
     t = time.perf_counter()
-    graphs = [build(i) for i in range(min(a.n, 15625))]
+    graphs, what = GRAPHS[a.graphs](a.n)
     build_s = time.perf_counter() - t
     ops = sum(len(g.nodes) - 1 for g in graphs) / len(graphs)
-    print(f"{len(graphs)} NAS-Bench-201 cells ({ops:.0f} ops each), {os.cpu_count()} CPUs, "
+    print(f"{len(graphs)} {what} ({ops:.0f} ops each), {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"  building the IR graphs (the generator, not timed below): {build_s:.1f} s, "
           f"{len(graphs) / build_s:,.0f} graphs/s")
@@ -80,11 +99,15 @@ def main() -> None:
             per_file[suffix] = len(ps) / s
             print(f"  from a {suffix} file (load + predict, one at a time): {per_file[suffix]:,.0f} models/s")
 
+    if a.graphs != "nasbench201":
+        print("\nnn-Meter: no side-by-side figure (its kernel detection knows CNN operators only: no layer "
+              "norm, matmul of activations or attention)")
+        return
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_predict import bench_nnmeter
 
-    theirs = bench_nnmeter({f"nb201-{i}": graphs[i] for i in range(min(a.nnmeter_n, len(graphs)))},
-                           "the same NAS-Bench-201 cells")
+    theirs = bench_nnmeter({f"{a.graphs}-{i}": graphs[i] for i in range(min(a.nnmeter_n, len(graphs)))},
+                           f"the same {what}")
     if theirs:
         print(f"\nours / nn-Meter (its time a lower bound): IR batch {len(graphs) / first / theirs:,.0f}x, "
               f"from an IR file {per_file['.json'] / theirs:,.0f}x")
