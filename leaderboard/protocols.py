@@ -65,6 +65,9 @@ class Protocol:
     name: str
     check: Callable[[Mapping[str, Any]], None]
     folds: Callable[[Mapping[str, Any], TrackData], list[Fold]]
+    # whether, with these params, the folds partition the slice's networks (no draw from a larger
+    # pool): a frozen track that does keeps the networks its split names (tracks.resolve)
+    partitions: Callable[[Mapping[str, Any]], bool] = lambda params: False
 
 
 PROTOCOLS: Registry[Protocol] = Registry("split protocol")
@@ -117,7 +120,7 @@ def _kfold(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
     return out
 
 
-PROTOCOLS.register("kfold")(Protocol("kfold", _check_kfold, _kfold))
+PROTOCOLS.register("kfold")(Protocol("kfold", _check_kfold, _kfold, partitions=lambda params: True))
 
 
 # ---------------------------------------------------------------- holdout / few-shot
@@ -141,7 +144,7 @@ def _holdout(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
     return [Fold(0, "*", tuple(sorted(rest[:n_train])), tuple(sorted(test)))]
 
 
-PROTOCOLS.register("holdout")(Protocol("holdout", _check_holdout, _holdout))
+PROTOCOLS.register("holdout")(Protocol("holdout", _check_holdout, _holdout, partitions=lambda params: "n_train" not in params))
 
 
 # ---------------------------------------------------------------- shift
@@ -169,7 +172,7 @@ def _shift(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
     return [Fold(0, "*", tuple(train), tuple(test))]
 
 
-PROTOCOLS.register("shift")(Protocol("shift", _check_shift, _shift))
+PROTOCOLS.register("shift")(Protocol("shift", _check_shift, _shift, partitions=lambda params: True))
 
 
 # ---------------------------------------------------------------- leave one group out
@@ -193,7 +196,7 @@ def _loo(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
     return [Fold(i, "*", tuple(sorted(everyone - set(g))), tuple(g)) for i, (_, g) in enumerate(groups.items())]
 
 
-PROTOCOLS.register("leave-one-out")(Protocol("leave-one-out", _check_loo, _loo))
+PROTOCOLS.register("leave-one-out")(Protocol("leave-one-out", _check_loo, _loo, partitions=lambda params: True))
 
 
 # ---------------------------------------------------------------- HELP on NAS-Bench-201

@@ -233,6 +233,15 @@ def open_dataset(root: str | Path) -> Any:
     return _DATASETS[p]
 
 
+def _frozen_networks(track: Track) -> set[str] | None:
+    """The networks the track's committed split names (its version's), or None before it has one."""
+    path = track.split_path()
+    if not path.is_file():
+        return None
+    s = Split.read(path)
+    return {n for f in s.folds for n in (*f.train, *f.test)} if s.version == track.version else None
+
+
 def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> TrackData | Unavailable:
     """The track's slice of its data root, or why there is none."""
     root = Path((roots or {}).get(track.data) or DATA_ROOTS[track.data])
@@ -254,6 +263,13 @@ def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> Trac
                            f"(scenarios {track.scenarios}, models {track.models or 'all'})"
                            + (f"; {skipped}" if skipped else ""))
     models = models[models["model_id"].isin(set(e2e["model_id"]))]
+    from .protocols import PROTOCOLS
+
+    frozen = _frozen_networks(track) if PROTOCOLS.get(track.protocol).partitions(track.params) else None
+    if frozen is not None:  # a frozen track keeps its networks: new ones join with a new version
+        models = models[models["name"].isin(frozen)]
+        e2e = e2e[e2e["model_id"].isin(set(models["model_id"]))]
+        sids = sorted(set(e2e["scenario_id"]))
     dup = models["name"][models["name"].duplicated()]
     if len(dup):
         raise TrackError(f"{track.path}: the slice has two networks named {dup.iloc[0]!r}; split files key networks by name")
