@@ -234,12 +234,9 @@ def open_dataset(root: str | Path) -> Any:
 
 
 def _frozen_networks(track: Track) -> set[str] | None:
-    """The networks the track's committed split names (its version's), or None before it has one."""
-    path = track.split_path()
-    if not path.is_file():
-        return None
-    s = Split.read(path)
-    return {n for f in s.folds for n in (*f.train, *f.test)} if s.version == track.version else None
+    """The networks the track's committed split names (:func:`read_split`), or None before it has one."""
+    s = read_split(track)
+    return None if s is None else {n for f in s.folds for n in (*f.train, *f.test)}
 
 
 def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> TrackData | Unavailable:
