@@ -177,10 +177,13 @@ PROTOCOLS.register("shift")(Protocol("shift", _check_shift, _shift, partitions=l
 
 # ---------------------------------------------------------------- leave one group out
 def _check_loo(p: Mapping[str, Any]) -> None:
-    _only(p, "column", "min_group")
+    _only(p, "column", "min_group", "groups")
     if not isinstance(p.get("column"), str):
         raise ValueError("column: expected the models-table column that names the groups (e.g. family)")
     _int(p, "min_group", 1, default=1)
+    g = p.get("groups")
+    if g is not None and (not isinstance(g, list) or not g or not all(isinstance(x, str) for x in g)):
+        raise ValueError(f"groups: expected a list of the column's values to leave out in turn, got {g!r}")
 
 
 def _loo(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
@@ -192,6 +195,11 @@ def _loo(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
     groups = groups[groups.map(len) >= p.get("min_group", 1)]
     if len(groups) < 2:
         raise InsufficientData(f"{data.track.name}: {len(groups)} {col} group(s) in the data; leave-one-out needs 2")
+    if p.get("groups") is not None:  # only these are left out in turn; the other groups always train
+        missing = [g for g in p["groups"] if g not in groups.index]
+        if missing:
+            raise InsufficientData(f"{data.track.name}: params.groups: {', '.join(missing)} not in the data's {col} groups")
+        groups = groups[[g for g in groups.index if g in set(p["groups"])]]
     everyone = set(nets["name"])
     return [Fold(i, "*", tuple(sorted(everyone - set(g))), tuple(g)) for i, (_, g) in enumerate(groups.items())]
 

@@ -35,6 +35,8 @@ BASE = {"name": "t", "version": 1, "title": "x", "data": "public", "scenarios": 
     ({"colour": "red"}, "t.yaml: colour: unknown key"),
     ({"version": 0}, "t.yaml: version: expected an int >= 1"),
     ({"uses": "kernel"}, "t.yaml: uses: expected one of e2e, ops, kernels, got 'kernel'"),
+    ({"protocol": "leave-one-out", "params": {"column": "family", "groups": "vit"}},
+     "t.yaml: params: groups: expected a list of the column's values"),
 ])
 def test_bad_track_files_name_file_and_key(change, message):
     with pytest.raises(TrackError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -59,7 +61,9 @@ def test_committed_split_is_what_the_protocol_gives(public, name):
 
 
 @pytest.mark.parametrize("name", ["host-random", "host-fewshot-30", "host-fewshot-100", "host-fewshot-900",
-                                  "host-per-scenario", "host-shift-real", "host-shift-zoo", "host-unseen-family"])
+                                  "host-per-scenario", "host-shift-real", "host-shift-zoo", "host-unseen-family",
+                                  "host-transformer-random", "host-shift-cnn-transformer",
+                                  "host-shift-transformer-hybrid", "host-unseen-family-transformers"])
 def test_committed_host_split_is_what_the_protocol_gives_on_the_release(name):
     """The host splits are frozen on the committed release (DATA_ROOTS["host"]); the protocol
     run again on it gives the same folds, so every machine scores the same test networks."""
@@ -113,6 +117,13 @@ def test_protocols_on_real_networks(public, tmp_path):
     fams = loo.networks.set_index("name")["family"]
     for f in split.folds:
         assert len({fams[n] for n in f.test}) == 1 and fams[f.test[0]] not in {fams[n] for n in f.train}
+    # groups: only those are left out in turn; the other families train in every fold
+    some = resolve(_track(protocol="leave-one-out", params={"column": "family", "groups": ["resnet", "regnetx"]}), public)
+    folds = compute_split(some).folds
+    assert [{fams[n] for n in f.test} for f in folds] == [{"regnetx"}, {"resnet"}]
+    assert all("mobilenet" in {fams[n] for n in f.train} for f in folds)
+    with pytest.raises(InsufficientData, match="params.groups: nosuch not in the data's family groups"):
+        compute_split(resolve(_track(protocol="leave-one-out", params={"column": "family", "groups": ["nosuch"]}), public))
     few = resolve(_track(protocol="holdout", params={"test_fraction": 0.2, "seed": 3, "n_train": 30}), public)
     full = resolve(_track(protocol="holdout", params={"test_fraction": 0.2, "seed": 3}), public)
     (a,), (b,) = compute_split(few).folds, compute_split(full).folds
