@@ -128,3 +128,22 @@ def test_measured_op_rows_describe_products_as_the_ir_does(space, which, tmp_pat
             flops[side] = {t: per_type.get(t, 0.0) for t in ("fc", "matmul")}
         assert flops["ir"]["fc"] > 0 and flops["ir"]["matmul"] > 0, g.name
         assert flops["tflite"] == pytest.approx(flops["ir"], rel=1e-9), g.name
+
+
+def test_the_exported_files_import_back_with_the_same_costs(space):
+    """`latbench predict` of a `.tflite` the suite wrote itself: the file of a transformer-space
+    network and of each family's reference imports into an IR with the source's FLOPs and
+    parameters. The exporter's layer norm is TF's centred form (``x - mean``, its variance,
+    ``* rsqrt``), whose gain and shift the converter folds into the next fully connected layer
+    where there is one; both forms come back as one ``layernorm``. A batch norm after a convolution
+    folds into it, as in CNN files (test_import_tflite.py's ``tflite_form``)."""
+    from test_import_tflite import tflite_form  # the CNN rewrites (a batch norm folds into its conv)
+
+    from generators.importers import import_tflite
+
+    nets = space[:6] + [family_net(f) for f in TRANSFORMER_FAMILIES]
+    for src in nets:
+        g = import_tflite(T.convert(src, "fp32"), name=src.name)
+        want = tflite_form(src)
+        assert (g.flops, g.params) == (want.flops, want.params), src.name
+        assert g.op_counts().get("layernorm") == src.op_counts().get("layernorm"), src.name

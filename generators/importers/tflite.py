@@ -96,6 +96,7 @@ _LN_WHAT = {
     "ln_shift": "a layer norm's shift outside its pattern",
     "ln_shift_b": "a layer norm's shift outside its pattern",
     "ln_scaled": "a layer norm's scaled input outside its pattern",
+    "ln_centered": "x minus its mean outside a layer-norm pattern (the IR has no element-wise sub)",
 }
 _PENDING_WHAT.update(_LN_WHAT)
 
@@ -256,6 +257,8 @@ class _Converter:
             return self.add("relu", [v.ref], v.origin)
         if v.pending == "ln_mean":  # a mean over the last axis that no layer norm follows
             return self.add("mean", [v.ref], v.origin, axis=v.data[0], keepdim=True)
+        if v.pending in ("ln_normed", "ln_normed_g"):  # no (further) gain or shift: folded into the reader
+            return self.add("layernorm", [v.ref], v.origin, axis=v.data[0], eps=v.data[1])
         raise _Unsupported(_PENDING_WHAT[v.pending])
 
     def new(self, op: str, inputs: list[Any] | Any, perm: tuple[int, ...] | None = None, origin: tuple[int, ...] | None = None,
@@ -281,14 +284,19 @@ class _Converter:
 
 
 def _std(c: _Converter, v: Any, what: str = "") -> _V:
-    """``v`` as a tensor in its rank's standard layout (NHWC for rank 4), or an error."""
+    """``v`` as a tensor in its rank's standard layout (NHWC for rank 4, the plain order else):
+    as it is when its layout is that already (or differs in unit axes only), else through an IR
+    ``transpose`` whose result has the standard layout and the same TFLite order."""
     if not isinstance(v, _V):
         raise _Unsupported(f"a constant {what or 'operand'} where a computed tensor is needed (the IR has no weights)")
     canon = _canonical(len(v.shape))
     if v.perm == canon or _order(v.shape, v.perm) == _order(v.shape, canon):
         return v if v.perm == canon else _V(v.ref, v.shape, canon, v.pending, v.data, v.origin)
-    raise _Unsupported(f"a tensor in a transposed layout (TFLite axes = IR axes {list(v.perm)}) where "
-                       f"{what or 'this operator'} needs {'NHWC' if len(v.shape) == 4 else 'the plain order'} (the IR has no transpose)")
+    q = [0] * len(canon)  # IR axis canon[i] of the result is IR axis perm[i] of v (TFLite axis i of both)
+    for i, axis in enumerate(canon):
+        q[axis] = v.perm[i]
+    ref = c.add("transpose", [c.t(v)], None, "/order", perm=q)
+    return _V(ref, tuple(c.g.shape(ref)), canon)
 
 
 def _act(c: _Converter, v: _V, code: int) -> _V:
@@ -397,7 +405,9 @@ def _fc(c: _Converter, i, ins, tin, tout, o):
     if not isinstance(w, _Const) or len(w.shape) != 2:
         raise _Unsupported("weights that are not a constant matrix")
     if o.keepNumDims and len(x.shape) > 2:  # over the last axis of tokens: the IR's fc as it is
-        x = _std(c, c.plain(x) if x.pending is not None else x, "a FULLY_CONNECTED keeping its dims")
+        x = c.plain(x) if x.pending is not None else x
+        if not (len(x.shape) == 4 and x.perm == (0, 1, 2, 3)):  # rank-4 tokens in the plain order (MobileViT's
+            x = _std(c, x, "a FULLY_CONNECTED keeping its dims")  # patches [1, P, N, d]) stay as they are
         if len(x.shape) == 4 and x.perm == _canonical(4):
             # over the channels of an NHWC image (Keras' Dense on a feature map, ConvNeXt's
             # pointwise layers): the 1x1 convolution it computes
@@ -406,8 +416,6 @@ def _fc(c: _Converter, i, ins, tin, tout, o):
             y = c.new("conv2d", x, out_channels=int(w.shape[0]), kernel=[1, 1], stride=[1, 1], padding=[0, 0],
                       dilation=[1, 1], groups=1, bias=_bias_of(c, ins))
             return _act(c, y, o.fusedActivationFunction)
-        if len(x.shape) == 4:
-            raise _Unsupported(f"keep_num_dims on a rank-4 tensor {x.tfl_shape} that is not an NHWC image")
         if x.shape[-1] != w.shape[1]:
             raise _Unsupported(f"input has {x.shape[-1]} features, the weights {list(w.shape)} expect {w.shape[1]}")
         y = c.new("fc", x, x.perm, out_features=int(w.shape[0]), bias=_bias_of(c, ins))
@@ -546,17 +554,33 @@ def _affine_const(c: _Converter, x: _V, k: Any) -> bool:
 
 
 def _layer_norm_step(c: _Converter, i: int, op: str, a: Any, b: Any) -> _V | None:
-    """The next step of the layer norm TFLite's converter writes for Keras' LayerNormalization
-    (``m = MEAN(x)``, ``NEG(m)``, ``SQUARED_DIFFERENCE(x, m)``, ``MEAN``, ``ADD eps``, ``RSQRT``,
-    ``g = MUL(rsqrt, gain)``, ``MUL(-m, g) ADD shift``, ``MUL(x, g)``, and the final ``ADD``),
-    or None."""
+    """The next step of a layer norm as TFLite's converter writes it, or None. Two patterns:
+    Keras' LayerNormalization (``m = MEAN(x)``, ``NEG(m)``, ``SQUARED_DIFFERENCE(x, m)``,
+    ``MEAN``, ``ADD eps``, ``RSQRT``, ``g = MUL(rsqrt, gain)``, ``MUL(-m, g) ADD shift``,
+    ``MUL(x, g)``, and the final ``ADD``), and the centred form a TF graph of ``x - mean(x)`` gives
+    (``d = SUB(x, m)``, the same variance, ``MUL(d, rsqrt)``, then ``MUL gain`` and ``ADD shift``,
+    or neither when the converter folded them into the fully connected layer that reads it)."""
+    if op == "SUB":
+        if isinstance(a, _V) and isinstance(b, _V) and a.pending is None and b.pending == "ln_mean" and a.ref == b.ref:
+            return _V(a.ref, a.shape, a.perm, "ln_centered", b.data, (*b.origin, i))
+        return None
     if isinstance(a, _Const) and isinstance(b, _V):
         a, b = b, a
     if not isinstance(a, _V):
         return None
+    if op == "MUL" and isinstance(b, _V) and a.ref == b.ref and {a.pending, b.pending} == {"ln_centered", "ln_rstd"}:
+        d, r = (a, b) if a.pending == "ln_centered" else (b, a)
+        return _V(a.ref, a.shape, a.perm, "ln_normed", r.data, (*d.origin, *r.origin, i))
+    if op == "MUL" and a.pending == "ln_normed" and isinstance(b, _Const) and \
+            math.prod(b.shape) == c.g.shape(a.ref)[a.data[0]]:
+        return _V(a.ref, a.shape, a.perm, "ln_normed_g", a.data, (*a.origin, i))
+    if op == "ADD" and a.pending == "ln_normed_g" and isinstance(b, _Const) and \
+            math.prod(b.shape) == c.g.shape(a.ref)[a.data[0]]:
+        ref = c.add("layernorm", [a.ref], (*a.origin, i), axis=a.data[0], eps=a.data[1])
+        return _V(ref, tuple(c.g.shape(ref)), a.perm)
     v = _scalar(b)
     if op == "ADD" and a.pending == "ln_var" and v is not None:
-        return _V(a.ref, a.shape, a.perm, "ln_var_eps", (*a.data, f32(v)), a.origin)
+        return _V(a.ref, a.shape, a.perm, "ln_var_eps", (*a.data, f32(v)), (*a.origin, i))
     if op == "MUL" and a.pending == "ln_rstd" and isinstance(b, _Const) and math.prod(b.shape) == c.g.shape(a.ref)[a.data[0]]:
         return _V(a.ref, a.shape, a.perm, "ln_g", (*a.data, i), a.origin)
     if op == "MUL" and isinstance(b, _V):
@@ -730,7 +754,7 @@ def _squared_difference(c: _Converter, i, ins, tin, tout, o):
 def _rsqrt(c: _Converter, i, ins, tin, tout, o):
     x = ins[0]
     if isinstance(x, _V) and x.pending == "ln_var_eps":
-        return _V(x.ref, x.shape, x.perm, "ln_rstd", x.data, x.origin)
+        return _V(x.ref, x.shape, x.perm, "ln_rstd", x.data, (*x.origin, i))
     raise _Unsupported(_LN_WHAT["ln_rstd"])
 
 
@@ -1340,8 +1364,10 @@ _PASSABLE: dict[str, tuple[str, ...]] = {
     "DEPTHWISE_CONV_2D": ("padded",),
     "AVERAGE_POOL_2D": ("padded",),
     "MAX_POOL_2D": ("mirror",),
-    "MUL": ("relu6_plus3", "x_relu6_plus3", "affine", "ln_rstd", "ln_g", "ln_negmean", "ln_scaled"),
-    "ADD": ("affine", "ln_var", "ln_shift", "ln_shift_b", "ln_scaled"),
+    "MUL": ("relu6_plus3", "x_relu6_plus3", "affine", "ln_rstd", "ln_g", "ln_negmean", "ln_scaled", "ln_centered",
+            "ln_normed"),
+    "ADD": ("affine", "ln_var", "ln_shift", "ln_shift_b", "ln_scaled", "ln_normed_g"),
+    "SUB": ("ln_mean",),
     "NEG": ("ln_mean",),
     "SQUARED_DIFFERENCE": ("ln_mean",),
     "MEAN": ("ln_sqdiff",),
