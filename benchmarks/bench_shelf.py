@@ -17,6 +17,7 @@ side by side with nn-Meter on the same networks.
 
     python benchmarks/bench_shelf.py [--n 10000] [--scenarios help-pixel2-cpu,usc-pixel4-...]
     python benchmarks/bench_shelf.py --graphs transformer --n 2000 --scenarios host-tflite-cpu-1large-fp32
+    python benchmarks/bench_shelf.py --graphs transformer --shelf fastshelf --scenarios host-tflite-cpu-1large-fp32
 """
 from __future__ import annotations
 
@@ -60,12 +61,14 @@ def main() -> None:
     ap.add_argument("--scenarios", default=DEFAULT_SCENARIOS, help="shelf scenarios, comma-separated (default: %(default)s)")
     ap.add_argument("--files", type=int, default=50, help="model files predicted one by one (default: %(default)s)")
     ap.add_argument("--nnmeter-n", type=int, default=200, help="cells for nn-Meter's figure (default: %(default)s)")
+    ap.add_argument("--shelf", help="a shelf folder (default: the committed one); e.g. one of the op-wise candidates "
+                                    "alone, `latbench shelf build --out fastshelf --candidate usc_lasso ...`")
     a = ap.parse_args()
 
     from pipelines.predict import load_model
     from shelf import Shelf
 
-    shelf = Shelf()
+    shelf = Shelf(a.shelf) if a.shelf else Shelf()
     scenarios = [s for s in a.scenarios.split(",") if s]
     for sid in scenarios:
         shelf.predictor(sid)  # loading the saved predictors is not part of the timed calls

@@ -353,12 +353,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--track", action="append")
     s.add_argument("--check", action="store_true", help="recompute and compare with the files; write nothing")
     s.set_defaults(fn=cmd_splits)
-    s = sub.add_parser("train", help="fit a registered predictor on tracks and write its entry")
-    s.add_argument("--predictor", required=True)
+    s = sub.add_parser("train", help="fit a registered predictor on tracks and write its entry",
+                       description="Fit a registered predictor on every fold and scenario of the given tracks "
+                                   "(the frozen splits) and write its entry: predictions and metadata per track, "
+                                   "scored by `leaderboard evaluate`. The board's committed entries are under "
+                                   "leaderboard/entries/<data root>.")
+    s.add_argument("--predictor", required=True,
+                   help="a registered predictor (leaderboard/baselines, e.g. typed_nnls, nnmeter, gnn_ensemble)")
     s.add_argument("--track", action="append", help="a track (repeat; default: all with data)")
     s.add_argument("--param", action="append", help="predictor parameter key=value (YAML value)")
     s.add_argument("--entry", help="entry name (default: the predictor's)")
-    s.add_argument("--out", default="data/leaderboard/entries")
+    s.add_argument("--out", default="data/leaderboard/entries",
+                   help="folder of entry folders (default: %(default)s; the board's: leaderboard/entries/host)")
     s.set_defaults(fn=cmd_train)
     for name, fn, hlp in (("validate", cmd_validate, "check a submission"), ("evaluate", cmd_evaluate, "score a submission or entry folders")):
         s = sub.add_parser(name, help=hlp)
