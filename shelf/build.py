@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import SHELF_TRACKS, ShelfError
-from .readers import CANDIDATES, READERS
+from .readers import CANDIDATES, OPWISE, READERS
 from .store import HELD_OUT, INDEX, INDEX_SCHEMA, SHELF_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,6 +115,19 @@ def _first_fold(track: str, data: Any, split: Any, sid: str) -> tuple[Any, list[
     return fold, train, test, by_name
 
 
+def fit_params(predictor: str, params: dict[str, Any], dataset: Any, scenario_id: str) -> dict[str, Any]:
+    """The board entry's parameters, as the shelf fits them. The shelf is asked about IR graphs,
+    so an op-wise candidate (:data:`~shelf.readers.OPWISE`) learns the IR's ops (``target="ir"``)
+    where the scenario has op rows: those are the framework's own operators (the host's LiteRT
+    records: a layer norm's MEAN and RSQRT, no batch norm, which LiteRT folds into the
+    convolution), and a model fitted on them would refuse or misprice the IR ops it is asked
+    about. An entry that fixed its ``target`` keeps it."""
+    if READERS[predictor] is not OPWISE or params.get("target", "auto") != "auto":
+        return dict(params)
+    has_rows = len(dataset.ops_for(scenario_id)) > 0
+    return {**params, "target": "ir"} if has_rows else dict(params)
+
+
 def _networks_digest(ids: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
 
@@ -153,11 +166,14 @@ def describe(out: Path = SHELF_DIR, roots: dict[str, Any] | None = None, splits_
 
 def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results_dir: Path = RESULTS_DIR,
           roots: dict[str, Any] | None = None, splits_dir: Path | None = None,
-          progress: Callable[[str], None] | None = None, candidates: Sequence[str] = CANDIDATES) -> dict[str, Any]:
+          progress: Callable[[str], None] | None = None, candidates: Sequence[str] = CANDIDATES,
+          tracks: Sequence[str] | None = None) -> dict[str, Any]:
     """Fit the chosen predictor of every (or the given) scenario and write the shelf folder ``out``
     (its layout: :mod:`shelf`). ``candidates``: a subset of :data:`~shelf.readers.CANDIDATES` to
     choose from (the op-wise ones alone make a shelf that predicts a batch of graphs in one
-    vectorised pass, for NAS loops that need speed over accuracy)."""
+    vectorised pass, for NAS loops that need speed over accuracy). ``tracks``: the board tracks
+    to choose from and fit on instead of :data:`SOURCES` (e.g. ``host-transformer-random`` for a
+    shelf of transformer specialists); a scenario several give goes to the lowest MAPE."""
     from leaderboard.baselines import Networks, make_predictor, save_predictor
     from leaderboard.metrics import compute
     from leaderboard.run import available, board_view
@@ -166,8 +182,13 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
     if unknown or not candidates:
         raise ShelfError(f"candidate {unknown[0] if unknown else '(none)'!r}: the shelf chooses among "
                          f"{', '.join(READERS)}")
-    chosen = choose(results_dir, candidates=candidates)
-    board = set(chosen)
+    sources = SOURCES if tracks is None else tuple(ShelfSource(t) for t in tracks)
+    bad = [t for t in (tracks or ()) if not (Path(results_dir) / t).is_dir()]
+    if bad or (tracks is not None and not tracks):
+        raise ShelfError(f"track {bad[0] if bad else '(none)'!r}: no board results in {results_dir}")
+    chosen = choose(results_dir, sources, candidates=candidates)
+    # what the default sources score decides which scenarios are gone from the board
+    board = set(chosen) | (set(choose(results_dir, candidates=candidates)) if tracks is not None else set())
     if scenarios is not None:
         want = list(scenarios)
         unknown = [s for s in want if s not in chosen]
@@ -201,7 +222,8 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
             train_ids, test_ids = tuple(by_name[n] for n in train), tuple(by_name[n] for n in test)
             view = board_view(data, sid, train_ids, test_ids)
             X = Networks(view, train_ids, sid)
-            est = make_predictor(c["predictor"], **c["params"]).fit(X, X.y())
+            params = fit_params(c["predictor"], c["params"], view, sid)
+            est = make_predictor(c["predictor"], **params).fit(X, X.y())
             T = Networks(view, test_ids, sid)
             measured = Networks(data.dataset, test_ids, sid).y()  # the answer, from outside the view
             predicted = np.asarray(est.predict(T), dtype="float64")
@@ -212,7 +234,7 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
                                                        "predicted_ms": predicted.tolist()}) + "\n")
             ids = sorted(X.model_ids)
             index["scenarios"][sid] = {
-                "folder": folder.name, "predictor": c["predictor"], "params": c["params"],
+                "folder": folder.name, "predictor": c["predictor"], "params": params,
                 "accuracy": {**{k: float(v) for k, v in compute(measured, predicted, ACCURACY).items()},
                              "held_out_networks": len(test), "protocol": f"{track} fold {fold.fold}"},
                 "board": c["accuracy"],

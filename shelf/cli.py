@@ -59,8 +59,8 @@ def _cmd_predict(args: argparse.Namespace) -> None:
 
 
 def _cmd_shelf_build(args: argparse.Namespace) -> None:
-    """Fit the predictor of every scenario on the board's shelf tracks (shelf/build.py SOURCES),
-    or of the --scenario ones: the candidate with the lowest
+    """Fit the predictor of every scenario on the board's shelf tracks (shelf/build.py SOURCES, or
+    the --track ones), or of the --scenario ones: the candidate with the lowest
     MAPE there on the board, refitted with the board entry's parameters on the training networks of
     the track's first fold in that scenario; its accuracy is stated on that fold's test networks,
     which it never saw. Writes <out>/<scenario>/ (the saved predictor and held_out.json) and
@@ -75,7 +75,7 @@ def _cmd_shelf_build(args: argparse.Namespace) -> None:
     out = Path(args.out) if args.out else SHELF_DIR
     try:
         index = build(out=out, scenarios=args.scenario or None, progress=None if args.quiet else print,
-                      candidates=args.candidate or CANDIDATES)
+                      candidates=args.candidate or CANDIDATES, tracks=args.track or None)
     except ShelfError as e:
         raise ConfigError(str(e)) from None
     print(f"shelf: {len(index['scenarios'])} scenarios in {out}")
@@ -133,7 +133,11 @@ def add_shelf(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--candidate", action="append", default=[],
                    help="choose only among these predictors (repeatable; default: all of shelf/readers.py's "
                    "CANDIDATES). The op-wise ones alone (usc_lasso, lookup, usc_rf) make a shelf for NAS loops that "
-                   "predicts thousands of graphs a second; additive_mlp is more accurate and reads ~115 a second")
+                   "predicts thousands of graphs a second; additive_mlp is more accurate and far slower "
+                   "(benchmarks/bench_shelf.py prints both)")
+    b.add_argument("--track", action="append", default=[],
+                   help="choose from and fit on these board tracks instead of the shelf's own (repeatable), e.g. "
+                   "host-transformer-random for a shelf of transformer specialists")
     b.add_argument("-q", "--quiet", action="store_true", help="no line per scenario")
     d = _command(ssub, "describe", _cmd_shelf_describe,
                  help="record each entry's training op types again from the data, without fitting")

@@ -279,3 +279,45 @@ def test_describe_records_training_op_types_again_without_fitting(built, public,
     with pytest.raises(ShelfError, match=rf"^{HELP}: its training networks are not those of help-nb201-n900 fold 0 "
                        rf"any more: rebuild it \(latbench shelf build --scenario {HELP}\)$"):
         describe(out=folder, roots=public)
+
+
+def test_a_shelf_of_transformer_specialists_learns_the_ir_ops_it_is_asked(tmp_path):
+    """`latbench shelf build --track host-transformer-random --candidate ...`: the host's op rows
+    are LiteRT's own operators (a layer norm's MEAN and RSQRT, no batch norm: folded), so the
+    op-wise candidate is fitted on the IR's ops (``target: ir``) and prices IR graphs with batch
+    norms and layer norms; its held-out predictions reproduce from the committed release."""
+    from generators import transformer
+    from generators.ir import Graph
+    from generators.zoo.registry import FAMILIES
+    from generators.zoo.sampler import ReferenceSampler
+    from leaderboard.tracks import open_dataset
+
+    sid = "host-tflite-cpu-1large-fp32"
+    out = tmp_path / "tf"
+    index = build(out=out, scenarios=[sid], candidates=("usc_rf", "lookup"), tracks=("host-transformer-random",))
+    e = index["scenarios"][sid]
+    assert e["params"]["target"] == "ir" and e["training"]["track"] == "host-transformer-random"
+    est = Shelf(out).predictor(sid)
+    assert {"batchnorm", "layernorm", "gelu", "matmul"} <= set(est.type_key_) and "rsqrt" not in est.type_key_
+    cfg = transformer.validate_config({})
+    graphs = [transformer.build_network(cfg, 0, i) for i in range(6)]
+    zoo = {}
+    for family in ("vit", "mobilevit"):
+        g = Graph(f"zoo-{family}-ref", source="zoo")
+        zoo[family] = g.set_outputs(FAMILIES.get(family).build(g, g.input([1, 3, 224, 224]), ReferenceSampler())).validate()
+    graphs.append(zoo["vit"])
+    assert any(n.op == "batchnorm" for g in graphs for n in g.nodes.values())
+    ms = Shelf(out).predict(graphs, sid)
+    assert np.all(np.isfinite(ms)) and np.all(ms > 0)
+    # the space has no concatenation; MobileViT's fusion block has one: named, not priced at 0
+    with pytest.raises(ShelfError, match=rf"^{sid}: op type 'concat' was never seen by this scenario's predictor"):
+        Shelf(out).predict([zoo["mobilevit"]], sid)
+    held = json.loads((out / e["folder"] / HELD_OUT).read_text())
+    release = open_dataset("datasets/host-v1")
+    m = release.e2e_for(sid).merge(release.models[["model_id", "name"]], on="model_id")
+    by_name = dict(zip(m["name"], m["model_id"]))
+    X = Networks(release, tuple(by_name[n] for n in held["names"]), sid)
+    np.testing.assert_allclose(est.predict(X), held["predicted_ms"], rtol=1e-9)
+    assert compute(X.y(), est.predict(X), ("mape",))["mape"] == pytest.approx(e["accuracy"]["mape"])
+    with pytest.raises(ShelfError, match=r"^track 'nope': no board results in "):
+        build(out=tmp_path / "bad", candidates=("usc_rf",), tracks=("nope",))

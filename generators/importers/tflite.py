@@ -295,8 +295,7 @@ def _std(c: _Converter, v: Any, what: str = "") -> _V:
     q = [0] * len(canon)  # IR axis canon[i] of the result is IR axis perm[i] of v (TFLite axis i of both)
     for i, axis in enumerate(canon):
         q[axis] = v.perm[i]
-    ref = c.add("transpose", [c.t(v)], None, "/order", perm=q)
-    return _V(ref, tuple(c.g.shape(ref)), canon)
+    return _transposed(c, v, q, "/order", canon)
 
 
 def _act(c: _Converter, v: _V, code: int) -> _V:
@@ -940,11 +939,12 @@ def _reshape_to(c: _Converter, i: int, x: _V, target: list[int], tout: list[int]
     return c.new("reshape", x, perm, shape=shape)
 
 
-def _transposed(c: _Converter, x: _V, perm: list[int], suffix: str = "") -> _V:
-    """An IR ``transpose`` of ``x`` by ``perm`` (IR axes), in the plain order."""
+def _transposed(c: _Converter, x: _V, perm: list[int], suffix: str = "", layout: tuple[int, ...] | None = None) -> _V:
+    """An IR ``transpose`` of ``x`` by ``perm`` (IR axes); the result's TFLite axes are its IR
+    axes in ``layout`` order (default: the plain order)."""
     ref = c.add("transpose", [c.t(x)], None, suffix, perm=list(perm))
     shape = tuple(c.g.shape(ref))
-    return _V(ref, shape, tuple(range(len(shape))))
+    return _V(ref, shape, tuple(range(len(shape))) if layout is None else tuple(layout))
 
 
 def _reshape_in_tflite_order(c: _Converter, x: _V, target: list[int]) -> _V:

@@ -25,6 +25,10 @@ search), ``usc_rf`` (random forest), ``usc_gbdt`` (LightGBM) here; ``usc_mlp`` i
   fitted through a sum, so they are fitted on op times apportioned from it: each training
   network's ``e2e - T_overhead`` is divided among its ops in proportion to the Lasso split's op
   predictions, and the models learn those. Ops come from the IR (``Dataset.graph``) then.
+- ``"ir"``: as ``"e2e"``, on the ops of the IR graph as the scenario ran it even where the
+  ops table has rows (the host's: the framework's own operators, e.g. a layer norm's MEAN, RSQRT
+  and MULs, no batch norm, which LiteRT folds). A caller that holds IR graphs only (the shelf,
+  ``latbench predict``) asks about IR ops, so the models must have learnt IR ops.
 
 **Op types.** A model per op type seen at least ``min_ops`` times in training; rarer types of one
 category share a pooled model (``<category>:*``). At prediction, an op type not seen in training
@@ -88,7 +92,7 @@ class OpTimes:
 
 
 OP_MODELS: dict[str, type] = {"linear": LinearOpModel, "forest": ForestOpModel, "lightgbm": LightGbmOpModel}
-TARGETS = ("auto", "ops", "e2e")
+TARGETS = ("auto", "ops", "e2e", "ir")
 
 
 def register_op_model(kind: str, cls: type) -> type:
@@ -150,9 +154,9 @@ class OpWisePredictor(Predictor):
         X = self._check_X(X)
         y = self._check_y(X, y)
         self._check_params()
-        frame = op_frame(X)
+        frame = op_frame(X, self._ops_source())
         times = OpTimes.of(frame, y)
-        mode = self.target
+        mode = "e2e" if self.target == "ir" else self.target
         self.mode_why_ = ""
         if mode == "auto":
             mode = "ops" if times.usable else "e2e"
@@ -192,6 +196,10 @@ class OpWisePredictor(Predictor):
             self.models_[k] = self._fit_op_model(self._features(frame, r[ok], k), t[ok], self.key_category_[k])
             self.n_train_ops_[k] = int(ok.sum())
         return self
+
+    def _ops_source(self) -> str:
+        """Where ``op_frame`` reads a network's ops: the IR alone for ``target="ir"``."""
+        return "ir" if self.target == "ir" else "auto"
 
     def _fits_split_directly(self) -> bool:
         return False
@@ -279,14 +287,14 @@ class OpWisePredictor(Predictor):
     def predict(self, X: Networks) -> np.ndarray:
         X = self._check_X(X)
         self._check_fitted()
-        return self.predict_frame(op_frame(X))
+        return self.predict_frame(op_frame(X, self._ops_source()))
 
     def predict_parts(self, X: Networks) -> pd.DataFrame:
         """One row per op: model_id, op_index, op_type, group (the model used; empty: none),
         predicted_ms. Their sum per model plus ``overhead_ms_`` is ``predict(X)``."""
         X = self._check_X(X)
         self._check_fitted()
-        frame = op_frame(X)
+        frame = op_frame(X, self._ops_source())
         types = frame.op_types()
         return pd.DataFrame({
             "model_id": np.asarray(X.model_ids, dtype=object)[frame.net] if len(frame.net) else np.zeros(0, object),
