@@ -275,7 +275,7 @@ def test_the_release_configuration(tmp_path):
     pts = cfg.measure.points
     assert {k: (v.granularities, v.sources) for k, v in pts.items()} == {
         "tflite-cpu-1large-fp32": (["e2e", "op", "kernel"], []), "tflite-cpu-1large-int8": (["e2e", "op", "kernel"], []),
-        "tflite-cpu-2large-fp32": (["e2e"], ["synthetic", "transformer"]), "pytorch-cpu-1large-fp32": (["e2e"], ["synthetic"]),
+        "tflite-cpu-2large-fp32": (["e2e"], ["synthetic", "transformer", "zoo"]), "pytorch-cpu-1large-fp32": (["e2e"], ["synthetic"]),
         "onnxruntime-cpu-1large-fp32": (["e2e", "op"], ["synthetic", "zoo"]),
         "executorch-cpu-1large-fp32": (["e2e", "op", "kernel"], ["synthetic", "zoo"]),
         "tflite-gpu-fp32": (["e2e", "kernel"], ["nasbench201"])}
