@@ -270,13 +270,18 @@ def partitions(ops: Sequence[TfliteOp], delegated: Sequence[bool]) -> list[tuple
 def deduce_kernel_ops(graph: Graph) -> list[KernelOp]:
     """The operators LiteRT runs for ``graph`` with fp32 weights on CPU, in execution order,
     each with its TFLite operator and IR node."""
+    return _deduce(graph)[1]
+
+
+def _deduce(graph: Graph) -> tuple[list[TfliteOp], list[KernelOp]]:
+    """(the TFLite operators of ``graph``, the operators LiteRT runs for them)."""
     graph = converted_graph(graph)
     ops = tflite_ops(graph)
     names = _names(ops, graph)
     # an operator the delegate does not take runs as its own builtin name
     delegated = [not (len(n) == 1 and n[0] == op.op) for op, n in zip(ops, names)]
-    return [KernelOp(name, i, ops[i].op, ops[i].node, d, subset)
-            for subset, (d, members) in enumerate(partitions(ops, delegated)) for i in members for name in names[i]]
+    return ops, [KernelOp(name, i, ops[i].op, ops[i].node, d, subset)
+                 for subset, (d, members) in enumerate(partitions(ops, delegated)) for i in members for name in names[i]]
 
 
 #: operators a converter adds to a quantized file, outside the IR's plan (they have no node)
@@ -353,7 +358,7 @@ def executed_ops(graph: Graph, names: Sequence[str], groups: Sequence[Any]) -> l
     operators), from the executed names and runtime groups (:func:`align`); None when the
     executed operators are not the deduced ones."""
     try:
-        predicted = deduce_kernel_ops(graph)
+        ops, predicted = _deduce(graph)
     except (KeyError, ValueError):  # an operator without an XNNPACK rule, or no order: nothing to align
         return None
     idx = align(predicted, names, groups)
@@ -361,7 +366,7 @@ def executed_ops(graph: Graph, names: Sequence[str], groups: Sequence[Any]) -> l
         return None
     seen: Counter = Counter()
     ordinal = []
-    for o in tflite_ops(graph):
+    for o in ops:
         ordinal.append(seen[(o.node, o.op)])
         seen[(o.node, o.op)] += 1
     return [(predicted[i].node, predicted[i].tflite_op, ordinal[predicted[i].op_index]) for i in idx]
