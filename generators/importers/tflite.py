@@ -552,6 +552,12 @@ def _affine_const(c: _Converter, x: _V, k: Any) -> bool:
     return shape == [x.shape[1]] or shape == want or shape == want[len(want) - len(shape):]
 
 
+def _per_feature(c: _Converter, a: _V, b: Any) -> bool:
+    """``b`` is a constant of one value per feature of the axis the layer norm ``a`` normalises
+    (a gain or a shift)."""
+    return isinstance(b, _Const) and math.prod(b.shape) == c.g.shape(a.ref)[a.data[0]]
+
+
 def _layer_norm_step(c: _Converter, i: int, op: str, a: Any, b: Any) -> _V | None:
     """The next step of a layer norm as TFLite's converter writes it, or None. Two patterns:
     Keras' LayerNormalization (``m = MEAN(x)``, ``NEG(m)``, ``SQUARED_DIFFERENCE(x, m)``,
@@ -570,17 +576,15 @@ def _layer_norm_step(c: _Converter, i: int, op: str, a: Any, b: Any) -> _V | Non
     if op == "MUL" and isinstance(b, _V) and a.ref == b.ref and {a.pending, b.pending} == {"ln_centered", "ln_rstd"}:
         d, r = (a, b) if a.pending == "ln_centered" else (b, a)
         return _V(a.ref, a.shape, a.perm, "ln_normed", r.data, (*d.origin, *r.origin, i))
-    if op == "MUL" and a.pending == "ln_normed" and isinstance(b, _Const) and \
-            math.prod(b.shape) == c.g.shape(a.ref)[a.data[0]]:
+    if op == "MUL" and a.pending == "ln_normed" and _per_feature(c, a, b):
         return _V(a.ref, a.shape, a.perm, "ln_normed_g", a.data, (*a.origin, i))
-    if op == "ADD" and a.pending == "ln_normed_g" and isinstance(b, _Const) and \
-            math.prod(b.shape) == c.g.shape(a.ref)[a.data[0]]:
+    if op == "ADD" and a.pending == "ln_normed_g" and _per_feature(c, a, b):
         ref = c.add("layernorm", [a.ref], (*a.origin, i), axis=a.data[0], eps=a.data[1])
         return _V(ref, tuple(c.g.shape(ref)), a.perm)
     v = _scalar(b)
     if op == "ADD" and a.pending == "ln_var" and v is not None:
         return _V(a.ref, a.shape, a.perm, "ln_var_eps", (*a.data, f32(v)), (*a.origin, i))
-    if op == "MUL" and a.pending == "ln_rstd" and isinstance(b, _Const) and math.prod(b.shape) == c.g.shape(a.ref)[a.data[0]]:
+    if op == "MUL" and a.pending == "ln_rstd" and _per_feature(c, a, b):
         return _V(a.ref, a.shape, a.perm, "ln_g", (*a.data, i), a.origin)
     if op == "MUL" and isinstance(b, _V):
         for p, q in ((a, b), (b, a)):
