@@ -171,6 +171,20 @@ def test_lookup_uses_exact_configs_then_nearest_scaled_by_flops():
     assert m.predict(twice[None])[0] == pytest.approx(4.0)  # unseen: nearest (row) x FLOPs ratio 2
 
 
+def test_lookup_nearest_is_the_direct_comparison_of_every_key_ties_included():
+    """The fast nearest-key search picks what comparing a query with every key picks, the first
+    of equal distances included (a coarse grid makes many exact ties), in chunks of any size."""
+    rng = np.random.default_rng(0)
+    for trial in range(12):
+        d = int(rng.integers(2, 12))
+        keys = np.unique(np.round(np.exp(rng.uniform(0, 8, (int(rng.integers(1, 600)), d))) / (400 if trial % 2 else 1)), axis=0)
+        m = LookupOpModel(keys, np.ones(len(keys)), 0)
+        q = np.round(np.exp(rng.uniform(0, 8, (int(rng.integers(1, 900)), d))) / (400 if trial % 2 else 1))
+        lq = np.log1p(q) / m._spread
+        direct = ((lq[:, None, :] - m._logk[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+        np.testing.assert_array_equal(m._nearest(lq, chunk=int(rng.integers(1, 1000))), direct, err_msg=f"trial {trial}")
+
+
 # ---------------------------------------------------------------- op-wise predictors
 @pytest.mark.parametrize("name", ["usc_lasso", "usc_rf", "usc_gbdt", "lookup"])
 def test_opwise_on_gpu_op_times(ds, name):
