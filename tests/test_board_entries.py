@@ -156,6 +156,23 @@ def test_the_board_stages_score_the_committed_host_entries():
     assert (ROOT / ENTRIES["host"]).is_dir()  # committed (DVC refuses a missing dependency)
 
 
+def test_every_committed_host_split_is_what_the_release_freezes():
+    """Every host track's split is in git and is what the committed release gives. The main
+    job's splits stage freezes a missing split from the release as it is now: a file left out of a
+    commit (or a track that selects by dataset, after the release grew) gives other folds, and
+    the main job rejects every entry of that track. A track whose folds change takes a new
+    version and its entries are refitted."""
+    from leaderboard.run import available
+    from leaderboard.tracks import compute_split
+
+    host = [n for n in TRACKS.names() if TRACKS.get(n).data == "host"]
+    assert [n for n in host if not TRACKS.get(n).split_file.is_file()] == []  # committed, not frozen anew
+    ok, skipped = available(host, None, write_splits=False)
+    assert not skipped, skipped
+    differ = [n for n, (data, split) in ok.items() if compute_split(data).folds != split.folds]
+    assert differ == [], f"{differ}: the committed split is not what the release freezes"
+
+
 def test_a_host_track_on_the_release_scores_an_entry_and_lists_the_missing_predictors(public, tmp_path, monkeypatch):
     """A predictor trained on a host track of the release is scored; every other registered
     predictor is listed with the command that trains it into the committed host entries."""
