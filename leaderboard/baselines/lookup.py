@@ -74,7 +74,7 @@ class LookupOpModel:
         comparison of all keys would, bit for bit."""
         k = self._logk
         kk = (k * k).sum(axis=1)
-        out = np.empty(len(lq), dtype=np.int64)
+        out = np.full(len(lq), -1, dtype=np.int64)
         for a in range(0, len(lq), chunk):
             q = lq[a:a + chunk]
             qq = (q * q).sum(axis=1)
@@ -86,6 +86,9 @@ class LookupOpModel:
             order = np.lexsort((cols, exact, rows))  # by row, then distance, then key index
             first = order[np.r_[True, rows[order][1:] != rows[order][:-1]]]
             out[a + rows[first]] = cols[first]
+        left = np.flatnonzero(out < 0)  # a row no key compares with (a NaN feature): as the direct pick
+        if len(left):
+            out[left] = ((lq[left][:, None, :] - k[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
         return out
 
     def state(self, store, prefix: str) -> dict:
