@@ -355,4 +355,3 @@ def test_committed_host_litert_entries_learned_transformers():
         X = Networks(release, tuple(by_name[n] for n in held["names"]), sid)
         np.testing.assert_allclose(shelf.predictor(sid).predict(X), held["predicted_ms"],
                                    rtol=RTOL.get(e["predictor"], 1e-9), err_msg=sid)
-
