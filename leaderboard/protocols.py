@@ -24,6 +24,8 @@ into a split file the first time, so later code changes cannot move a split sile
 - ``framework-transfer``: a holdout test share per target runtime's scenario, ``n_train``
   networks drawn per draw, plus the same network's latency on another runtime of the same device
   (the cross-framework track).
+- ``device-transfer``: a holdout test share per target scenario, ``n_train`` networks drawn per
+  draw, plus every other device's measurements (HELP's setting on a source of many devices).
 """
 from __future__ import annotations
 
@@ -325,14 +327,15 @@ def _transfer_view(p: Mapping[str, Any], dataset: Any, scenario_id: str, train_i
 
 def _sources_view(dataset: Any, sources: list[str], scenario_id: str, train_ids: Any) -> Any:
     """``dataset`` with the ``sources`` scenarios whole and the target's ``train_ids`` only, the
-    sources named in ``transfer_sources``."""
+    sources named in ``transfer_sources``. Whole means every network a predictor can read: a
+    public source's networks without IR (AI Hub's detectors, LLMs) are left out."""
     from pipelines.dataset.load import Dataset
 
     keep, train = set(sources), set(train_ids)
     t = dataset.tables()
     e = t["e2e"]
-    t["e2e"] = e[e["scenario_id"].isin(keep) | ((e["scenario_id"] == scenario_id) & e["model_id"].isin(train))
-                 ].reset_index(drop=True)
+    t["e2e"] = e[(e["scenario_id"].isin(keep) & e["model_id"].isin(dataset.buildable()))
+                 | ((e["scenario_id"] == scenario_id) & e["model_id"].isin(train))].reset_index(drop=True)
     for name in ("ops", "kernels"):  # op/kernel times only where the e2e row is visible
         df = t[name]
         hidden = ~(df["scenario_id"].isin(keep) | ((df["scenario_id"] == scenario_id) & df["model_id"].isin(train)))
@@ -361,14 +364,19 @@ PROTOCOLS.register("help-transfer")(Protocol("help-transfer", _check_transfer, _
 COUNTERPART = ("device", "accelerator", "cores", "threads", "precision", "batch")
 
 
+def _text(df: pd.DataFrame) -> pd.DataFrame:
+    """The columns as text, a missing value as the empty string (missing values compare equal)."""
+    return df.astype(object).where(df.notna(), "").astype(str)
+
+
 def counterpart(dataset: Any, scenario_id: str, framework: str) -> str:
     """The scenario of ``framework`` that equals ``scenario_id`` in every :data:`COUNTERPART`
     column (ProtocolError if there is none, or several)."""
     sc = dataset.scenarios.set_index("scenario_id")
     if scenario_id not in sc.index:
         raise ProtocolError(f"{scenario_id}: no such scenario in the data")
-    me = sc.loc[scenario_id, list(COUNTERPART)].astype(str)
-    hit = sc[(sc["framework"] == framework) & (sc[list(COUNTERPART)].astype(str) == me).all(axis=1)].index
+    keys = _text(sc[list(COUNTERPART)])  # a column the source leaves blank (cores) matches blank
+    hit = sc[(sc["framework"] == framework) & (keys == keys.loc[scenario_id]).all(axis=1)].index
     if len(hit) != 1:
         raise ProtocolError(f"source_framework: {scenario_id} has {len(hit)} {framework} counterpart(s) "
                             f"(same {', '.join(COUNTERPART)}); expected one")
@@ -377,8 +385,8 @@ def counterpart(dataset: Any, scenario_id: str, framework: str) -> str:
     return str(hit[0])
 
 
-def _check_framework_transfer(p: Mapping[str, Any]) -> None:
-    _only(p, "test_fraction", "seed", "n_train", "draws", "source_framework")
+def _check_draws(p: Mapping[str, Any]) -> None:
+    """``test_fraction``, ``seed``, ``n_train`` and ``draws`` of a holdout with drawn training networks."""
     _fraction(p, "test_fraction")
     _int(p, "seed")
     _int(p, "n_train", 1)
@@ -386,6 +394,11 @@ def _check_framework_transfer(p: Mapping[str, Any]) -> None:
     if not (isinstance(d, (list, tuple)) and d and len(set(d)) == len(d)
             and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in d)):
         raise ValueError(f"draws: expected a non-empty list of distinct ints >= 0, got {d!r}")
+
+
+def _check_framework_transfer(p: Mapping[str, Any]) -> None:
+    _only(p, "test_fraction", "seed", "n_train", "draws", "source_framework")
+    _check_draws(p)
     if not isinstance(p.get("source_framework"), str) or not p["source_framework"]:
         raise ValueError(f"source_framework: expected a framework name, got {p.get('source_framework')!r}")
 
@@ -397,16 +410,24 @@ def _framework_transfer(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
         both = set(data.measured(sid)["name"])
         e = data.dataset.e2e_for(src)
         both &= set(data.names(e["model_id"]))
-        names = [n for n in _permuted(data.networks["name"].tolist(), p["seed"]) if n in both]
-        n_test = int(round(p["test_fraction"] * len(names)))
-        if n_test < 1 or len(names) - n_test < p["n_train"]:
-            raise InsufficientData(f"{data.track.name}: {sid}: {len(names)} networks measured there and on {src}; "
-                                   f"a {p['test_fraction']:.0%} test share and {p['n_train']} training networks need more")
-        test, pool = tuple(sorted(names[:n_test])), sorted(names[n_test:])
-        for fold, draw in enumerate(p["draws"]):
-            rng = np.random.default_rng([draw, zlib.crc32(sid.encode())])
-            pick = [pool[i] for i in np.sort(rng.choice(len(pool), p["n_train"], replace=False))]
-            out.append(Fold(fold, sid, tuple(pick), test))
+        out += _holdout_draws(p, data, sid, both, f"measured there and on {src}")
+    return out
+
+
+def _holdout_draws(p: Mapping[str, Any], data: TrackData, sid: str, measured: set[str], where: str) -> list[Fold]:
+    """One fold per draw of a target scenario: the ``test_fraction`` share of the ``measured``
+    networks (permuted with ``seed``) tests, ``n_train`` of the rest drawn per draw train."""
+    names = [n for n in _permuted(data.networks["name"].tolist(), p["seed"]) if n in measured]
+    n_test = int(round(p["test_fraction"] * len(names)))
+    if n_test < 1 or len(names) - n_test < p["n_train"]:
+        raise InsufficientData(f"{data.track.name}: {sid}: {len(names)} networks {where}; a {p['test_fraction']:.0%} "
+                               f"test share and {p['n_train']} training networks need more")
+    test, pool = tuple(sorted(names[:n_test])), sorted(names[n_test:])
+    out = []
+    for fold, draw in enumerate(p["draws"]):
+        rng = np.random.default_rng([draw, zlib.crc32(sid.encode())])
+        pick = [pool[i] for i in np.sort(rng.choice(len(pool), p["n_train"], replace=False))]
+        out.append(Fold(fold, sid, tuple(pick), test))
     return out
 
 
@@ -417,10 +438,55 @@ def _framework_view(p: Mapping[str, Any], dataset: Any, scenario_id: str, train_
 
 PROTOCOLS.register("framework-transfer")(Protocol("framework-transfer", _check_framework_transfer, _framework_transfer))
 
+# ---------------------------------------------------------------- a new device from few measurements
+# ``device-transfer`` (issue 57): HELP's setting on a public source of many devices. Each target
+# scenario (one device x runtime x precision x compute unit) keeps a holdout share of the networks
+# measured there as its test set (``test_fraction``, ``seed``); each of ``draws`` picks ``n_train``
+# of the rest (one fold per draw, the same test set). The view is help-transfer's with every
+# scenario of every *other* device of the same public source as a source, whole (the test
+# networks' latencies there included: another device's measurements are what the setting gives),
+# and the target's draw only.
+
+def _check_device_transfer(p: Mapping[str, Any]) -> None:
+    _only(p, "test_fraction", "seed", "n_train", "draws")
+    _check_draws(p)
+
+
+def _device_transfer(p: Mapping[str, Any], data: TrackData) -> list[Fold]:
+    out = []
+    for sid in data.scenario_ids:
+        out += _holdout_draws(p, data, sid, set(data.measured(sid)["name"]),
+                              "measured there (min_networks in the track file keeps such scenarios out)")
+    return out
+
+
+def other_devices(dataset: Any, scenario_id: str, at_least: int = 1) -> list[str]:
+    """Every scenario of ``scenario_id``'s public source (its ``dataset`` column) on another
+    device that measured at least ``at_least`` networks a predictor can read, sorted."""
+    sc = dataset.scenarios.set_index("scenario_id")
+    if scenario_id not in sc.index:
+        raise ProtocolError(f"{scenario_id}: no such scenario in the data")
+    me = sc.loc[scenario_id, ["device", "dataset"]].astype(str)
+    hit = (sc["device"].astype(str) != me["device"]) & (sc["dataset"].astype(str) == me["dataset"])
+    e = dataset.e2e
+    count = e[e["model_id"].isin(dataset.buildable())].groupby("scenario_id")["model_id"].nunique()
+    return sorted(str(s) for s in sc.index[hit] if count.get(s, 0) >= at_least)
+
+
+def _device_view(p: Mapping[str, Any], dataset: Any, scenario_id: str, train_ids: Any) -> Any:
+    """The data a predictor of a device-transfer track sees for one target scenario and fold: the
+    other devices' scenarios that measured at least as many readable networks as the target's draw
+    (a thinner one tells a predictor less than the draw itself)."""
+    return _sources_view(dataset, other_devices(dataset, scenario_id, p["n_train"]), scenario_id, train_ids)
+
+
+PROTOCOLS.register("device-transfer")(Protocol("device-transfer", _check_device_transfer, _device_transfer))
+
 # protocol -> view(params, dataset, scenario_id, train_ids): what a predictor of the track may read,
 # built from the whole dataset (it replaces the run's mask: the sources keep the test networks'
 # rows, as HELP's source devices are known on the whole space; the target keeps the draw only)
-VIEWS: dict[str, Callable[..., Any]] = {"help-transfer": _transfer_view, "framework-transfer": _framework_view}
+VIEWS: dict[str, Callable[..., Any]] = {"help-transfer": _transfer_view, "framework-transfer": _framework_view,
+                                        "device-transfer": _device_view}
 
 
 def training_view(track: Any, dataset: Any, scenario_id: str, train_ids: Any) -> Any:

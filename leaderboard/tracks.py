@@ -89,6 +89,9 @@ class Track:
     # host's op records are another run's: builtin kernels with XNNPACK off, well over e2e)
     uses: str = "e2e"
     reference: str = ""  # where the track comes from (paper, section)
+    # a scenario joins the track when at least this many of the slice's networks are measured in
+    # it (the public sources measure some models on a few devices only)
+    min_networks: int = 0
     path: str = ""  # the YAML file
 
     @property
@@ -103,13 +106,15 @@ class Track:
 
     def spec_hash(self) -> str:
         """Hash of what determines the split: slice + protocol + parameters."""
-        blob = json.dumps({"models": self.models, "scenarios": self.scenarios, "protocol": self.protocol,
-                           "params": self.params}, sort_keys=True, default=str)
+        spec = {"models": self.models, "scenarios": self.scenarios, "protocol": self.protocol, "params": self.params}
+        if self.min_networks:  # only when set, so the tracks without it keep their hashes
+            spec["min_networks"] = self.min_networks
+        blob = json.dumps(spec, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 _FIELDS = {"name", "version", "title", "description", "data", "models", "scenarios", "protocol", "params",
-           "metrics", "primary", "group_by", "uses", "reference"}
+           "metrics", "primary", "group_by", "uses", "reference", "min_networks"}
 _REQUIRED = ("name", "version", "title", "data", "scenarios", "protocol")
 
 
@@ -144,13 +149,16 @@ def parse_track(d: Any, where: str) -> Track:
     primary = d.get("primary", metrics[0])
     if primary not in metrics:
         raise TrackError(f"{where}: primary: {primary!r} is not one of the track's metrics")
+    mn = d.get("min_networks", 0)
+    if isinstance(mn, bool) or not isinstance(mn, int) or mn < 0:
+        raise TrackError(f"{where}: min_networks: expected an int >= 0, got {mn!r}")
     if d.get("uses", "e2e") not in BLANKED:
         raise TrackError(f"{where}: uses: expected one of {', '.join(BLANKED)}, got {d['uses']!r}")
     track = Track(name=name, version=d["version"], title=str(d["title"]), description=str(d.get("description", "")).strip(),
                   data=d["data"], models=dict(d.get("models") or {}), scenarios=dict(d["scenarios"] or {}),
                   protocol=d["protocol"], params=dict(d.get("params") or {}), metrics=metrics, primary=primary,
                   group_by=tuple(d.get("group_by") or ()), uses=d.get("uses", "e2e"),
-                  reference=str(d.get("reference", "")), path=where)
+                  reference=str(d.get("reference", "")), min_networks=mn, path=where)
     try:
         PROTOCOLS.get(track.protocol).check(track.params)
     except (TypeError, ValueError) as e:
@@ -254,10 +262,14 @@ def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> Trac
     scen = _match(ds.scenarios, track.scenarios, "scenarios", track)
     models = _match(ds.models, track.models, "models", track)
     e2e = ds.e2e[ds.e2e["scenario_id"].isin(set(scen["scenario_id"])) & ds.e2e["model_id"].isin(set(models["model_id"]))]
+    if track.min_networks:
+        count = e2e.groupby("scenario_id")["model_id"].nunique()
+        e2e = e2e[e2e["scenario_id"].isin(set(count.index[count >= track.min_networks]))]
     sids = sorted(set(e2e["scenario_id"]))
     if not sids:
         return Unavailable(track.name, f"no measurements in {root} match the track's slice "
-                           f"(scenarios {track.scenarios}, models {track.models or 'all'})"
+                           f"(scenarios {track.scenarios}, models {track.models or 'all'}"
+                           + (f", at least {track.min_networks} networks per scenario" if track.min_networks else "") + ")"
                            + (f"; {skipped}" if skipped else ""))
     models = models[models["model_id"].isin(set(e2e["model_id"]))]
     from .protocols import PROTOCOLS

@@ -1,7 +1,8 @@
 """The predictor shelf: one fitted predictor per known scenario, committed, ready for ``latbench predict``.
 
 nn-Meter ships a predictor per device; the shelf holds one per *scenario* the suite has data for
-(every USC phone x framework x core set x precision, every HELP device, the host's scenarios),
+(every USC phone x framework x core set x precision, every HELP device, the host's scenarios,
+every Qualcomm AI Hub device x runtime x precision x compute unit the board's track holds),
 each with its provenance and the accuracy it reached on networks it never saw.
 
 The package sits above both ``pipelines/`` and ``leaderboard/``: the board chooses each
@@ -34,9 +35,10 @@ from typing import Any
 
 
 # the board's tracks whose scored scenarios go on the shelf (shelf/build.py): the USC k-fold track,
-# HELP's 900-network track, the host's per-scenario track and the host tracks of the runtimes that
-# one does not hold
-SHELF_TRACKS = ("usc-real-kfold", "help-nb201-n900", "host-per-scenario", "host-onnxruntime", "host-executorch")
+# HELP's 900-network track, the host's per-scenario track, the host tracks of the runtimes that
+# one does not hold, and Qualcomm AI Hub's k-fold track (today's phones and NPUs)
+SHELF_TRACKS = ("usc-real-kfold", "help-nb201-n900", "host-per-scenario", "host-onnxruntime", "host-executorch",
+                "qaihub-kfold")
 
 
 class ShelfError(ValueError):

@@ -56,6 +56,18 @@ def qaihub_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def qaihub_public(qaihub_dir, tmp_path_factory) -> Path:
+    """The AI Hub copy imported alone (IR rebuilt) into a public data folder, once per test process."""
+    from pipelines.dataset import QaihubConfig
+    from pipelines.dataset.import_public import run_import
+
+    out = tmp_path_factory.getbasetemp() / "public-qaihub"
+    if not (out / "e2e.parquet").is_file():
+        run_import(None, None, out_dir=out, progress=False, card=False, cfg_qaihub=QaihubConfig(path=str(qaihub_dir)))
+    return out
+
+
+@pytest.fixture(scope="session")
 def public(shared_dir, tmp_path_factory) -> dict[str, str]:
     """Leaderboard data roots for tests: a small public import (USC Pixel 4 + a HELP subset, built
     once per test process) and a host folder that does not exist (host tracks are skipped)."""

@@ -4,8 +4,9 @@ classification networks to IR, the pull source, and bad input.
 
 The copy holds 167 model folders measured on 13 devices (it leaves some of the repository's
 devices out: its SOURCE.md); one device, the Snapdragon 8 Elite QRD, has LLM entries only, which
-carry no inference time, so 12 devices have e2e rows. Of the 40 classification networks, 19 are
-expressed as IR; the others have their reason (pipelines/dataset/qaihub_models.py).
+carry no inference time, so 12 devices have e2e rows. Of the 40 classification networks, 21 are
+expressed as IR (two vision transformers among them); the others have their reason
+(pipelines/dataset/qaihub_models.py).
 """
 from __future__ import annotations
 
@@ -66,8 +67,8 @@ def test_networks_with_ir_and_the_reason_of_the_others(imported):
     meta = m["meta"].map(json.loads)
     folder = meta.map(lambda d: d["qaihub_model"])
     with_ir = m[m["ir"].notna()]
-    # every recipe passes its checks: 19 of the 40 classification networks (the data allows no more: docstring)
-    assert sorted(folder[m["ir"].notna()]) == sorted(RECIPES) and len(with_ir) == 19
+    # every recipe passes its checks: 21 of the 40 classification networks
+    assert sorted(folder[m["ir"].notna()]) == sorted(RECIPES) and len(with_ir) == 21
     assert with_ir["model_id"].str.fullmatch(r"[0-9a-f]{16}").all() and with_ir["flops"].gt(0).all()
     for _, row in with_ir.iterrows():
         stated = RECIPES[json.loads(row["meta"])["qaihub_model"]].params
@@ -79,8 +80,12 @@ def test_networks_with_ir_and_the_reason_of_the_others(imported):
     for case in CLASSIFICATION:
         for f in USE_CASES[case]:
             assert f in RECIPES or f in NOT_EXPRESSED, f
-    # the transformer operators are in the IR (issue 54), their recipes not yet in the mapping
-    assert reasons["vit"] == "a vision transformer: the IR has its operators now, but the mapping has no recipe for it yet"
+    # the transformer operators are in the IR (issue 54): ViT-B/16 and EfficientFormer-L1 have recipes,
+    # the other transformers not yet
+    assert reasons["levit"] == "a vision transformer: the IR has its operators now, but the mapping has no recipe for it yet"
+    vit = with_ir.set_index("name").loc["vit_b_16"]
+    assert vit["params"] == 86_567_656 and vit["source"] == "zoo" and vit["family"] == "vit"
+    assert with_ir.set_index("name").loc["zoo-efficientformer-ref", "params"] == 12_281_752
     assert "deformable_conv2d" in reasons["internimage"] and "layernorm" not in reasons["internimage"]
     assert "conv3d" in reasons["resnet_3d"] and "out of the scope" in reasons["yolov8_det"]
     assert "out of the scope" in reasons["llama_v3_2_1b_instruct"]
@@ -145,10 +150,10 @@ def test_through_import_public_into_a_folder(tmp_path, qaihub_dir):
     ds = load_dataset(out)
     assert set(ds.scenarios["device"]) == {"galaxy_s24"}
     m = ds.models.set_index("name")
-    assert set(m.index) == {"resnet18", "inceptionv3_gp", "vit"}
+    assert set(m.index) == {"resnet18", "inceptionv3_gp", "vit_b_16"}
     assert m["ir"].isna()["resnet18"] and m.loc["resnet18", "arch"] == "resnet18"  # arch rebuilds it
     assert ds.graph(m.loc["resnet18", "model_id"]).model_id == m.loc["resnet18", "model_id"]
-    assert not m["ir"].isna()["inceptionv3_gp"]  # its arch cannot: the IR is kept
+    assert not m["ir"].isna()["inceptionv3_gp"] and not m["ir"].isna()["vit_b_16"]  # no arch rebuilds them: kept
     assert (out / "import_problems.csv").read_text() == "file,row,column,message\n"
     assert "qai-hub-models" in (out / "DATASET.md").read_text()
 

@@ -64,7 +64,7 @@ def test_exports_every_format_then_skips_what_is_done_and_records_a_bad_model(tm
 
 @pytest.mark.slow
 def test_a_killed_export_resumes_with_one_artifact_per_pair(tmp_path, root):
-    raw, cfg = small_params(tmp_path / "data", formats=["tflite_fp32", "tflite_int8", "torchscript_int8"], n=6)
+    raw, cfg = small_params(tmp_path / "data", formats=["tflite_fp32", "tflite_int8"], n=4)
     params = write_params(raw, tmp_path / "params.yaml")
     run_generate(cfg, progress=False)
     art = tmp_path / "data" / "artifacts"
@@ -76,18 +76,18 @@ def test_a_killed_export_resumes_with_one_artifact_per_pair(tmp_path, root):
     os.killpg(proc.pid, signal.SIGKILL)  # the stage and its workers, mid-sweep
     proc.wait()
     done_before = len(list(art.glob("*/*.facts.json")))
-    assert 0 < done_before < 18, "the kill should land mid-sweep"
+    assert 0 < done_before < 8, "the kill should land mid-sweep"
 
     r = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert f"{done_before} already done" in r.stdout  # nothing finished before the kill is redone
     rows = manifest(art)
-    assert len(rows) == 18 and all(row["status"] == "ok" for row in rows)
+    assert len(rows) == 8 and all(row["status"] == "ok" for row in rows)
     for row in rows:
         folder = art / row["model_id"]
         assert len(list(folder.glob(f"{row['format']}.*"))) == 2  # the artifact and its facts, once
     assert not list(art.rglob("*.tmp"))
-    assert yaml.safe_load(params.read_text())["export"]["formats"] == ["tflite_fp32", "tflite_int8", "torchscript_int8"]
+    assert yaml.safe_load(params.read_text())["export"]["formats"] == ["tflite_fp32", "tflite_int8"]
 
 
 def test_bad_export_config_is_one_line(tmp_path):

@@ -155,3 +155,18 @@ def test_mobilevit_runs_in_executorch(tmp_path):
     with torch.no_grad():
         ref = to_module(g)(*example_tensors(g)).numpy()
     assert np.abs(got[0] - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def test_a_configured_family_builds_a_published_sibling():
+    """``configured`` sets the named sampler keys and keeps the reference elsewhere: the ViT family
+    at ViT-B/16's width and heads is torchvision's vit_b_16 (86,567,656 parameters); a key the
+    family's build never asks is an error naming it."""
+    from generators.zoo import configured
+
+    g = configured("vit", {"heads": 12, "embed": 768}, "vit_b_16").validate()
+    assert g.params == 86_567_656 and g.name == "vit_b_16" and g.meta["config"] == {"embed": 768, "heads": 12}
+    assert g.op_counts() == reference("vit").op_counts()  # the same structure, wider
+    with pytest.raises(ValueError, match=r"vit: the family's build never asks for width"):
+        configured("vit", {"width": 768}, "x")
+    with pytest.raises(ValueError, match=r"embed: width 770 is not a multiple of 12"):
+        configured("vit", {"heads": 12, "embed": 770}, "x")

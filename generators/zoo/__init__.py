@@ -16,7 +16,7 @@ import importlib
 import pkgutil
 
 from .registry import FAMILIES, Family, register_family  # noqa: F401
-from .sampler import ReferenceSampler, Sampler, VariantSampler  # noqa: F401
+from .sampler import ConfiguredSampler, ReferenceSampler, Sampler, VariantSampler  # noqa: F401
 
 _INFRASTRUCTURE = {"registry", "sampler", "source"}
 
@@ -24,4 +24,4 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name not in _INFRASTRUCTURE and not _module.name.startswith("_"):
         importlib.import_module(f"{__name__}.{_module.name}")
 
-from .source import NNMETER_FAMILIES, ZooConfig, ZooSource, reference, validate_config, variant  # noqa: E402,F401
+from .source import NNMETER_FAMILIES, ZooConfig, ZooSource, configured, reference, validate_config, variant  # noqa: E402,F401

@@ -95,6 +95,45 @@ class ReferenceSampler(Sampler):
         return ref
 
 
+class ConfiguredSampler(ReferenceSampler):
+    """Gives the value ``values`` names for a key (a width, kernel, depth, heads count or ratio)
+    and the reference value for every other: a published sibling of the reference (ViT-B/16 from
+    the ViT family's widths and heads). A key the build never asks is an error naming it."""
+
+    is_reference = False
+
+    def __init__(self, values: dict[str, float]):
+        self.values = dict(values)
+        self.asked: set[str] = set()
+
+    def _get(self, key: str, ref: float) -> float:
+        self.asked.add(key)
+        return self.values.get(key, ref)
+
+    def channels(self, key: str, ref: int, multiple: int = 1) -> int:
+        value = int(self._get(key, ref))
+        if value % multiple:
+            raise ValueError(f"{key}: width {value} is not a multiple of {multiple}")
+        return value
+
+    def kernel(self, key: str, ref: int) -> int:
+        return int(self._get(key, ref))
+
+    def depth(self, key: str, ref: int) -> int:
+        return int(self._get(key, ref))
+
+    def heads(self, key: str, ref: int) -> int:
+        return int(self._get(key, ref))
+
+    def ratio(self, key: str, ref: float) -> float:
+        return float(self._get(key, ref))
+
+    def check_used(self, family: str) -> None:
+        unused = sorted(set(self.values) - self.asked)
+        if unused:
+            raise ValueError(f"{family}: the family's build never asks for {', '.join(unused)}")
+
+
 class VariantSampler(Sampler):
     """Redraws widths and spatial kernels from ``rng`` (memoised by key)."""
 

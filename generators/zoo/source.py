@@ -15,7 +15,7 @@ from ..ir import Graph
 from foundation.registry import UnknownName
 from ..sources import register_source
 from .registry import FAMILIES
-from .sampler import ReferenceSampler, Sampler, VariantSampler
+from .sampler import ConfiguredSampler, ReferenceSampler, Sampler, VariantSampler
 from foundation.configs import coerce
 
 SOURCE = "zoo"
@@ -91,6 +91,17 @@ def reference(family: str) -> Graph:
     FAMILIES.get(family)
     meta = {"family": family, "seed": None, "index": None, "reference": True}
     return _build(family, ReferenceSampler(), f"zoo-{family}-ref", meta)
+
+
+def configured(family: str, values: dict[str, float], name: str) -> Graph:
+    """The family's network with the widths, kernels, depths, heads or ratios ``values`` names
+    (:class:`ConfiguredSampler` keys) and the reference elsewhere, named ``name``."""
+    FAMILIES.get(family)
+    sampler = ConfiguredSampler(values)
+    meta = {"family": family, "seed": None, "index": None, "reference": False, "config": dict(sorted(values.items()))}
+    g = _build(family, sampler, name, meta)
+    sampler.check_used(family)
+    return g
 
 
 def variant(family: str, seed: int, index: int, cfg: Any = None) -> Graph:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import Networks, Predictor, register_predictor
+from .base import MIN_MS, Networks, Predictor, register_predictor
 from .features import CONFIGS, COLUMNS, op_frame
 from .usc_opwise import OpTimes
 
@@ -306,7 +306,7 @@ class TypedNnls(Predictor):
     def _predict_sums(self, sums: list[dict[str, float]]) -> np.ndarray:
         if not sums:
             return np.zeros(0)
-        return np.maximum(self._design(sums) @ self.coef_, 0.0)
+        return np.maximum(self._design(sums) @ self.coef_, MIN_MS)
 
     def _set_fallback(self, typed_n: list[str], present: dict[str, int]) -> None:
         """For each base op type, its most common kept typed op (unseen typed ops borrow its columns)."""

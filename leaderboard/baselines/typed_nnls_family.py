@@ -101,8 +101,11 @@ class TypedNnlsFamily(Predictor):
         X, y = X[order], y[order]  # a canonical order: the fit is the same as target or as sibling
         cache = self._cache(X.dataset) if self.pool == "siblings" else {}
         key = self._key(X.scenario_id, X.model_ids)
-        if key in cache:  # fitted already as another scenario's sibling, on the same view and networks
-            self.base_, own = cache[key]
+        hit = cache.get(key)
+        # fitted already as another scenario's sibling, on the same view and networks (a sibling
+        # with too few networks to fit is cached without a fit: the target fits itself)
+        if hit is not None and hit[0] is not None:
+            self.base_, own = hit
         else:
             self.base_ = self._base().fit(X, y)
             own = self._oof(X, y, self.base_)

@@ -35,7 +35,8 @@ category share a pooled model (``<category>:*``). At prediction, an op type not 
 uses its category's pooled model, else the category's model with the most training ops; an op
 of a category with no model at all counts 0 (its time is then part of T_overhead, like the
 element-wise ops the USC TFLite GPU files do not record). An op marked ``fused`` in the ops table
-(no kernel of its own) counts 0. Predicted op times are clipped at 0.
+(no kernel of its own) counts 0. Predicted op times are clipped at 0, a network's sum at
+``base.MIN_MS``.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from .base import Networks, Predictor, register_predictor
+from .base import MIN_MS, Networks, Predictor, register_predictor
 from .features import CONFIGS, OpFrame, category_of, op_frame
 from .linear import ALPHAS, LinearOpModel, split_e2e
 from .trees import ForestOpModel, LightGbmOpModel
@@ -282,7 +283,7 @@ class OpWisePredictor(Predictor):
         """e2e ms of every network of an op frame (for callers that featurized already)."""
         self._check_fitted()
         per_op = self._op_predictions(frame, unique)
-        return np.bincount(frame.net, weights=per_op, minlength=frame.n_nets) + self.overhead_ms_
+        return np.maximum(np.bincount(frame.net, weights=per_op, minlength=frame.n_nets) + self.overhead_ms_, MIN_MS)
 
     def predict(self, X: Networks) -> np.ndarray:
         X = self._check_X(X)

@@ -293,6 +293,13 @@ class Dataset:
         return g
 
     # ------------------------------------------------------------ subsets
+    def buildable(self) -> set[str]:
+        """The model ids :meth:`graph` can build: an IR stored, or an arch a recipe rebuilds (a
+        public source's network without IR has neither: no predictor reads it)."""
+        m = self._t["models"]
+        arch = m["arch"].notna() & m["source"].isin(["pytorch", "nasbench201"])
+        return set(m.loc[m["ir"].notna() | arch, "model_id"])
+
     def subset(self, dataset: str | Iterable[str]) -> "Dataset":
         """Only the rows of the given source dataset(s) (``usc-mobile-ml-benchmark`` ...)."""
         names = {dataset} if isinstance(dataset, str) else set(dataset)

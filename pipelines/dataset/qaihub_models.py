@@ -4,8 +4,9 @@ Every model folder of quic/ai-hub-models at the pinned commit (:mod:`.qaihub`) i
 :data:`USE_CASES` under the use case its ``info.yaml`` states there (the copy of the measurements
 holds the perf.yaml files only). The classification networks the IR expresses have a
 :class:`Recipe` in :data:`RECIPES`: a pytorchcv model (pytorchcv 0.0.67, rebuilt by
-``generators.importers.pytorch``), a pytorchcv builder with the source's configuration, or a
-zoo family's reference (``generators/zoo``), at the input the source's export declares
+``generators.importers.pytorch``), a pytorchcv builder with the source's configuration, a
+zoo family's reference (``generators/zoo``) or the family at a published sibling's sizes
+(``generators.zoo.configured``: ViT-B/16 from the ViT family), at the input the source's export declares
 (``ImagenetClassifier.get_input_spec``: 1x3x224x224 for every ImageNet classifier; YAMNet
 1x1x96x64). ``params`` is the parameter count the source's ``info.yaml`` states, which the
 importer checks the IR against (the source states it to three digits and does not say what it
@@ -25,7 +26,8 @@ PARAMS_TOLERANCE = 0.01  # |IR params / stated - 1| at most this: three digits, 
 class Recipe:
     """How to build one AI Hub network as IR."""
 
-    kind: str  # "pytorchcv" (a model name), "pytorchcv_builder" (module:function with kwargs), "zoo" (a family)
+    kind: str  # "pytorchcv" (a model name), "pytorchcv_builder" (module:function with kwargs), "zoo" (a family;
+    # with kwargs, generators.zoo.configured's values: the family at a published sibling's sizes)
     name: str  # the pytorchcv name, "<pytorchcv.models module>:<function>", or the zoo family
     params: float  # the parameter count the source states (info.yaml, "Number of parameters")
     input_shape: tuple[int, ...] = (1, 3, 224, 224)
@@ -60,6 +62,11 @@ RECIPES: dict[str, Recipe] = {
     "regnet": Recipe("pytorchcv", "regnetx032", 15.3e6, note="torchvision's regnet_x_3_2gf"),
     "dla102x": Recipe("pytorchcv", "dla102x", 26.3e6),
     "googlenet": Recipe("zoo", "googlenet", 6.62e6),
+    "efficientformer": Recipe("zoo", "efficientformer", 12.3e6,
+                              note="EfficientFormer-L1 (the source's efficientformer_l1_300d checkpoint) without its "
+                              "layer scales and attention biases, which the IR has no constants for"),
+    "vit": Recipe("zoo", "vit", 86.6e6, kwargs=(("heads", 12), ("embed", 768)), label="vit_b_16",
+                  note="torchvision's vit_b_16: the zoo's ViT family (DeiT-Ti) at ViT-B/16's 768 width and 12 heads"),
     "nasnet": Recipe("pytorchcv", "nasnet_6a4032", 88.7e6, global_pool=True, label="nasnet_6a4032_gp",
                      note="timm's nasnetalarge; pytorchcv's 11x11 final pool made global, at 224x224"),
     "yamnet": Recipe("pytorchcv", "mobilenet_w1", 3.73e6, input_shape=(1, 1, 96, 64),
@@ -118,8 +125,10 @@ CLASSIFICATION = ("Image Classification", "Audio Classification", "Video Classif
 _ATTENTION = ("layernorm", "matmul", "softmax", "gelu")  # multi-head attention is built from these (blocks.attention)
 _TRANSFORMER = ("a vision transformer", _ATTENTION)
 NOT_EXPRESSED: dict[str, tuple[str, tuple[str, ...] | str]] = {
-    "beit": _TRANSFORMER, "efficientformer": _TRANSFORMER, "levit": _TRANSFORMER, "mobile_vit": _TRANSFORMER,
-    "vit": _TRANSFORMER, "video_mae": ("a video transformer", _ATTENTION + ("conv3d",)),
+    "beit": _TRANSFORMER, "levit": _TRANSFORMER,
+    "mobile_vit": ("MobileViT-S (the source's 5.57M parameters)", "the zoo's MobileViT family is MobileViT-XXS, whose "
+                   "MobileNetV2 expansion (2, against 4) is no sampled value"),
+    "video_mae": ("a video transformer", _ATTENTION + ("conv3d",)),
     "openai_clip": ("CLIP's image and text transformers", _ATTENTION),
     "efficientvit_b2_cls": ("EfficientViT", ("matmul",)), "efficientvit_l2_cls": ("EfficientViT", ("matmul",)),
     "convnext_base": ("ConvNeXt", ("layernorm",)), "convnext_tiny": ("ConvNeXt", ("layernorm",)),
