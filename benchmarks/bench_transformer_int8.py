@@ -55,23 +55,13 @@ def mape(pred: np.ndarray, true: np.ndarray) -> float:
 
 
 def retest_rows(root: Path, test_ids: set[str]) -> None:
-    from pipelines.retest import residuals
+    """pipelines.retest's comparison, on the retest rows of ``test_ids`` only."""
+    from pipelines.control import read_history
+    from pipelines.dataset.load import load_dataset
+    from pipelines.retest import HISTORY, compare, format_compare
 
-    path = root / "retest.csv"
-    if not path.is_file():
-        print(f"  {path}: no retest rows")
-        return
-    r = pd.read_csv(path)
-    r = r[r["model_id"].isin(test_ids)]
-    e2e = pd.read_parquet(root / "e2e.parquet", columns=["scenario_id", "model_id", "latency_ms"])
-    r = r.merge(e2e, on=["scenario_id", "model_id"], suffixes=("_retest", ""))
-    print(f"  {'scenario':30s} {'session':17s} {'nets':>4s} {'factor':>7s} {'sigma':>6s} {'ceiling10':>9s}")
-    for (sid, session), g in r.groupby(["scenario_id", "session"]):
-        factor, res = residuals(list(g["latency_ms_retest"] / g["latency_ms"]))
-        res = np.asarray(res)
-        sigma = 1.4826 * float(np.median(np.abs(res)))
-        ceiling = float(np.mean(np.abs(np.expm1(res / np.sqrt(2.0))) <= 0.10))
-        print(f"  {sid:30s} {session:17s} {len(g):4d} {factor:7.3f} {sigma * 100:5.1f}% {ceiling * 100:8.0f}%")
+    rows = [r for r in read_history(root / HISTORY) if r["model_id"] in test_ids]
+    print("  " + format_compare(compare(rows, load_dataset(root).e2e)).replace("\n", "\n  "))
 
 
 def main() -> None:
