@@ -483,6 +483,19 @@ def _infer_scale(a: dict, ins: list[Shape]) -> list[Shape]:
 register_op(OpSpec("scale", _infer_scale, {"factor": REQUIRED}, category="elementwise", types={"factor": float_kind}))
 
 
+def _infer_shift(a: dict, ins: list[Shape]) -> list[Shape]:
+    v = a["value"]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise OpError(f"value must be a finite number, got {v!r}")
+    a["value"] = float(v)
+    return [list(ins[0])]
+
+
+# Addition of a constant scalar: the offset of a preprocessing layer (Keras' Rescaling with an
+# offset, ``x / 127.5 - 1``) and scalar add/sub of imported models that no fused pattern explains.
+register_op(OpSpec("shift", _infer_shift, {"value": REQUIRED}, category="elementwise", types={"value": float_kind}))
+
+
 def _infer_clip(a: dict, ins: list[Shape]) -> list[Shape]:
     lo, hi = a["min"], a["max"]
     for key, v in (("min", lo), ("max", hi)):

@@ -166,6 +166,8 @@ def _lower_node(b: _Builder, n: Node, xs: list[int], graph: Graph) -> list[int]:
         return [y]
     if op == "scale":
         return [add(MUL, name, [xs[0], b.const(name)], rank)]
+    if op == "shift":
+        return [add(ADD, name, [xs[0], b.const(name)], rank)]
     if op == "avgpool":
         delegated = not a["ceil_mode"] and not (a["count_include_pad"] and any(a["padding"]))
         return [add(AVG_POOL, name, xs, rank, supported=delegated, padding=list(a["padding"]))]

@@ -275,6 +275,7 @@ DELEGATE_OP_BUILDERS: dict[str, Callable[[_Builder, Node], None]] = {
                                         ("mul", "MUL", [], {"const": True})]),
     "swish": lambda b, n: b.emit(n, [("sigmoid", "LOGISTIC", [], {}), ("mul", "MUL", [n.inputs[0]], {})]),
     "clip": _clip, "scale": lambda b, n: b.emit(n, [("mul", "MUL", [], {"const": True})]),
+    "shift": lambda b, n: b.emit(n, [("add", "ADD", [], {"const": True})]),
     "add": _binary("add", "ADD"), "mul": _binary("mul", "MUL"),
     "avgpool": _pool, "maxpool": _pool, "global_avgpool": _act("mean", "MEAN"),
     "concat": _concat, "split": _split,

@@ -39,6 +39,7 @@ TYPES = {
     "add": "add",
     "mul": "mul",
     "scale": "mul",
+    "shift": "add",
     "avgpool": "avgpool",
     "maxpool": "maxpool",
     "global_avgpool": "gap",
@@ -79,7 +80,7 @@ def all_ops_graph() -> Graph:
     x = g.add("prelu", g.add("add", [x, x]))
     x = g.add("crop", x, crops=[1, 0, 0, 1])
     x = g.add("upsample", x, scale=2)
-    x = g.add("clip", g.add("scale", x, factor=0.5), min=0.0, max=1.0)
+    x = g.add("clip", g.add("shift", g.add("scale", x, factor=0.5), value=0.25), min=0.0, max=1.0)
     x = g.add("reshape", x, shape=[1, 32, 12, 16])
     x = B.conv_bn_act(g, x, 32, 3, groups=4)  # grouped, not depthwise: conv
     x = g.add("flatten", g.add("global_avgpool", x))

@@ -100,6 +100,8 @@ def torch_forward(graph: Graph, inputs: dict[str, np.ndarray] | None = None) -> 
                 y = torch.softmax(x, a["axis"])
             elif op == "scale":
                 y = x * a["factor"]
+            elif op == "shift":
+                y = x + a["value"]
             elif op == "clip":
                 y = torch.clamp(x, a["min"], a["max"])
             elif op == "crop":
@@ -167,6 +169,7 @@ def zoo(size: int = 32) -> Graph:
     x = g.add("upsample", x, scale=2)
     x = g.add("crop", x, crops=[1, 0, 0, 1])
     x = g.add("scale", x, factor=0.5)
+    x = g.add("shift", x, value=-1.0)  # after a MUL: ADD by a scalar
     x = g.add("maxpool", x, kernel=2, stride=2, ceil_mode=True)
     f = g.add("flatten", x)  # 24 x 5 x 5 -> fc: NHWC reshape + permuted fc weights
     f = g.add("fc", f, out_features=16, bias=False)
@@ -250,6 +253,8 @@ SINGLE = {
     "softmax_w": (E, lambda g, x: g.add("softmax", x, axis=3)),
     "softmax_rank2": (E, lambda g, x: g.add("softmax", g.add("flatten", g.add("global_avgpool", x)))),
     "scale": (E, lambda g, x: g.add("scale", x, factor=-0.25)),
+    "shift": (E, lambda g, x: g.add("shift", x, value=0.75)),
+    "shift_into_conv": (E, lambda g, x: g.add("shift", g.add("conv2d", x, out_channels=6, kernel=1, bias=False), value=0.5)),
     "scale_into_conv": (E, lambda g, x: g.add("scale", g.add("conv2d", x, out_channels=6, kernel=1, bias=False), factor=0.0)),
     "clip_01": (E, lambda g, x: g.add("clip", x)),
     "clip_relu6": (E, lambda g, x: g.add("clip", g.add("conv2d", x, out_channels=6, kernel=1), min=0, max=6)),

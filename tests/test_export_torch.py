@@ -43,6 +43,7 @@ ATEN = {
     "flatten": "aten::flatten",
     "softmax": "aten::softmax",
     "scale": "aten::mul",
+    "shift": "aten::add",
     "clip": "aten::hardtanh",
     "crop": "aten::narrow",  # one per cropped spatial dimension
     "upsample": "aten::upsample_nearest2d",
@@ -82,6 +83,7 @@ def all_ops_graph() -> Graph:
     x = g.add("avgpool", x, kernel=2, stride=2, ceil_mode=True)
     x = g.add("upsample", x, scale=[1, 2])
     x = g.add("scale", x, factor=0.5)
+    x = g.add("shift", x, value=0.25)
     x = g.add("clip", x, min=-1.0, max=2.0)
     x = g.add("reshape", x, shape=[1, 24, 32, 1])
     x = g.add("global_avgpool", x)
@@ -287,6 +289,8 @@ def numpy_forward(graph: Graph, inputs: dict[str, np.ndarray]) -> list[np.ndarra
             y = _np_pool(x, a, node.shape, op[:3])
         elif op == "scale":
             y = x * a["factor"]
+        elif op == "shift":
+            y = x + a["value"]
         elif op == "clip":
             y = np.clip(x, a["min"], a["max"])
         elif op == "crop":

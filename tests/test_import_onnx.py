@@ -40,6 +40,7 @@ from generators.export import tflite as T  # noqa: E402
 from generators.export.torch_module import to_module  # noqa: E402
 from generators.export.weights import example_input  # noqa: E402
 from generators.importers import UnsupportedModelError, import_onnx  # noqa: E402
+from generators.importers.carry import onnx_weights  # noqa: E402
 from generators.importers.onnx import import_onnx_with_origins  # noqa: E402
 from generators.ir import Graph, split_ref  # noqa: E402
 from support.nets import (close, misc_ops_head, nb201, ops, resnet_tiny, shufflenet_tiny,  # noqa: E402
@@ -151,45 +152,6 @@ def onnx_form(g: Graph) -> Graph:
             inputs = [out.add(n.op, inputs[:2], name=f"{n.name}/{len(inputs)}")] + inputs[2:]
         alias[n.name] = out.add(n.op, inputs, name=n.name, **attrs)
     return out.set_outputs(*[ref(r) for r in g.outputs])
-
-
-def onnx_weights(proto: "onnx.ModelProto", g: Graph, origins: dict) -> dict[str, dict[str, np.ndarray]]:
-    """The IR's weight dicts (export.weights layout) for ``g``, from the ONNX initializers."""
-    consts = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
-    for n in proto.graph.node:
-        if n.op_type == "Constant":
-            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-        elif n.op_type == "Identity" and n.input[0] in consts:  # the exporter shares equal constants
-            consts[n.output[0]] = consts[n.input[0]]
-    nodes = proto.graph.node
-    out: dict[str, dict[str, np.ndarray]] = {}
-    for name, node in g.nodes.items():
-        if node.op not in ("conv2d", "fc", "batchnorm", "prelu"):
-            out[name] = {}
-            continue
-        src = nodes[origins[name][0]]
-        w: dict[str, np.ndarray] = {}
-        if node.op == "conv2d":
-            w["weight"] = consts[src.input[1]]
-            if node.attrs["bias"]:
-                w["bias"] = consts[src.input[2]]
-        elif node.op == "fc" and src.op_type == "Gemm":
-            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in src.attribute}
-            m = consts[src.input[1]] * attrs.get("alpha", 1.0)
-            w["weight"] = m if attrs.get("transB", 0) else m.T
-            if node.attrs["bias"]:
-                w["bias"] = consts[src.input[2]] * attrs.get("beta", 1.0)
-        elif node.op == "fc":  # MatMul (+ Add)
-            w["weight"] = consts[src.input[1]].T
-            if node.attrs["bias"]:
-                add = nodes[origins[name][1]]
-                w["bias"] = consts[next(i for i in add.input if i in consts)].reshape(-1)
-        elif node.op == "batchnorm":
-            w.update(zip(("weight", "bias", "running_mean", "running_var"), (consts[i] for i in src.input[1:5])))
-        else:
-            w["weight"] = consts[src.input[1]].reshape(-1)
-        out[name] = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in w.items()}
-    return out
 
 
 def check_same_function(blob: bytes, module: nn.Module, x: np.ndarray, name: str = "m") -> Graph:
@@ -389,7 +351,6 @@ def test_unsupported_operator_names_model_node_and_op():
 
 
 @pytest.mark.parametrize("fn, what", [
-    (lambda x: x + 2.0, r"\(Add\): adding the scalar 2 \(the IR has no scalar add\)"),
     (lambda x: x - torch.relu(x), r"\(Sub\): Sub of two computed tensors"),
     (lambda x: x + torch.arange(36.0).reshape(1, 1, 6, 6), r"\(Add\): Add by a constant tensor of shape \[1, 1, 6, 6\] "
      r"\(the IR has no weights; a constant added is a position embedding only with one value per element of the "
@@ -464,3 +425,44 @@ def test_predict_loader_reads_onnx(tmp_path):
     # the CLI reports ValueErrors as one line (latbench: error: ...)
     with pytest.raises(ValueError, match=r"^mbv2: input 'x' has free dimension\(s\) \['H', 'W'\]"):
         load_model(path)
+
+
+# ------------------------------------------------------------------ what real zoos add
+class Preprocessed(nn.Module):
+    """A model with its preprocessing inside (a rescaling with an offset, a per-channel
+    normalisation) and an attention gate expanded to the feature map (BAM's channel gate)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor([0.4, 0.5, 0.6]).reshape(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor([0.2, 0.25, 0.3]).reshape(1, 3, 1, 1))
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        x = x / 127.5 - 1.0  # a scalar Div and Sub: scale, shift
+        x = (x - self.mean) / self.std  # per-channel Sub and Div: one affine batch norm each
+        x = self.conv(x) + 2.0  # a scalar add after a conv
+        gate = torch.sigmoid(self.fc(x.mean((2, 3))))
+        return x * gate.unsqueeze(2).unsqueeze(3).expand_as(x)  # Expand of a computed tensor, broadcast by Mul
+
+
+def test_preprocessing_and_expanded_gates_compute_the_same():
+    torch.manual_seed(3)
+    m = Preprocessed().eval()
+    blob = export_onnx(m, [1, 3, 12, 12])
+    x = (np.random.default_rng(3).random((1, 3, 12, 12)) * 255).astype(np.float32)
+    g = check_same_function(blob, m, x, "preprocessed")
+    counts = g.op_counts()
+    assert (counts["scale"], counts["shift"], counts["batchnorm"]) == (1, 2, 2)
+    assert sorted(n.attrs["value"] for n in g.nodes.values() if n.op == "shift") == [-1.0, 2.0]
+
+
+def test_expand_read_by_a_non_broadcasting_operator_is_refused():
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.cat([x, x.mean((2, 3), keepdim=True).expand_as(x)], dim=1)
+
+    with pytest.raises(UnsupportedModelError, match=r"an Expand of a computed tensor read by an operator that does not "
+                                                    r"broadcast it"):
+        import_onnx(export_onnx(M(), [1, 4, 6, 6]), name="m")

@@ -138,8 +138,10 @@ def test_scalar_arithmetic():
     assert ops(g) == ["scale", "scale"]
     assert [n.attrs["factor"] for n in g.nodes.values() if n.op == "scale"] == [0.5, 0.25]
     assert ops(imp(nn.Sequential(Lambda(lambda x: x * 1 / 1), nn.Dropout(), nn.Identity()))) == []  # nothing left
-    with pytest.raises(UnsupportedModelError, match=r"^Lambda: fx node 'add': adding the scalar 2.0 \(the IR has no scalar add\)$"):
-        imp(Lambda(lambda x: torch.relu(x + 2.0)))
+    g = imp(Lambda(lambda x: torch.relu(x + 2.0)))  # a scalar add: the IR's shift
+    assert ops(g) == ["shift", "relu"] and [n.attrs["value"] for n in g.nodes.values() if n.op == "shift"] == [2.0]
+    g = imp(Lambda(lambda x: torch.relu(x + 3.0)))  # x + 3 outside an h-swish: a shift too
+    assert ops(g) == ["shift", "relu"] and [n.attrs["value"] for n in g.nodes.values() if n.op == "shift"] == [3.0]
 
 
 def test_activations_and_clamps():

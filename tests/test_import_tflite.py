@@ -27,12 +27,12 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("ai_edge_litert")
 
-from ai_edge_litert import schema_py_generated as S  # noqa: E402
 
 from generators.export import tflite as T  # noqa: E402
 from generators.export.weights import example_input  # noqa: E402
 from generators.importers import UnsupportedModelError, import_tflite  # noqa: E402
 from generators.importers.onnx import f32  # noqa: E402
+from generators.importers.carry import tflite_weights  # noqa: E402
 from generators.importers.tflite import import_tflite_with_origins  # noqa: E402
 from generators.ir import Graph, split_ref  # noqa: E402
 from support.nets import (close, mbv3ish_logits, misc_ops_head, nb201, ops, resnet_tiny,  # noqa: E402
@@ -149,68 +149,6 @@ def structure_key(g: Graph) -> tuple:
 
 
 # ------------------------------------------------------------------ carrying the weights over
-def _flatbuffer(blob: bytes):
-    m = S.Model.GetRootAs(blob, 0)
-    sg = m.Subgraphs(0)
-    names = {v: k for k, v in vars(S.BuiltinOperator).items() if not k.startswith("_")}
-    ops = []
-    for i in range(sg.OperatorsLength()):
-        o = sg.Operators(i)
-        c = m.OperatorCodes(o.OpcodeIndex())
-        ops.append((names[max(c.BuiltinCode(), c.DeprecatedBuiltinCode())], list(o.InputsAsNumpy()), list(o.OutputsAsNumpy())))
-
-    def const(t: int) -> np.ndarray | None:
-        ten = sg.Tensors(t)
-        b = m.Buffers(ten.Buffer())
-        if ten.Buffer() <= 0 or b.DataLength() == 0:
-            return None
-        assert ten.Type() == S.TensorType.FLOAT32
-        return np.frombuffer(b.DataAsNumpy().tobytes(), np.float32).reshape(list(ten.ShapeAsNumpy()))
-
-    def shape(t: int) -> list[int]:
-        return [int(d) for d in sg.Tensors(t).ShapeAsNumpy()]
-
-    return ops, const, shape
-
-
-def tflite_weights(blob: bytes, g: Graph, origins: dict) -> dict[str, dict[str, np.ndarray]]:
-    """The IR's weight dicts (export.weights layout) for ``g``, from the constants of ``blob``."""
-    ops, const, shape = _flatbuffer(blob)
-    out: dict[str, dict[str, np.ndarray]] = {}
-    for name, node in g.nodes.items():
-        w: dict[str, np.ndarray] = {}
-        if node.op == "conv2d":
-            op, ins, _ = ops[origins[name][0]]
-            f = const(ins[1])
-            w["weight"] = f.transpose(0, 3, 1, 2) if op == "CONV_2D" else f.transpose(3, 0, 1, 2)
-            if node.attrs["bias"]:
-                w["bias"] = const(ins[2])
-        elif node.op == "fc":
-            _, ins, _ = ops[origins[name][0]]
-            wt = const(ins[1])
-            flat = g.nodes[split_ref(node.inputs[0])[0]]
-            if flat.op == "flatten":
-                c, h, wd = (g.shape(flat.inputs[0]) + [1, 1])[1:4]
-                read = ops[origins[flat.name][0]][1][0]  # the tensor the RESHAPE (or FC) flattened
-                if c > 1 and h * wd > 1 and shape(read) == [1, h, wd, c]:  # NHWC order: permute back
-                    perm = np.arange(c * h * wd).reshape(c, h, wd).transpose(1, 2, 0).ravel()
-                    wt = wt[:, np.argsort(perm)]
-            w["weight"] = wt
-            if node.attrs["bias"]:
-                w["bias"] = const(ins[2])
-        elif node.op == "batchnorm":
-            c = g.shape(node.inputs[0])[1]
-            w = {"weight": np.ones(c), "bias": np.zeros(c), "running_mean": np.zeros(c), "running_var": np.ones(c)}
-            for k in origins[name]:
-                op, ins, _ = ops[k]
-                k_const = next(v for v in (const(t) for t in ins) if v is not None).reshape(-1)
-                w["weight" if op == "MUL" else "bias"] = k_const
-        elif node.op == "prelu":
-            w["weight"] = const(ops[origins[name][0]][1][1]).reshape(-1)
-        out[name] = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in w.items()}
-    return out
-
-
 def round_trip(blob: bytes, x: np.ndarray, name: str, first_graph: Graph | None = None) -> tuple[Graph, bytes]:
     """Import ``blob``, export the IR again with its weights; both files must compute the same."""
     g, origins = import_tflite_with_origins(blob, name=name)
@@ -355,7 +293,6 @@ def test_unsupported_operator_names_index_tensor_and_op():
 
 
 @pytest.mark.parametrize("build, what", [
-    (lambda x, rng: x + 2.0, r"\(ADD, output '[^']*'\): adding the scalar 2 \(the IR has no scalar add\)"),
     (lambda x, rng: tf.math.squared_difference(x, tf.nn.relu(x)), r"\(SQUARED_DIFFERENCE, .*SQUARED_DIFFERENCE outside a "
      r"layer-norm pattern \(the IR has no squared difference\)$"),
     (lambda x, rng: tf.image.resize(x, [6, 6], "nearest"), r"\(RESIZE_NEAREST_NEIGHBOR, .*nearest resize 4x4 -> 6x6 by a non-integer factor"),
@@ -383,3 +320,25 @@ def test_predict_loader_reads_tflite(tmp_path):
     path.write_bytes(T.convert(mbv3ish()))
     g = load_model(path)
     assert g.name == "mbv3" and structure_key(g) == structure_key(tflite_form(mbv3ish()))
+
+
+# ------------------------------------------------------------------ what real zoos add
+def test_keras_preprocessing_and_dense_over_channels_with_a_free_batch():
+    """Keras' Rescaling (a scalar MUL and ADD) and Normalization (SUB and DIV by per-channel
+    constants), and a Dense over an image's channels, which TF writes under a free batch as
+    SHAPE/GATHER/REDUCE_PROD shape arithmetic, RESHAPE to rows, FULLY_CONNECTED, RESHAPE back."""
+    import keras
+
+    keras.utils.set_random_seed(5)
+    inp = keras.Input((8, 8, 3))
+    x = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inp)
+    norm = keras.layers.Normalization(mean=[0.1, 0.2, 0.3], variance=[0.5, 0.6, 0.7])
+    x = keras.layers.Conv2D(8, 3, padding="same")(norm(x))
+    x = keras.layers.Dense(12, activation="relu")(x)  # over the channels of the image
+    y = keras.layers.Dense(5)(keras.layers.GlobalAveragePooling2D()(x))
+    blob = tf.lite.TFLiteConverter.from_keras_model(keras.Model(inp, y)).convert()
+    x = (np.random.default_rng(5).random((1, 3, 8, 8)) * 255).astype(np.float32)
+    g, _ = round_trip(blob, x, "keras-pre")
+    counts = g.op_counts()
+    assert (counts["scale"], counts["shift"], counts["batchnorm"], counts["conv2d"]) == (1, 1, 2, 2)
+    assert [n.attrs["value"] for n in g.nodes.values() if n.op == "shift"] == [-1.0]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import warnings
 
 import numpy as np
@@ -23,10 +22,10 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import torch.nn as nn  # noqa: E402
-from onnx import numpy_helper  # noqa: E402
 
-from generators.export.torch_module import to_module  # noqa: E402
 from generators.importers import UnsupportedModelError, import_onnx  # noqa: E402
+from generators.importers import carry  # noqa: E402
+from generators.importers.carry import onnx_consts, onnx_weights, tflite_weights  # noqa: E402
 from generators.importers.onnx import import_onnx_with_origins  # noqa: E402
 from generators.ir import Graph  # noqa: E402
 
@@ -48,23 +47,8 @@ def _randomized(m: nn.Module, seed: int) -> nn.Module:
     return m.eval()
 
 
-def load_weights(module: nn.Module, weights: dict[str, dict[str, np.ndarray]]) -> nn.Module:
-    """``module`` (``to_module``'s) with the weights of each IR node replaced by ``weights``."""
-    for name, w in weights.items():
-        if not w:
-            continue
-        sub = getattr(module, module.latbench_node_modules[name])
-        state = sub.state_dict()
-        for k, v in w.items():
-            assert tuple(state[k].shape) == v.shape, (name, k, state[k].shape, v.shape)
-            state[k] = torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32))
-        sub.load_state_dict(state)
-    return module
-
-
 def run_ir(g: Graph, weights: dict, x: np.ndarray) -> np.ndarray:
-    with torch.no_grad():
-        return load_weights(to_module(g), weights)(torch.from_numpy(x)).numpy()
+    return carry.run_ir(g, weights, x)[0]
 
 
 def close(got: np.ndarray, ref: np.ndarray, what: str) -> float:
@@ -82,70 +66,6 @@ def export_onnx(m: nn.Module, shape: list[int], opset: int | None = None) -> byt
         torch.onnx.export(m, (torch.zeros(shape),), buf, dynamo=False, input_names=["x"],
                           dynamic_axes={"x": {0: "N"}}, **({} if opset is None else {"opset_version": opset}))
     return buf.getvalue()
-
-
-def onnx_consts(proto) -> dict[str, np.ndarray]:
-    consts = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
-    for n in proto.graph.node:
-        if n.op_type == "Constant" and n.attribute[0].name == "value":
-            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-        elif n.op_type == "Identity" and n.input[0] in consts:
-            consts[n.output[0]] = consts[n.input[0]]
-    return consts
-
-
-def onnx_weights(proto, g: Graph, origins: dict) -> dict[str, dict[str, np.ndarray]]:
-    """The IR nodes' weights (PyTorch layout) from the ONNX file, found through ``origins``."""
-    consts, nodes = onnx_consts(proto), proto.graph.node
-    out: dict[str, dict[str, np.ndarray]] = {}
-
-    def const_input(node) -> np.ndarray:
-        return next(consts[i] for i in node.input if i in consts)
-
-    tokens_made: dict[int, int] = {}  # Concat -> class tokens made of it so far (the last constant first)
-    for name, n in g.nodes.items():
-        w: dict[str, np.ndarray] = {}
-        if n.op == "pos_embed":
-            w["weight"] = const_input(nodes[origins[name][0]]).reshape(n.shape)
-        elif n.op == "cls_token":
-            cat = nodes[origins[name][0]]
-            k = tokens_made[origins[name][0]] = tokens_made.get(origins[name][0], 0) + 1
-            w["weight"] = onnx_value(proto, cat.input[len(cat.input) - 1 - k])
-        if n.op in ("conv2d", "fc", "layernorm"):
-            src = nodes[origins[name][0]]
-            if n.op == "conv2d":
-                w["weight"] = consts[src.input[1]]
-                if n.attrs["bias"]:
-                    w["bias"] = consts[src.input[2]]
-            elif n.op == "fc" and src.op_type == "Gemm":
-                attrs = {a.name: onnx.helper.get_attribute_value(a) for a in src.attribute}
-                w["weight"] = consts[src.input[1]] if attrs.get("transB", 0) else consts[src.input[1]].T
-                if n.attrs["bias"]:
-                    w["bias"] = consts[src.input[2]]
-            elif n.op == "fc":  # MatMul (+ Add)
-                w["weight"] = consts[src.input[1]].T
-                if n.attrs["bias"]:
-                    w["bias"] = const_input(nodes[origins[name][1]]).reshape(-1)
-            elif src.op_type == "LayerNormalization":
-                w["weight"], w["bias"] = consts[src.input[1]], consts[src.input[2]]
-            else:  # decomposed: the gain's Mul, the shift's Add
-                w["weight"], w["bias"] = (const_input(nodes[k]).reshape(-1) for k in origins[name])
-        out[name] = {k: np.asarray(v, np.float32) for k, v in w.items()}
-    return out
-
-
-def onnx_value(proto, tensor: str) -> np.ndarray:
-    """The value of a tensor computed from constants only (a class token expanded to the batch),
-    read by running the file with the tensor as an extra output."""
-    consts = onnx_consts(proto)
-    if tensor in consts:
-        return consts[tensor]
-    p = onnx.ModelProto()
-    p.CopyFrom(proto)
-    p.graph.output.append(onnx.helper.make_empty_tensor_value_info(tensor))
-    sess = ort.InferenceSession(p.SerializeToString(), providers=["CPUExecutionProvider"])
-    feed = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32) for i in sess.get_inputs()}
-    return sess.run([tensor], feed)[0]
 
 
 def onnx_counts(blob: bytes, x: np.ndarray) -> tuple[int, int]:
@@ -356,46 +276,6 @@ def tflite_file(m) -> bytes:
     import tensorflow as tf
 
     return tf.lite.TFLiteConverter.from_keras_model(m).convert()
-
-
-def tflite_weights(blob: bytes, g: Graph, origins: dict) -> dict[str, dict[str, np.ndarray]]:
-    """The IR nodes' weights (PyTorch layout) from the TFLite file, found through ``origins``."""
-    from ai_edge_litert import schema_py_generated as s
-
-    m = s.Model.GetRootAs(blob, 0)
-    sg = m.Subgraphs(0)
-
-    def const(j: int) -> np.ndarray | None:
-        t = sg.Tensors(j)
-        b = m.Buffers(t.Buffer())
-        if j < 0 or b.DataLength() == 0:
-            return None
-        return b.DataAsNumpy().view(np.float32).reshape(t.ShapeAsNumpy())
-
-    def op_consts(k: int) -> list[np.ndarray]:
-        return [v for v in (const(int(j)) for j in sg.Operators(k).InputsAsNumpy()) if v is not None]
-
-    out = {}
-    for name, n in g.nodes.items():
-        w: dict[str, np.ndarray] = {}
-        if n.op in ("conv2d", "fc"):
-            cs = op_consts(origins[name][0])
-            if n.op == "fc":
-                w["weight"] = cs[0]
-            elif cs[0].ndim == 2:  # a FULLY_CONNECTED over an image's channels: a 1x1 convolution
-                w["weight"] = cs[0][:, :, None, None]
-            else:  # CONV_2D [out, kh, kw, in]; DEPTHWISE_CONV_2D [1, kh, kw, out]
-                w["weight"] = cs[0].transpose(3, 0, 1, 2) if n.attrs["groups"] > 1 else cs[0].transpose(0, 3, 1, 2)
-            if n.attrs["bias"]:
-                w["bias"] = cs[1]
-        elif n.op in ("pos_embed", "cls_token"):  # the ADD's / CONCATENATION's constant
-            w["weight"] = op_consts(origins[name][0])[0].reshape(n.shape if n.op == "pos_embed" else (1, 1, -1))
-        elif n.op == "layernorm":
-            gain, *shift = origins[name][:-1]
-            w["weight"] = op_consts(gain)[0].reshape(-1)
-            w["bias"] = op_consts(shift[0])[0].reshape(-1) if shift else np.zeros_like(w["weight"])
-        out[name] = {k: np.asarray(v, np.float32) for k, v in w.items()}
-    return out
 
 
 def tflite_counts(blob: bytes) -> tuple[int, int]:

@@ -98,6 +98,7 @@ def test_every_operator_has_shape_inference_and_is_exercised_somewhere():
         more.add("reshape", x, shape=[1, 4, 64]),
         more.add("batchnorm", x),
         more.add("scale", x, factor=0.5),
+        more.add("shift", x, value=-1),
         more.add("clip", x),
         more.add("crop", x, crops=[1, 0, 2, 1]),
         more.add("upsample", x, scale=2),

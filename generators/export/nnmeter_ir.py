@@ -149,6 +149,7 @@ NNMETER_OPS: dict[str, NNMeterOp] = {
     "softmax": NNMeterOp(_axis_attr("softmax"), "softmax"),
     # appended IR operators
     "scale": NNMeterOp(lambda n, i: ("mul", {"factor": n.attrs["factor"]}), "scale"),  # a Mul by a constant, as in TF/ONNX graphs
+    "shift": NNMeterOp(lambda n, i: ("add", {"value": n.attrs["value"]}), "shift"),  # an Add of a constant, as in TF/ONNX graphs
     "clip": NNMeterOp(lambda n, i: ("relu", {"min": n.attrs["min"], "max": n.attrs["max"]}), "clip"),  # nn-Meter aliases Clip to relu
     "crop": NNMeterOp(lambda n, i: ("split", {"crops": list(n.attrs["crops"])}), "crop"),  # an ONNX Slice, which nn-Meter calls split
     "upsample": NNMeterOp(lambda n, i: ("upsample", {"scale": list(n.attrs["scale"]), "mode": n.attrs["mode"]}), "upsample"),

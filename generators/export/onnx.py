@@ -107,6 +107,7 @@ ONNX_OPS: dict[str, OnnxOp] = {
     "prelu": _one("PRelu"),
     "add": OnnxOp({"Add": 1}, chain=True), "mul": OnnxOp({"Mul": 1}, chain=True),
     "scale": _one("Mul"),
+    "shift": _one("Add"),
     "avgpool": _one("AveragePool"), "maxpool": _one("MaxPool"), "global_avgpool": _one("GlobalAveragePool"),
     "concat": _one("Concat"), "split": _one("Split"),
     "channel_shuffle": OnnxOp({"Reshape": 2, "Transpose": 1}),

@@ -660,6 +660,31 @@ register_lowering(TFLiteLowering(
 ))
 
 
+def _plan_shift(s: Site, pl: Plan) -> None:
+    prev = s.prev
+    if s.folds_into_producer(HAS_BIAS | {"ADD_CONST"}):  # the converter adds the value to the bias
+        pl.tail, pl.tail_fusable, pl.layer = prev.tail, True, prev.layer
+        if prev.tail in HAS_BIAS:
+            layer = s.plans[prev.layer]
+            if not layer.has_bias:  # a bias of the value replaces the zero (conv) or no (fc) bias
+                pl.extra_params = s.graph.nodes[prev.layer].shapes[0][1]
+                pl.float_consts = [("b+shift", prev.layer)]
+                layer.has_bias, layer.zero_bias = True, 0
+    else:
+        pl.ops = ["ADD"]
+        pl.float_consts = [("scalar", float(np.float32(s.a["value"])))]
+        pl.tail, pl.tail_fusable = "ADD_CONST", True
+
+
+register_lowering(TFLiteLowering(
+    "shift", _plan_shift, unary(lambda tf, x, n, s: x + s(float(n.attrs["value"]))),
+    "nothing when P's last op is CONV_2D/DEPTHWISE_CONV_2D/FULLY_CONNECTED without a fused "
+    "activation or a batch norm's constant ADD (the value folds into its bias, creating one if the "
+    "layer had none); otherwise ADD (by a scalar; takes a following relu)",
+    sets_tail=True,
+))
+
+
 def _plan_clip(s: Site, pl: Plan) -> None:
     lo, hi = float(s.a["min"]), float(s.a["max"])
     if (lo, hi) in CLIP_ACTIVATIONS:

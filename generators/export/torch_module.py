@@ -116,6 +116,18 @@ class ContiguousInput(nn.Module):
         return self.inner(x.contiguous())
 
 
+class Shift(nn.Module):
+    """Addition of a constant scalar (a quantized add_scalar in int8 models)."""
+
+    def __init__(self, value: float):
+        super().__init__()
+        self.value = float(value)
+        self.op = FloatFunctional()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.op.add_scalar(x, self.value)
+
+
 class Scale(nn.Module):
     """Multiplication by a constant scalar (a quantized mul_scalar in int8 models)."""
 
@@ -297,6 +309,7 @@ TORCH_OPS: dict[str, TorchOp] = {
         int8="any",
     ),
     "scale": TorchOp(lambda n, i: Scale(n.attrs["factor"]), "aten::mul"),
+    "shift": TorchOp(lambda n, i: Shift(n.attrs["value"]), "aten::add"),
     "clip": TorchOp(lambda n, i: nn.Hardtanh(n.attrs["min"], n.attrs["max"]), "aten::hardtanh", qnnpack_contiguous=True),
     "crop": TorchOp(
         lambda n, i: Crop(n.attrs["crops"], i[0]), "aten::narrow", int8="any",

@@ -63,7 +63,7 @@ class _T:
 
 
 _PENDING_WHAT = {
-    "plus3": "x + 3 outside an hsigmoid/hswish pattern (the IR has no scalar add)",
+    "expanded": "an Expand of a computed tensor read by an operator that does not broadcast it (only Add and Mul do)",
     "relu6_plus3": "Clip(x + 3, 0, 6) not divided by 6 (hsigmoid pattern)",
     "x_relu6_plus3": "x * Clip(x + 3, 0, 6) not divided by 6 (hswish pattern)",
     "shuffled": "a Transpose outside a channel-shuffle pattern (the IR has no transpose)",
@@ -165,6 +165,8 @@ class _Converter:
             return self._add("reshape", [v.ref], v.origin, shape=list(v.shape))
         if v.pending == "square":
             return self._add("mul", [v.ref, v.ref], v.origin)
+        if v.pending == "plus3":  # x + 3 that no h-sigmoid/h-swish pattern continues
+            return self._add("shift", [v.ref], v.origin, value=3.0)
         if v.pending == "ln_mean":  # a mean over the last axis that no layer norm follows
             return self._add("mean", [v.ref], v.origin, axis=v.data[0], keepdim=True)
         if v.pending in ("ln", "ln_gain"):  # a layer norm without (or with only) its gain
@@ -362,8 +364,21 @@ def _fc(c: _Converter, x: _T, n_out: int, bias: bool, origin: str | None = None)
     return _T(ref, (*x.shape[:-1], int(n_out)))
 
 
+def _gemm_of_constants(c: _Converter, ins: list, a: dict) -> _Const:
+    """Gemm evaluated (alpha A' B' + beta C): a layer applied to a constant (DIA-ResNet's LSTM cell
+    on its zero initial state)."""
+    x, w, b = ins[0].value, ins[1].value, None if _opt(ins, 2) is None else ins[2].value
+    x = x.T if int(a.get("transA", 0)) else x
+    w = w.T if int(a.get("transB", 0)) else w
+    _evaluated(c, (x.shape[0], w.shape[-1]), "the Gemm of constants")
+    y = float(a.get("alpha", 1.0)) * (x @ w)
+    return _Const(y if b is None else y + float(a.get("beta", 1.0)) * b)
+
+
 @_handler("Gemm")
 def _gemm(c: _Converter, ins, a, node):
+    if all(v is None or isinstance(v, _Const) for v in ins):
+        return _gemm_of_constants(c, ins, a)
     x, w, b = _fc_input(c, ins[0]), ins[1], _opt(ins, 2)
     if int(a.get("transA", 0)):
         raise _Unsupported("Gemm with transA=1")
@@ -418,8 +433,19 @@ def _bn(c: _Converter, ins, a, node):
     return c.new("batchnorm", x, eps=f32(a.get("epsilon", 1e-5)))
 
 
+# element-wise functions evaluated on a constant (a layer applied to a constant state)
+_ON_CONSTANTS = {
+    "relu": lambda v: np.maximum(v, 0),
+    "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+    "tanh": np.tanh,
+    "hswish": lambda v: v * np.clip(v + 3, 0, 6) / 6,
+}
+
+
 def _unary(op: str):
     def handler(c: _Converter, ins, a, node):
+        if isinstance(ins[0], _Const) and op in _ON_CONSTANTS:
+            return _Const(_ON_CONSTANTS[op](ins[0].value))
         if not isinstance(ins[0], _T):
             raise _Unsupported(f"{node.op_type} of a constant")
         return c.same(op, ins[0])
@@ -552,10 +578,26 @@ def _same_rank(op: str, a: _T, b: _T) -> None:
         raise _Unsupported(f"{op} of tensors of different rank {list(a.shape)} and {list(b.shape)}")
 
 
+def _channel_const(x_shape: tuple[int, ...], k_shape: tuple[int, ...]) -> bool:
+    """A constant of ``k_shape`` holds one value per channel of an NCHW tensor of ``x_shape`` (or
+    per feature of a ``[1, F]`` vector)."""
+    if len(x_shape) not in (2, 4) or x_shape[0] != 1 or x_shape[1] < 2:
+        return False
+    k = list(k_shape)
+    if len(x_shape) == 2:
+        return k in ([x_shape[1]], [1, x_shape[1]])
+    return k in ([x_shape[1], 1, 1], [1, x_shape[1], 1, 1])
+
+
 @_handler("Add", "Sub", "Mul", "Div", "Pow")
 def _binary(c: _Converter, ins, a, node):
     op = node.op_type
     x, y = ins
+    if any(isinstance(v, _T) and v.pending == "expanded" for v in (x, y)):
+        full = next(v.data for v in (x, y) if isinstance(v, _T) and v.pending == "expanded")
+        x, y = (_T(v.ref, v.shape) if isinstance(v, _T) and v.pending == "expanded" else v for v in (x, y))
+        if tuple(int(d) for d in np.broadcast_shapes(x.shape, y.shape)) != full:
+            raise _Unsupported(_PENDING_WHAT["expanded"])
     if isinstance(x, _Const) and isinstance(y, _Const):
         _evaluated(c, np.broadcast_shapes(x.shape, y.shape), f"the {op} of constants")
         return _Const(_const_binary(op, x.value, y.value))
@@ -601,6 +643,10 @@ def _binary(c: _Converter, ins, a, node):
             # a gain per output feature of a linear layer (ConvNeXt's layer scale): its weights
             # absorb it, as TFLite's converter folds it
             return x
+    if v is None and x.pending is None and isinstance(y, _Const) and _channel_const(x.shape, y.shape):
+        # a per-channel gain or shift of an image (a normalisation layer's mean and std): an affine
+        # batch norm, as the TFLite importer reads the converter's MUL / ADD by such a constant
+        return c.same("batchnorm", x, eps=0.0)
     if v is None:
         if op == "Add" and learned_like(x.shape, y.shape):
             return c.same("pos_embed", x)  # a position embedding: as many elements as x
@@ -626,7 +672,7 @@ def _binary(c: _Converter, ins, a, node):
             return x
         if v == 3 and x.pending is None and c.sole(node.output[0]):
             return _T(x.ref, x.shape, "plus3", (), c.origin)
-        raise _Unsupported(f"adding the scalar {v:g} (the IR has no scalar add)")
+        return c.same("shift", x, value=f32(v))
     raise _Unsupported(f"{op} of a computed tensor and a constant")
 
 
@@ -1335,7 +1381,26 @@ def _expand(c, vals):
     return vals[0] * np.ones(shape, dtype=vals[0].dtype)
 
 
+def _expand_handler(c: _Converter, ins, a, node):
+    x, shape = ins[0], ins[1]
+    if isinstance(x, _Const) or x is None:
+        return _const_only(lambda c, v, a: _expand(c, v))(c, ins, a, node)
+    if not isinstance(shape, _Const):
+        raise _Unsupported("Expand to a shape computed from the input")
+    target = tuple(int(d) for d in np.asarray(shape.value).reshape(-1))
+    try:
+        full = tuple(int(d) for d in np.broadcast_shapes(x.shape, target))
+    except ValueError:
+        raise _Unsupported(f"Expand of {list(x.shape)} to {list(target)}: the shapes do not broadcast") from None
+    if full == tuple(x.shape):
+        return x
+    # a computed tensor broadcast to a larger shape (an attention gate expanded to the feature map):
+    # the Add or Mul that reads it broadcasts it itself
+    return _T(x.ref, x.shape, "expanded", full, c.origin)
+
+
 HANDLERS.update({
+    "Expand": _expand_handler,
     "Unsqueeze": _squeeze_like(False),
     "Squeeze": _squeeze_like(True),
     "Floor": _const_only(lambda c, v, a: np.floor(v[0])),
@@ -1346,7 +1411,6 @@ HANDLERS.update({
     "Range": _const_only(lambda c, v, a: _range(c, v)),
     "Equal": _const_only(lambda c, v, a: np.equal(v[0], v[1]), lambda s, a: np.broadcast_shapes(*s[:2])),
     "Where": _const_only(lambda c, v, a: np.where(v[0], v[1], v[2]), lambda s, a: np.broadcast_shapes(*s[:3])),
-    "Expand": _const_only(lambda c, v, a: _expand(c, v)),
     "ReduceProd": _const_only(lambda c, v, a: np.prod(v[0], axis=None if _axes(v, a) is None else tuple(_axes(v, a)),
                                                       keepdims=bool(a.get("keepdims", 1)))),
 })
@@ -1633,10 +1697,10 @@ def import_onnx_with_origins(model: Any, input_shape: list[int] | tuple[int, ...
 #: pending patterns an operator may receive as they are (it continues or ends the pattern)
 _PASSABLE: dict[str, tuple[str, ...]] = {
     "Mul": ("relu6_plus3", "x_relu6_plus3", "ln_centered", "ln", "cube", "square", "tanh_arg", "erf1", "half_erf1", "x_erf1",
-            "tanh_g1", "half_tanh_g1", "x_tanh_g1"),
+            "tanh_g1", "half_tanh_g1", "x_tanh_g1", "expanded"),
     "Div": ("relu6_plus3", "x_relu6_plus3", "ln_centered", "ln_std"),
     "Clip": ("plus3",),
-    "Add": ("matmul", "ln_var", "ln", "ln_gain", "erf", "tanh_g", "tanh_arg"),
+    "Add": ("matmul", "ln_var", "ln", "ln_gain", "erf", "tanh_g", "tanh_arg", "expanded"),
     "Sub": ("ln_mean",),
     "Pow": ("ln_centered",),
     "ReduceMean": ("ln_square",),

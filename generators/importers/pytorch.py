@@ -53,7 +53,6 @@ class _T:
 
 
 _PENDING_WHAT = {
-    "plus3": "x + 3 outside an hswish/hsigmoid pattern (the IR has no scalar add)",
     "relu6_plus3": "relu6(x + 3) not divided by 6 (hsigmoid pattern)",
     "x_relu6_plus3": "x * relu6(x + 3) not divided by 6 (hswish pattern)",
     "grouped": "a 5-d view outside a channel-shuffle pattern",
@@ -96,6 +95,8 @@ class _Converter:
         """The IR node a pending pattern ends in when an operator outside it reads it."""
         if v.pending == "crop":
             return self.g.add("crop", v.ref, crops=list(v.data))
+        if v.pending == "plus3":  # x + 3 that no h-sigmoid/h-swish pattern continues
+            return self.g.add("shift", v.ref, value=3.0)
         raise _Unsupported(_PENDING_WHAT[v.pending])
 
     def new(self, op: str, inputs: list[Any] | Any, **attrs) -> _T:
@@ -211,7 +212,7 @@ class _Converter:
                 return a
             if b == 3 and a.pending is None:
                 return _T(a.ref, a.shape, "plus3")
-            raise _Unsupported(f"adding the scalar {b} (the IR has no scalar add)")
+            return self.new("shift", a, value=float(b))
         raise _Unsupported(f"add of {type(a).__name__} and {type(b).__name__}")
 
     def mul(self, a, b):

@@ -77,13 +77,13 @@ class _V:
 
 _PENDING_WHAT = {
     "mirror": "a MIRROR_PAD not followed by a max pool (the IR has no mirror padding)",
-    "plus3": "x + 3 outside an h-sigmoid/h-swish pattern (the IR has no scalar add)",
     "relu6_plus3": "relu6(x + 3) not multiplied by 1/6 (h-sigmoid pattern)",
     "x_relu6_plus3": "x * relu6(x + 3) not multiplied by 1/6 (h-swish pattern)",
     "min": "a MINIMUM by a scalar outside a clip pattern (MINIMUM + MAXIMUM or RELU)",
     "max": "a MAXIMUM by a scalar outside a clip pattern (MAXIMUM + MINIMUM)",
     "grouped": "a RESHAPE to a channel-grouped view outside a channel-shuffle pattern",
     "shuffled": "a TRANSPOSE of a channel-grouped view outside a channel-shuffle pattern",
+    "rows": "an image's pixels as rows [H*W, C] outside a Dense-over-channels pattern (RESHAPE, FULLY_CONNECTED, RESHAPE)",
 }
 #: the pending steps of a layer norm (see _layer_norm_step)
 _LN_WHAT = {
@@ -253,6 +253,8 @@ class _Converter:
             return self.add("pad", [v.ref], v.origin, pads=[t, b, l, r], value=float(value))
         if v.pending == "affine":
             return self.add("batchnorm", [v.ref], v.origin, eps=0.0)
+        if v.pending == "plus3":  # x + 3 that no h-sigmoid/h-swish pattern continues
+            return self.add("shift", [v.ref], v.origin, value=3.0)
         if v.pending == "max" and v.data[0] == 0.0:
             return self.add("relu", [v.ref], v.origin)
         if v.pending == "ln_mean":  # a mean over the last axis that no layer norm follows
@@ -403,6 +405,13 @@ def _fc(c: _Converter, i, ins, tin, tout, o):
         raise _Unsupported("a constant input")
     if not isinstance(w, _Const) or len(w.shape) != 2:
         raise _Unsupported("weights that are not a constant matrix")
+    if x.pending == "rows":  # an image's pixels as rows: a 1x1 convolution, the rows kept pending
+        if x.shape[1] != w.shape[1]:
+            raise _Unsupported(f"image has {x.shape[1]} channels, the weights {list(w.shape)} expect {w.shape[1]}")
+        y = c.new("conv2d", _V(x.ref, x.shape, x.perm), out_channels=int(w.shape[0]), kernel=[1, 1], stride=[1, 1],
+                  padding=[0, 0], dilation=[1, 1], groups=1, bias=_bias_of(c, ins))
+        y = _act(c, y, o.fusedActivationFunction)
+        return _V(y.ref, y.shape, y.perm, "rows", (), y.origin)
     if o.keepNumDims and len(x.shape) > 2:  # over the last axis of tokens: the IR's fc as it is
         x = c.plain(x) if x.pending is not None else x
         if not (len(x.shape) == 4 and x.perm == (0, 1, 2, 3)):  # rank-4 tokens in the plain order (MobileViT's
@@ -641,6 +650,10 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
         raise _Unsupported(f"{op} of two computed tensors (the IR has no element-wise {op.lower()})")
     v = _scalar(b)
     if v is None:
+        if op in ("SUB", "DIV") and _affine_const(c, a, b):  # a per-channel shift or gain all the same
+            op = {"SUB": "ADD", "DIV": "MUL"}[op]
+            if a.pending == "affine" and op == "MUL":
+                a = c.plain(a)
         if op in ("MUL", "ADD") and _affine_const(c, a, b):
             if op == "MUL" and a.pending is None and act == 0 and c.sole(tout[0]) and (c.only_reader(tout[0]) or ("",))[0] == "ADD":
                 return _V(a.ref, a.shape, a.perm, "affine", (), (i,))
@@ -667,7 +680,7 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
         return _act(c, a, act)
     if abs(v - 3) < 1e-2 and a.pending is None and c.sole(tout[0]):
         return _act_pending(c, _V(a.ref, a.shape, a.perm, "plus3", (), (i,)), act)
-    raise _Unsupported(f"adding the scalar {v:g} (the IR has no scalar add)")
+    return _act(c, c.new("shift", a, a.perm, value=f32(v)), act)
 
 
 def _act_pending(c: _Converter, v: _V, act: int) -> _V:
@@ -800,6 +813,31 @@ def _shape_op(c: _Converter, i, ins, tin, tout, o):
     return _Const(value=np.array(x.tfl_shape, dtype=np.int32))
 
 
+_SHAPE_LIMIT = 64  # elements of a constant the shape arithmetic evaluates (shape vectors, not weights)
+
+
+def _shape_values(ins: list[Any], what: str) -> list[np.ndarray]:
+    """The values of constant operands of shape arithmetic (a free batch's SHAPE, its pieces)."""
+    if not all(isinstance(v, _Const) for v in ins):
+        raise _Unsupported(f"{what} of computed tensors")
+    if any(math.prod(v.shape) > _SHAPE_LIMIT for v in ins):
+        raise _Unsupported(f"{what} of constants of more than {_SHAPE_LIMIT} elements (shape arithmetic only)")
+    return [v.raw for v in ins]
+
+
+@_handler("GATHER")
+def _gather(c: _Converter, i, ins, tin, tout, o):
+    x, idx = _shape_values(ins, "GATHER")
+    return _Const(value=np.take(x, idx.astype(np.int64), axis=o.axis if o is not None else 0))
+
+
+@_handler("REDUCE_PROD")
+def _reduce_prod(c: _Converter, i, ins, tin, tout, o):
+    x, axes = _shape_values(ins, "REDUCE_PROD")
+    keep = bool(o.keepDims) if o is not None else False
+    return _Const(value=np.prod(x, axis=tuple(int(a) for a in np.atleast_1d(axes)), keepdims=keep).astype(x.dtype))
+
+
 @_handler("PACK")
 def _pack(c: _Converter, i, ins, tin, tout, o):
     if not all(isinstance(v, _Const) for v in ins):
@@ -831,6 +869,8 @@ def _softmax(c: _Converter, i, ins, tin, tout, o):
 
 @_handler("CONCATENATION")
 def _concat(c: _Converter, i, ins, tin, tout, o):
+    if all(isinstance(x, _Const) for x in ins) and all(math.prod(x.shape) <= _SHAPE_LIMIT for x in ins):
+        return _Const(value=np.concatenate(_shape_values(ins, "CONCATENATION"), axis=o.axis))  # shape pieces
     if not all(isinstance(x, _V) for x in ins):
         return _act(c, _class_tokens(c, ins, o.axis), o.fusedActivationFunction)
     xs = list(ins)
@@ -912,8 +952,17 @@ def _reshape_to(c: _Converter, i: int, x: _V, target: list[int], tout: list[int]
         if target == [1, h, w, ch]:
             return c.new("channel_shuffle", _V(x.ref, tuple(c.g.shape(x.ref)), _canonical(4)), origin=(*x.origin, i), groups=x.data[0])
         raise _Unsupported(_PENDING_WHAT["shuffled"])
+    if x.pending == "rows":  # back from rows to the image the FULLY_CONNECTED kept
+        if target == list(x.tfl_shape):
+            return _V(x.ref, x.shape, x.perm)
+        raise _Unsupported(_PENDING_WHAT["rows"])
     if x.pending is not None:
         x = c.plain(x)
+    if len(x.shape) == 4 and x.perm == _canonical(4) and target == [tfl[1] * tfl[2], tfl[3]] and tfl[1] * tfl[2] > 1 \
+            and (c.only_reader(tout[0]) or ("",))[0] == "FULLY_CONNECTED":
+        # an NHWC image's pixels as rows (TF's tensordot under a free batch: a Dense over the
+        # channels as RESHAPE, FULLY_CONNECTED, RESHAPE back): the image itself, read by the FC
+        return _V(x.ref, x.shape, x.perm, "rows", (), (i,))
     if len(x.shape) == 4 and x.perm == _canonical(4) and x.shape[1] > 1 and x.shape[2] * x.shape[3] > 1:
         _, ch, h, w = x.shape
         lead = target[:-2]
@@ -938,6 +987,12 @@ def _reshape_to(c: _Converter, i: int, x: _V, target: list[int], tout: list[int]
         raise _Unsupported(f"RESHAPE {tfl} -> {target} moves the batch dimension")
     if list(x.shape) == shape:
         return _V(x.ref, x.shape, perm)
+    made = c.g.nodes.get(x.ref)
+    if made is not None and made.op in ("flatten", "reshape") and list(c.g.shape(made.inputs[0])) == shape:
+        # a reshape back to what a flatten or reshape started from (a free batch's MEAN without
+        # keepdims, then RESHAPE to [-1, 1, 1, C]): the tensor before both; the flatten is
+        # pruned when nothing else reads it
+        return _V(made.inputs[0], tuple(shape), perm)
     if len(shape) == 2:
         return c.new("flatten", x, perm)
     return c.new("reshape", x, perm, shape=shape)
@@ -1364,6 +1419,7 @@ def import_tflite_with_origins(model: Any, input_shape: list[int] | tuple[int, .
 
 #: pending patterns an operator may receive as they are (it continues or ends the pattern)
 _PASSABLE: dict[str, tuple[str, ...]] = {
+    "FULLY_CONNECTED": ("rows",),
     "CONV_2D": ("padded",),
     "DEPTHWISE_CONV_2D": ("padded",),
     "AVERAGE_POOL_2D": ("padded",),
@@ -1381,7 +1437,7 @@ _PASSABLE: dict[str, tuple[str, ...]] = {
     "MINIMUM": ("max",),
     "MAXIMUM": ("min",),
     "TRANSPOSE": ("grouped",),
-    "RESHAPE": ("shuffled",),
+    "RESHAPE": ("shuffled", "rows"),
     "MIRROR_PAD": ("mirror",),
     "QUANTIZE": ("padded", "mirror", "plus3", "relu6_plus3", "x_relu6_plus3", "affine", "min", "max", "grouped", "shuffled"),
     "DEQUANTIZE": ("padded", "mirror", "plus3", "relu6_plus3", "x_relu6_plus3", "affine", "min", "max", "grouped", "shuffled"),

@@ -103,7 +103,7 @@ register_category(OpCategory("pad", ("pad", "crop"), ("in_hw", "in_channels", "o
                                                       "memory"), lambda c: np.zeros_like(c["in_size"])))
 register_category(OpCategory(
     "elementwise",
-    ("add", "mul", "sub", "div", "scale", "batchnorm", "relu", "relu6", "leaky_relu", "prelu", "hswish", "hsigmoid",
+    ("add", "mul", "sub", "div", "scale", "shift", "batchnorm", "relu", "relu6", "leaky_relu", "prelu", "hswish", "hsigmoid",
      "sigmoid", "swish", "tanh", "clip", "softmax", "channel_shuffle", "upsample", "reshape", "flatten"),
     ("in_hw", "in_channels", "in_size", "memory"), lambda c: c["in_size"] * c["n_inputs"]))
 

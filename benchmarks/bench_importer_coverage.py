@@ -1,0 +1,166 @@
+"""Importer coverage over real model zoos: every Keras application and every pytorchcv ImageNet
+model, converted the way their users convert them, imported into the IR and counted against the
+source (generators/importers/conformance.py).
+
+Routes: a Keras application (``weights=None``, its preprocessing layers included) through
+TFLite's converter with default options, as built (free batch) and rebuilt on a batch-1 input;
+a pytorchcv model (``pretrained=False``) through PyTorch's TorchScript-based ONNX exporter and
+its dynamo exporter. Per case: built, converted, imported (else the importer's one-line error,
+which names the operator), the IR's MACs against the source's (PyTorch's flop counter, the
+TensorFlow graph of the Keras call) and the parameters. It prints the coverage per zoo and
+route, the failures grouped by operator, and every case whose MACs are off by more than 1%.
+
+The cases go to a JSON-lines file as they finish; a second run skips what the file holds, so
+the whole (hours: hundreds of models, the dynamo exporter tens of seconds each) can be run in
+pieces and resumed:
+
+    python benchmarks/bench_importer_coverage.py                                  # everything
+    python benchmarks/bench_importer_coverage.py --zoo keras                      # the Keras applications
+    python benchmarks/bench_importer_coverage.py --zoo pytorchcv --route onnx-torchscript
+    python benchmarks/bench_importer_coverage.py --model resnet18 --model MobileNetV2 --results /tmp/c.jsonl
+    python benchmarks/bench_importer_coverage.py --retry                          # again what did not conform
+    python benchmarks/bench_importer_coverage.py --report                         # the table of what the file holds
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from generators.importers.conformance import MACS_TOLERANCE, ROUTES, ZOOS, check_model  # noqa: E402
+
+DEFAULT_RESULTS = Path("data/benchmarks/importer_coverage.jsonl")
+
+
+def operator_of(error: str) -> str:
+    """The operator a refusal names: ``(OpType)`` of an ONNX node, ``(OP, ...`` of a TFLite
+    operator; else the error's kind."""
+    m = re.search(r"ONNX node '[^']*' \((\w+)\)", error) or re.search(r"TFLite operator \d+ \((\w+)", error)
+    if m:
+        return m.group(1)
+    m = re.match(r"(\w+(Error|Exception))", error)
+    return m.group(1) if m else error.split(":")[0][:40]
+
+
+def load(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def report(rows: list[dict]) -> None:
+    """The coverage table, the failures by operator, the cases off in MACs."""
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["zoo"], r["route"])].append(r)
+    print("\n| zoo | route | models | built | converted | imported | MACs within 1% | same outputs | predicted |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (zoo, route), rs in sorted(by.items()):
+        n = len(rs)
+        built = sum(r["status"] != "not built" for r in rs)
+        conv = sum(r["status"] in ("imported", "refused") for r in rs)
+        imp = sum(r["status"] == "imported" for r in rs)
+        macs = sum(r["status"] == "imported" and r["macs_error"] is not None and abs(r["macs_error"]) <= MACS_TOLERANCE
+                   for r in rs)
+        same = sum(r.get("same_outputs") is True for r in rs)
+        compared = sum(r.get("same_outputs") is not None for r in rs)
+        predicted = sum("predicted_ms" in r.get("extra", {}) for r in rs)
+        print(f"| {zoo} | {route} | {n} | {built} | {conv} | {imp} ({100 * imp / max(conv, 1):.0f}% of converted) | "
+              f"{macs} ({100 * macs / max(imp, 1):.0f}% of imported) | {same} of {compared} compared | {predicted} |")
+    fails = [r for r in rows if r["status"] in ("refused", "not converted", "not built")]
+    if fails:
+        print("\nNot imported, by the operator or error named (models):")
+        groups = defaultdict(list)
+        for r in fails:
+            groups[(r["status"], r["route"], operator_of(r["error"]))].append(r)
+        for (status, route, op), rs in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+            names = sorted({r["model"] for r in rs})
+            print(f"  {status:13} {route:17} {op:28} {len(names):4}  {', '.join(names[:6])}{' ...' if len(names) > 6 else ''}")
+            print(f"      e.g. {rs[0]['error'][:220]}")
+    differ = [r for r in rows if r.get("same_outputs") is False]
+    if differ:
+        print("\nImported, but the IR with the file's weights does not compute what the file computes:")
+        for r in differ:
+            print(f"  {r['zoo']:9} {r['model']:28} {r['route']:17} max |diff| / max |output| {r['output_error']:.3g} "
+                  f"{r.get('extra', {}).get('outputs', '')[:120]}")
+    unpredicted = [r for r in rows if "predict_error" in r.get("extra", {})]
+    if unpredicted:
+        print("\nImported, but the shelf gave no prediction:")
+        for r in unpredicted:
+            print(f"  {r['zoo']:9} {r['model']:28} {r['route']:17} {r['extra']['predict_error'][:160]}")
+    off = [r for r in rows if r["status"] == "imported" and (r["macs_error"] is None or abs(r["macs_error"]) > MACS_TOLERANCE)]
+    if off:
+        print(f"\nImported with MACs off by more than {100 * MACS_TOLERANCE:.0f}% of the source's:")
+        for r in sorted(off, key=lambda r: -abs(r["macs_error"] or 0)):
+            e = r["macs_error"]
+            print(f"  {r['zoo']:9} {r['model']:28} {r['route']:17} IR {r['ir_macs']:>14,} source {r['src_macs'] or 0:>14,} "
+                  f"({'n/a' if e is None else f'{100 * e:+.2f}%'})")
+    secs = sum(r.get("seconds", 0) for r in rows)
+    print(f"\n{len(rows)} cases, {secs / 60:.1f} min of conversion and import in all")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--zoo", action="append", choices=sorted(ZOOS), help="only these zoos (default: all)")
+    ap.add_argument("--route", action="append", choices=sorted(ROUTES), help="only these routes (default: each zoo's)")
+    ap.add_argument("--model", action="append", help="only these models (names as the zoo spells them)")
+    ap.add_argument("--limit", type=int, default=None, help="at most this many models per zoo (in name order)")
+    ap.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help=f"the JSON-lines cache (default {DEFAULT_RESULTS})")
+    ap.add_argument("--predict", default="host-tflite-cpu-1large-fp32", metavar="SCENARIO",
+                    help="predict every imported model in this shelf scenario, as `latbench predict` does "
+                         "(default %(default)s; 'none' to skip)")
+    ap.add_argument("--report", action="store_true", help="print the table of what the results file holds, run nothing")
+    ap.add_argument("--retry", action="store_true",
+                    help="run again the cases the results file holds as not imported or not conforming (after an importer change)")
+    args = ap.parse_args(argv)
+
+    done = load(args.results)
+    if args.retry and not args.report:
+        done = [r for r in done if r["conforms"]]
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        args.results.write_text("".join(json.dumps(r) + "\n" for r in done))
+    if not args.report:
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        seen = {(r["zoo"], r["model"], r["route"]) for r in done}
+        for zoo in args.zoo or sorted(ZOOS):
+            z = ZOOS.get(zoo)
+            routes = tuple(r for r in z.routes if not args.route or r in args.route)
+            if not routes:
+                continue
+            names = [n for n in z.names() if not args.model or n in args.model][: args.limit]
+            todo = [n for n in names if any((zoo, n, r) not in seen for r in routes)]
+            print(f"{zoo}: {len(names)} models, {len(todo)} to run through {', '.join(routes)}", flush=True)
+            t0 = time.perf_counter()
+            for k, name in enumerate(todo):
+                with tempfile.TemporaryDirectory(prefix="latbench-coverage-") as work:
+                    want = tuple(r for r in routes if (zoo, name, r) not in seen)
+                    cases = check_model(zoo, name, Path(work), want,
+                                        predict=None if args.predict == "none" else args.predict)
+                with args.results.open("a") as fh:
+                    for c in cases:
+                        fh.write(json.dumps(c.row()) + "\n")
+                done += [c.row() for c in cases]
+                left = (time.perf_counter() - t0) / (k + 1) * (len(todo) - k - 1)
+                states = ", ".join(f"{c.route} {c.status}" + (f" ({c.error[:90]})" if c.status != "imported" else
+                                   f" MACs {100 * (c.macs_error or 0):+.2f}%") for c in cases)
+                print(f"[{k + 1}/{len(todo)}, ~{left / 60:.0f} min left] {name}: {states}", flush=True)
+                if zoo == "keras":
+                    import keras
+
+                    keras.backend.clear_session()
+                gc.collect()
+    report([r for r in done if (not args.zoo or r["zoo"] in args.zoo) and (not args.route or r["route"] in args.route)
+            and (not args.model or r["model"] in args.model)])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
