@@ -539,15 +539,16 @@ def _infer_upsample(a: dict, ins: list[Shape]) -> list[Shape]:
     a["scale"] = _pair(a["scale"], "scale")
     if min(a["scale"]) < 1:
         raise OpError(f"scale must be >= 1, got {a['scale']}")
-    if a["mode"] != "nearest":
-        raise OpError(f"mode must be 'nearest', got {a['mode']!r}")
     sh, sw = a["scale"]
     return [[1, x[1], x[2] * sh, x[3] * sw]]
 
 
-# Nearest-neighbour upsampling by integer factors (HRNet's fuse layers).
+# Upsampling by integer factors: nearest neighbour (HRNet's fuse layers), or bilinear with
+# half-pixel centres (PyTorch's align_corners=False, TFLite's half_pixel_centers) or with the
+# corner pixels aligned (align_corners=True: AirNet's and ResAttNet's attention masks).
+UPSAMPLE_MODES = ("nearest", "bilinear", "bilinear_corners")
 register_op(OpSpec("upsample", _infer_upsample, {"scale": REQUIRED, "mode": "nearest"}, category="resize",
-                   types={"scale": pair_kind(1), "mode": choice_kind("nearest")}))
+                   types={"scale": pair_kind(1), "mode": choice_kind(*UPSAMPLE_MODES)}))
 
 
 # ---------------------------------------------------------------- added for transformers

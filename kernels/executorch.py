@@ -88,6 +88,7 @@ XNN_NAMES: dict[str, str] = {
     "aten.hardswish.default": "HardSwish (NC)", "aten.sigmoid.default": "Sigmoid (NC)",
     "aten.tanh.default": "TanH (NC)", "aten.leaky_relu.default": "Leaky ReLU (NC, F32)",
     "aten.prelu.default": "PReLU (NC)", "aten._softmax.default": "SoftMax (NC)",
+    "aten.upsample_bilinear2d.vec": "Resize Bilinear (NHWC, F32)",
 }
 CLAMP_NAME = "Clamp (NC)"
 _NUMBER = re.compile(r" #\d+$")
@@ -193,6 +194,8 @@ def _lower_node(b: _Builder, n: Node, xs: list[int], graph: Graph) -> list[int]:
         for _ in range(int(bool(t or bt)) + int(bool(l or r))):
             y = add(SLICE, name, [y], rank)
         return [y]
+    if op == "upsample" and a["mode"] != "nearest":  # XNNPACK's bilinear resize takes it
+        return [add("aten.upsample_bilinear2d.vec", name, xs, rank)]
     if op == "upsample":
         return [add(UPSAMPLE, name, xs, rank, supported=False)]
     if op in ("reshape", "flatten"):

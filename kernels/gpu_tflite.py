@@ -281,7 +281,8 @@ DELEGATE_OP_BUILDERS: dict[str, Callable[[_Builder, Node], None]] = {
     "concat": _concat, "split": _split,
     "channel_shuffle": lambda b, n: b.emit(n, [("reshape", "RESHAPE", [], {}), ("transpose", "TRANSPOSE", [], {}),
                                                ("reshape", "RESHAPE", [], {})]),
-    "pad": _act("padding", "PAD"), "crop": _act("slice", "SLICE"), "upsample": _act("resize", "RESIZE_NEAREST_NEIGHBOR"),
+    "pad": _act("padding", "PAD"), "crop": _act("slice", "SLICE"), "upsample": lambda b, n: b.emit(n, [("resize", "RESIZE_NEAREST_NEIGHBOR" if n.attrs["mode"] == "nearest"
+                                                   else "RESIZE_BILINEAR", [], {})]),
     "reshape": _act("reshape", "RESHAPE"), "flatten": _act("reshape", "RESHAPE"), "softmax": _act("softmax", "SOFTMAX"),
 }
 

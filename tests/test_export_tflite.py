@@ -108,7 +108,10 @@ def torch_forward(graph: Graph, inputs: dict[str, np.ndarray] | None = None) -> 
                 t, b, l, r = a["crops"]
                 y = x[:, :, t : x.shape[2] - b, l : x.shape[3] - r]
             elif op == "upsample":
-                y = F.interpolate(x, scale_factor=tuple(float(v) for v in a["scale"]), mode="nearest")
+                y = F.interpolate(x, scale_factor=tuple(float(v) for v in a["scale"]), mode="nearest") \
+                    if a["mode"] == "nearest" else \
+                    F.interpolate(x, scale_factor=tuple(float(v) for v in a["scale"]), mode="bilinear",
+                                  align_corners=a["mode"] == "bilinear_corners")
             elif op == "layernorm":
                 y = F.layer_norm(x.movedim(a["axis"], -1), w["weight"].shape, w["weight"], w["bias"], a["eps"])
                 y = y.movedim(-1, a["axis"])
@@ -261,6 +264,8 @@ SINGLE = {
     "clip_n1_1": (E, lambda g, x: g.add("clip", x, min=-1, max=1)),
     "crop": (E, lambda g, x: g.add("crop", x, crops=[0, 2, 1, 1])),
     "upsample": (O, lambda g, x: g.add("upsample", x, scale=[2, 3])),
+    "upsample_bilinear": (O, lambda g, x: g.add("upsample", x, scale=2, mode="bilinear")),
+    "upsample_bilinear_corners": (O, lambda g, x: g.add("upsample", x, scale=[2, 3], mode="bilinear_corners")),
     # transformers: tokens [1, N, C] and attention tensors [1, heads, N, d] are not images
     "tokens": (E, lambda g, x: g.add("transpose", g.add("reshape", x, shape=[1, 8, 120]), perm=[0, 2, 1])),
     "fc_tokens": (E, lambda g, x: g.add("fc", _tokens(g, x), out_features=5)),

@@ -356,7 +356,7 @@ def test_unsupported_operator_names_model_node_and_op():
      r"\(the IR has no weights; a constant added is a position embedding only with one value per element of the "
      r"tensor\)$"),
     (lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"), r"\(Resize\): nearest resize by non-integer factors"),
-    (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), r"\(Resize\): interpolation mode 'linear'"),
+    (lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), r"\(Resize\): interpolation mode 'cubic'"),
 ])
 def test_constructs_without_ir_operator_are_one_line_errors(fn, what):
     class M(nn.Module):
@@ -466,3 +466,25 @@ def test_expand_read_by_a_non_broadcasting_operator_is_refused():
     with pytest.raises(UnsupportedModelError, match=r"an Expand of a computed tensor read by an operator that does not "
                                                     r"broadcast it"):
         import_onnx(export_onnx(M(), [1, 4, 6, 6]), name="m")
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_bilinear_resize_maps_to_the_bilinear_upsample(align):
+    """AirNet's and ResAttNet's attention masks: F.interpolate(mode="bilinear") by an integer
+    factor, with half-pixel centres or aligned corners."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+            self.trunk = nn.Conv2d(3, 4, 1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return torch.sigmoid(F.interpolate(y, size=x.shape[2:], mode="bilinear", align_corners=align)) * self.trunk(x)
+
+    torch.manual_seed(7)
+    m = M().eval()
+    x = np.random.default_rng(7).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    g = check_same_function(export_onnx(m, [1, 3, 12, 12]), m, x, "bilinear")
+    ups = [n for n in g.nodes.values() if n.op == "upsample"]
+    assert [(n.attrs["mode"], n.attrs["scale"]) for n in ups] == [("bilinear_corners" if align else "bilinear", [2, 2])]

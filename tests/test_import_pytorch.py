@@ -218,8 +218,12 @@ def test_pad_crop_and_upsample():
         ("pad", {"pads": [0, 1, 0, 1], "value": 0.0}),
     ]
     assert g.shape(g.outputs[0]) == [1, 8, 121, 33]  # 16 +7 -2 -1 (x2) (x3) +1, 16 +3 -2 -1 (x2) +1
-    with pytest.raises(UnsupportedModelError, match="interpolation mode 'bilinear'"):
-        imp(nn.Upsample(scale_factor=2, mode="bilinear"))
+    assert [n.attrs["mode"] for n in imp(nn.Upsample(scale_factor=2, mode="bilinear")).nodes.values()
+            if n.op == "upsample"] == ["bilinear"]
+    assert [n.attrs["mode"] for n in imp(nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)).nodes.values()
+            if n.op == "upsample"] == ["bilinear_corners"]
+    with pytest.raises(UnsupportedModelError, match="interpolation mode 'bicubic'"):
+        imp(nn.Upsample(scale_factor=2, mode="bicubic"))
 
 
 def test_split_chunk_cat():
@@ -370,7 +374,7 @@ def test_added_operators():
         ("clip", {"min": 1.0, "max": 0.0}, "min 1.0 must be below max 0.0"),
         ("crop", {"crops": [4, 4, 0, 0]}, r"crops \[4, 4, 0, 0\] leave nothing of the 8x8 input"),
         ("crop", {"crops": [1, 1]}, "crops must be four non-negative ints"),
-        ("upsample", {"scale": 2, "mode": "bilinear"}, "mode must be 'nearest'"),
+        ("upsample", {"scale": 2, "mode": "bicubic"}, "mode must be 'nearest' or 'bilinear' or 'bilinear_corners'"),
         ("upsample", {"scale": 0}, "scale must be >= 1"),
     ]:
         with pytest.raises(IRError, match=f"^node 'bad' \\({op}\\): {msg}"):

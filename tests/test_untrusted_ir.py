@@ -45,7 +45,8 @@ CASES = [
     ("huge kernel", doc([X, node("maxpool", kernel=2**40)], ["r"]), "kernel must be at most 2147483647"),
     ("pads of 3", doc([X, node("pad", pads=[1, 1, 1])], ["r"]), r"pads must be four non-negative ints \[top, bottom"),
     ("pad value a string", doc([X, node("pad", pads=[1, 1, 1, 1], value="0")], ["r"]), "value must be a finite number"),
-    ("upsample mode", doc([X, node("upsample", scale=2, mode="bilinear")], ["r"]), "mode must be 'nearest', got 'bilinear'"),
+    ("upsample mode", doc([X, node("upsample", scale=2, mode="bicubic")], ["r"]),
+     "mode must be 'nearest' or 'bilinear' or 'bilinear_corners', got 'bicubic'"),
 ]
 
 

@@ -719,20 +719,25 @@ register_lowering(TFLiteLowering("crop", _ops("SLICE"), _build_crop, "SLICE"))
 
 
 def _plan_upsample(s: Site, pl: Plan) -> None:
-    pl.ops = ["RESIZE_NEAREST_NEIGHBOR"] if s.a["scale"] != [1, 1] else []
+    kind = "RESIZE_NEAREST_NEIGHBOR" if s.a["mode"] == "nearest" else "RESIZE_BILINEAR"
+    pl.ops = [kind] if s.a["scale"] != [1, 1] else []
 
 
 def _build_upsample(tf, graph, node, pl, xs, weights, scalar):
     if node.attrs["scale"] == [1, 1]:
         return [xs[0]]
     _, _, h, w = node.shapes[0]
+    mode = node.attrs["mode"]
+    if mode != "nearest":  # PyTorch's bilinear: half-pixel centres, or the corners aligned
+        return [tf.raw_ops.ResizeBilinear(images=xs[0], size=[h, w], align_corners=mode == "bilinear_corners",
+                                          half_pixel_centers=mode == "bilinear")]
     # PyTorch 'nearest' takes source index floor(dst * in / out): TF's legacy rule (no
     # half-pixel centres, no corner alignment).
     return [tf.raw_ops.ResizeNearestNeighbor(images=xs[0], size=[h, w], align_corners=False, half_pixel_centers=False)]
 
 
 register_lowering(TFLiteLowering("upsample", _plan_upsample, _build_upsample,
-                                 "RESIZE_NEAREST_NEIGHBOR (nothing for scale 1)"))
+                                 "RESIZE_NEAREST_NEIGHBOR, or RESIZE_BILINEAR in the bilinear modes (nothing for scale 1)"))
 
 
 # ---------------------------------------------------------------- concat, split, channel_shuffle, pad

@@ -316,8 +316,12 @@ TORCH_OPS: dict[str, TorchOp] = {
         n_aten=lambda n: int(bool(n.attrs["crops"][0] or n.attrs["crops"][1])) + int(bool(n.attrs["crops"][2] or n.attrs["crops"][3])),
     ),
     "upsample": TorchOp(
-        lambda n, i: nn.Upsample(scale_factor=tuple(float(v) for v in n.attrs["scale"]), mode=n.attrs["mode"]),
-        "aten::upsample_nearest2d", int8="any",
+        lambda n, i: nn.Upsample(scale_factor=tuple(float(v) for v in n.attrs["scale"]), mode=n.attrs["mode"])
+        if n.attrs["mode"] == "nearest" else
+        nn.Upsample(scale_factor=tuple(float(v) for v in n.attrs["scale"]), mode="bilinear",
+                    align_corners=n.attrs["mode"] == "bilinear_corners"),
+        "aten::upsample_nearest2d", int8="any", n_aten=lambda n: int(n.attrs["mode"] == "nearest"),
+        extra_aten=lambda n: {} if n.attrs["mode"] == "nearest" else {"aten::upsample_bilinear2d": 1},
     ),
     "global_avgpool": TorchOp(lambda n, i: nn.AdaptiveAvgPool2d(1), "aten::adaptive_avg_pool2d"),
     "concat": TorchOp(lambda n, i: Concat(_axis(n, i)), "aten::cat", variadic=True),

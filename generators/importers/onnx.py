@@ -1230,14 +1230,21 @@ _FLOOR_RESIZE = {("asymmetric", "floor")} | {
 def _resize(c: _Converter, ins, a, node):
     x = ins[0]
     mode = a.get("mode", "nearest")
-    if mode != "nearest":
-        raise _Unsupported(f"interpolation mode {mode!r} (the IR's upsample is nearest)")
+    ir_mode = "nearest"
+    if mode == "linear":  # bilinear: half-pixel centres (PyTorch's align_corners=False) or aligned corners
+        coords = a.get("coordinate_transformation_mode", "half_pixel")
+        ir_mode = {"half_pixel": "bilinear", "pytorch_half_pixel": "bilinear", "align_corners": "bilinear_corners"}.get(coords)
+        if ir_mode is None or node.op_type == "Upsample" or int(a.get("antialias", 0)):
+            raise _Unsupported(f"linear resize with coordinate_transformation_mode={coords!r} (the IR's bilinear "
+                               "upsample has half-pixel centres or aligned corners)")
+    elif mode != "nearest":
+        raise _Unsupported(f"interpolation mode {mode!r} (the IR's upsample is nearest or bilinear)")
     scales = sizes = None
     if node.op_type == "Upsample":
         scales = list(a["scales"]) if "scales" in a else [float(v) for v in _const(c, ins[1], "Upsample scales").reshape(-1)]
     else:
         key = (a.get("coordinate_transformation_mode", "half_pixel"), a.get("nearest_mode", "round_prefer_floor"))
-        if key not in _FLOOR_RESIZE:
+        if mode == "nearest" and key not in _FLOOR_RESIZE:
             raise _Unsupported(f"nearest resize with coordinate_transformation_mode={key[0]!r}, nearest_mode={key[1]!r} "
                                "(its source pixels differ from the IR's upsample)")
         if a.get("axes") is not None:
@@ -1249,7 +1256,7 @@ def _resize(c: _Converter, ins, a, node):
         else:
             raise _Unsupported("Resize without scales or sizes")
     scale = _nearest_factor(c, x, scales, sizes)
-    return x if scale == [1, 1] else c.new("upsample", x, scale=scale, mode="nearest")
+    return x if scale == [1, 1] else c.new("upsample", x, scale=scale, mode=ir_mode)
 
 
 @_handler("Identity")

@@ -283,8 +283,10 @@ class _Converter:
 
     # ------------------------------------------------ resizing, padding, slicing
     def interpolate(self, input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None, antialias=False):
-        if mode != "nearest":
-            raise _Unsupported(f"interpolation mode {mode!r} (the IR's upsample is nearest)")
+        if mode not in ("nearest", "bilinear") or antialias:
+            raise _Unsupported(f"interpolation mode {mode!r}{' with antialias' if antialias else ''} "
+                               "(the IR's upsample is nearest or bilinear)")
+        ir_mode = "nearest" if mode == "nearest" else "bilinear_corners" if align_corners else "bilinear"
         h, w = input.shape[2:]
         if size is not None:
             oh, ow = _pair(size)
@@ -296,7 +298,7 @@ class _Converter:
             if any(float(f) != int(f) for f in s):
                 raise _Unsupported(f"nearest upsampling by non-integer factors {s}")
             scale = [int(f) for f in s]
-        return input if scale == [1, 1] else self.new("upsample", input, scale=scale, mode="nearest")
+        return input if scale == [1, 1] else self.new("upsample", input, scale=scale, mode=ir_mode)
 
     def pad(self, input, pad, mode="constant", value=None):
         if mode != "constant":
@@ -592,6 +594,9 @@ def _tables() -> tuple[dict, dict, dict, dict]:
     def aten_upsample(c, input, output_size=None, scale_factors=None):
         return c.interpolate(input, output_size, scale_factors, "nearest")
 
+    def aten_upsample_bilinear(c, input, output_size=None, align_corners=False, scale_factors=None):
+        return c.interpolate(input, output_size, scale_factors, "bilinear", align_corners)
+
     def aten_max_pool_idx(c, input, *args):
         return (c.max_pool2d(input, *args), None)
 
@@ -607,7 +612,7 @@ def _tables() -> tuple[dict, dict, dict, dict]:
         "add": C.add, "add_": C.add, "mul": C.mul, "mul_": C.mul, "div": C.div, "div_": C.div,
         "avg_pool2d": C.avg_pool2d, "max_pool2d": C.max_pool2d, "max_pool2d_with_indices": aten_max_pool_idx,
         "adaptive_avg_pool2d": C.adaptive_avg_pool2d, "_adaptive_avg_pool2d": C.adaptive_avg_pool2d,
-        "mean": C.mean, "upsample_nearest2d": aten_upsample, "pad": C.pad, "constant_pad_nd": C.pad,
+        "mean": C.mean, "upsample_nearest2d": aten_upsample, "upsample_bilinear2d": aten_upsample_bilinear, "pad": C.pad, "constant_pad_nd": C.pad,
         "slice": C.slice, "cat": C.cat, "concat": C.cat, "split": C.split, "split_with_sizes": C.split,
         "chunk": C.chunk, "view": C.view, "reshape": C.view, "_unsafe_view": C.view, "flatten": C.flatten,
         "transpose": C.transpose, "permute": C.permute, "channel_shuffle": C.channel_shuffle,

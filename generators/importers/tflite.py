@@ -1213,18 +1213,25 @@ def _strided_slice(c: _Converter, i, ins, tin, tout, o):
     return _reshape_to(c, i, y, kept, tout)
 
 
-@_handler("RESIZE_NEAREST_NEIGHBOR")
+@_handler("RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR")
 def _resize(c: _Converter, i, ins, tin, tout, o):
     x = _std(c, ins[0], "a resize")
-    if o.alignCorners:
+    bilinear = c.ops[i][0] == "RESIZE_BILINEAR"
+    if bilinear:  # half-pixel centres or aligned corners; the legacy rule has no IR form
+        if not (o.alignCorners or o.halfPixelCenters):
+            raise _Unsupported("bilinear resize without half-pixel centres or aligned corners (TF1's legacy rule)")
+        mode = "bilinear_corners" if o.alignCorners else "bilinear"
+    elif o.alignCorners:
         raise _Unsupported("nearest resize with align_corners (its source pixels differ from the IR's upsample)")
+    else:
+        mode = "nearest"
     oh, ow = _int_list(ins[1], "the resize size")
     _, ch, h, w = x.shape
     if oh % h or ow % w:
-        raise _Unsupported(f"nearest resize {h}x{w} -> {oh}x{ow} by a non-integer factor")
-    # for integer factors both the legacy and the half-pixel rule read source floor(dst / f)
+        raise _Unsupported(f"{'bilinear' if bilinear else 'nearest'} resize {h}x{w} -> {oh}x{ow} by a non-integer factor")
+    # for integer factors both the legacy and the half-pixel nearest rule read source floor(dst / f)
     scale = [oh // h, ow // w]
-    return x if scale == [1, 1] else c.new("upsample", x, scale=scale, mode="nearest")
+    return x if scale == [1, 1] else c.new("upsample", x, scale=scale, mode=mode)
 
 
 @_handler("QUANTIZE", "DEQUANTIZE")
