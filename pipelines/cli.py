@@ -199,9 +199,14 @@ def parse_shape(text: str | None) -> list[int] | None:
 def _cmd_profile(args: argparse.Namespace) -> None:
     """Run one model file of yours through the measure stage's instrumented runtime (fresh pinned
     processes, the configured stopping rule, op and kernel processes) on the host CPU, the host GPU
-    or an adb phone, and print the e2e median with its interval, the top ops and kernels with their
-    share, the time outside any op (nnPerf's data preparation) and where the Perfetto traces and the
-    JSON record are. Free dimensions (Keras' batch None) resolve to 1 unless --shape says otherwise.
+    or an adb phone, and print the e2e median with its interval (across processes; with too few of
+    them a t-interval, with one a bootstrap over its runs), the load and the speed probe's reading
+    (on the host CPU, against the release's machine), the top ops and kernels with their share, the
+    time outside any op (nnPerf's data preparation) and where the Perfetto traces and the JSON
+    record are. A process taken under load or in a slow episode is measured again, then the
+    profile is refused, as the measure stage does (--allow-load keeps it with a warning). The same
+    file profiled again into the same folder reuses its stored record and says so (--fresh
+    measures anew). Free dimensions (Keras' batch None) resolve to 1 unless --shape says otherwise.
     With --framework all the model goes through the IR to every runtime's format and each is
     profiled: one table of e2e, top ops and kernels side by side (pipelines/profile_compare.py)."""
     from pathlib import Path
@@ -216,7 +221,7 @@ def _cmd_profile(args: argparse.Namespace) -> None:
     req = ProfileRequest(Path(args.model), device=args.device, cores=args.cores, precision=args.precision,
                          threads=args.threads, shape=parse_shape(args.shape),
                          out=Path(args.out) if args.out else None, processes=args.processes,
-                         adb_server=args.adb_server)
+                         adb_server=args.adb_server, allow_load=args.allow_load, fresh=args.fresh)
 
     def live(scenario_id: str, k: int, proc: dict) -> None:  # one line per finished e2e process
         ms = sorted(s / 1e6 for s in proc["samples_ns"])
@@ -225,6 +230,11 @@ def _cmd_profile(args: argparse.Namespace) -> None:
 
     if args.framework:  # the model through the IR to every asked runtime, side by side
         from .profile_compare import compare_runtimes, comparison_lines, parse_frameworks
+
+        for option, asked in (("--allow-load", args.allow_load), ("--fresh", args.fresh)):
+            if asked:
+                raise ConfigError(f"{option}: not taken with --framework (each runtime's profile holds to the "
+                                  "load check and reuses its stored record)")
 
         try:
             cmp = compare_runtimes(cfg, req, parse_frameworks(args.framework), progress=not args.quiet,
@@ -387,6 +397,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--processes", type=int, default=None, help="e2e processes (default: the measure config's)")
     pr.add_argument("--adb-server", default="127.0.0.1:5037", help="adb server for an adb serial (default: %(default)s)")
     pr.add_argument("--out", default=None, help="output folder (default: profiles/<file stem>)")
+    pr.add_argument("--allow-load", action="store_true", help="keep processes taken under load or in a slow "
+                    "episode of the machine, with a warning, instead of measuring them again and refusing "
+                    "(measure.load)")
+    pr.add_argument("--fresh", action="store_true", help="remove this model's stored record of the scenario "
+                    "in the output folder and measure anew (default: a stored record is reused, and said so)")
     pr.add_argument("--top", type=int, default=8, help="op and kernel types listed (default: %(default)s)")
     pr.add_argument("--params", default=str(PARAMS), help="composed parameters for the measure protocol "
                     "(default: %(default)s; the defaults of conf/ if absent)")

@@ -4,15 +4,15 @@ A mobile developer with a ``.tflite`` or TorchScript file wants what TFLite's be
 nnPerf show: how long it takes end to end (with how sure we are), which ops and kernels take
 the time, and how much of the run is not in any op. This module runs the file through exactly
 the code path of the measure stage (:class:`pipelines.measure.Sweep`: fresh pinned processes,
-interleaving, the stopping rule, the op and kernel processes with their overhead check), on the
-host's CPU, the host's GPU or an adb phone, and reads the record it writes.
+the stopping rule, its load check, op and kernel processes with their overhead check; ``--allow-load``
+keeps loaded ones) on the host's CPU or GPU or an adb phone, and reads the record it writes.
 
 How the file enters the sweep
 -----------------------------
 The sweep reads artifacts as ``<artifacts>/<model_id>/<format file>``; the file is copied there
-under a model id made of its content hash (the same file always gets the same id, so a
-profile interrupted half way resumes like a sweep). Two preparations, both stated in the
-record's folder:
+under a model id made of its content hash (the same file always gets the same id: an interrupted
+profile resumes like a sweep, a finished one is reused and says so, ``--fresh`` measures anew).
+Two preparations, both stated in the record's folder:
 
 - TFLite files converted with a free batch dimension (Keras' usual ``None``) carry ``-1`` in
   their tensors' shape signatures, and LiteRT's compiled model refuses them ("Failed to get
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -73,6 +74,10 @@ class ProfileRequest:
     out: Path | None = None  # default: profiles/<file stem>/
     processes: int | None = None  # e2e processes (default: the measure config's)
     adb_server: str = "127.0.0.1:5037"  # for an adb serial
+    # keep processes taken under load or in a slow episode, with a warning (measure.load.check
+    # off), instead of measuring them again and refusing as the measure stage does
+    allow_load: bool = False
+    fresh: bool = False  # remove the model's stored record(s) of the scenario and measure anew
 
 
 @dataclass
@@ -83,6 +88,9 @@ class Profile:
     out: Path
     scenario_id: str
     notes: list[str] = field(default_factory=list)  # what was done to the file on the way
+    reused: str | None = None  # the stored record's date when it was read, not measured, by this run
+    # host CPU scenarios: the committed release's speed-probe reference (release_reference)
+    release: dict[str, Any] | None = None
 
     def trace(self, mode: str) -> Path | None:
         m = self.record.get(mode)
@@ -325,27 +333,88 @@ def run_profile(cfg: Any, req: ProfileRequest, *, device: Device | None = None, 
             facts = art.parent / f"{art.stem}.facts.json"
             facts.write_text(json.dumps({"inputs": [{"shape": list(req.shape)}], "source_file": str(path)}))
     m = copy.deepcopy(cfg.measure)
-    # a developer's profile on their own machine: the load is recorded and printed
-    # (summary_lines), not refused as the dataset's measure stage refuses it
-    m.load.check = False
+    if req.allow_load:  # keep and warn (summary_lines), as the config's load.check: false does
+        m.load.check = False
     if req.processes:
         m.processes = req.processes
         m.stopping.max_processes = max(m.stopping.max_processes, req.processes)
     rec_dir = out / scenario.scenario_id
     with device.lock(out / ".lock"):
+        if req.fresh:
+            forget(rec_dir, mid)
         plan = resolve_plan(device, scenario, m, rec_dir, out / "artifacts", [(PROFILE_SOURCE, mid)],
                             getattr(cfg, "release", None))
+        # the plan skips a pair done under the same protocol digest: nothing is measured now
+        reused = None if any(pr.model_id == mid for pr in plan.pairs) else _stored_date(plan, mid)
+        notes += [f"resumed {len(pr.processes)} e2e process(es) an interrupted profile finished"
+                  for pr in plan.pairs if pr.processes]
         sweep = Sweep(plan, device, progress=progress)
         sweep.on_process = (lambda proc: on_process(scenario.scenario_id, proc["process"], proc)) if on_process else None
+        sweep.say = lambda line: None  # a failure is the ProfileError below, one line
         sweep.run()
     rec_path = plan.record_path(mid)
     if not rec_path.is_file():
-        err = json.loads(plan.error_path(mid).read_text()) if plan.error_path(mid).is_file() else {}
-        raise ProfileError(f"{path}: {err.get('kind', 'failed')}: {err.get('error', 'no record written')}")
+        raise ProfileError(_failure(path, plan, mid, art, reused))
     record = json.loads(rec_path.read_text())
     (rec_dir / "source.json").write_text(json.dumps({"model_file": str(path.resolve()), "model_id": mid,
                                                      "format": FORMATS.get(fmt).name, "notes": notes}, indent=1))
-    return Profile(record, rec_dir, scenario.scenario_id, notes)
+    return Profile(record, rec_dir, scenario.scenario_id, notes, reused=reused,
+                   release=release_reference(cfg, device, scenario))
+
+
+def forget(rec_dir: Path, model_id: str) -> list[Path]:
+    """``--fresh``: removes what the scenario's folder holds of ``model_id`` (its record or error
+    record, traces, the unfinished processes of an interrupted profile); the paths removed."""
+    gone = sorted(rec_dir.glob(f"{model_id}.*"))
+    for f in gone:
+        f.unlink()
+    work = rec_dir / ".work" / model_id
+    if work.is_dir():
+        shutil.rmtree(work)
+        gone.append(work)
+    return gone
+
+
+def _stored_date(plan: Any, model_id: str) -> str | None:
+    """When the stored record (or failure on record) of ``model_id`` was written (local time;
+    None: the folder holds neither)."""
+    import time
+
+    for path in (plan.record_path(model_id), plan.error_path(model_id)):
+        if path.is_file():
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(path.stat().st_mtime))
+    return None
+
+
+def _failure(path: Path, plan: Any, model_id: str, artifact: Path, reused: str | None) -> str:
+    """The one line of a profile that wrote no record: a refusal under load says what was seen
+    and what to do; a failure on record from an earlier run says so."""
+    err = json.loads(plan.error_path(model_id).read_text()) if plan.error_path(model_id).is_file() else {}
+    what = str(err.get("error", "no record written")).replace(f"{artifact}: ", "")
+    if err.get("kind") == "loaded":
+        return (f"{path}: refused: {what} (measure.load.retries {plan.protocol.load.retries}); close other "
+                "programs and profile again, or pass --allow-load to keep the numbers with a warning")
+    stored = f" (stored failure from {reused}, {plan.error_path(model_id)}; measure anew with --fresh)" if reused else ""
+    return f"{path}: {err.get('kind', 'failed')}: {what}{stored}"
+
+
+def release_reference(cfg: Any, device: Device, scenario: Any) -> dict[str, Any] | None:
+    """For a host CPU scenario, the configured release's speed-probe reference of this device
+    name (``RELEASE.json``'s ``probe_reference_s``: seconds of the probe's fixed work per CPU on
+    the release's machine) and the processors it was measured on; None elsewhere (the GPU, a
+    phone) or when the release has none."""
+    from .release import Release
+
+    rel_cfg = getattr(cfg, "release", None)
+    release = Release.configured(rel_cfg) if rel_cfg is not None else None
+    if release is None or getattr(device, "kind", None) != "host" or scenario.accelerator != "cpu":
+        return None
+    ref = release.probe_reference(device.name)
+    if not ref:
+        return None
+    return {"label": release.label, "probe_reference_s": {str(c): s for c, s in ref.items()},
+            "processors": sorted(release.processors(device.name)),
+            "processor": device.describe().get("cpu_model")}
 
 
 # ---------------------------------------------------------------- what the developer reads
@@ -370,27 +439,155 @@ def _kernel_label(k: dict) -> str:
     return "+".join([str(k.get("kernel_kind") or k["name"]), *map(str, fused)]) if fused else str(k["name"])
 
 
+def _ms(v: float) -> str:
+    """Milliseconds with three decimals, or three significant digits below 1 ms."""
+    return f"{v:.3f}" if abs(v) >= 1 else f"{v:#.3g}"
+
+
+def interval_lines(e2e: dict[str, Any]) -> list[str]:
+    """The e2e median with an interval that always exists (:func:`pipelines.stats.median_interval`:
+    the record's distribution-free CI across processes when there are enough, else a t-interval
+    over the process medians, else a bootstrap over one process's runs), and the spreads."""
+    from .stats import median_ci_ranks, median_interval
+
+    pooled = e2e.get("pooled", {})
+    level = float(pooled.get("ci_level") or 0.95)
+    k = int(e2e["processes"])
+    lo, hi = e2e.get("medians_ci_low_ms"), e2e.get("medians_ci_high_ms")
+    if lo is not None and hi is not None and not (math.isnan(lo) or math.isnan(hi)):  # the record's own
+        how = f"distribution-free, across the {k} process medians"
+    else:
+        iv = median_interval(e2e["samples_ns"], level)
+        lo, hi = iv["low_ms"], iv["high_ms"]
+        need = next(n for n in range(2, 1000) if median_ci_ranks(n, level))
+        how = {"t": f"t-interval over the {k} process medians; the distribution-free one needs {need} processes",
+               "bootstrap": (f"bootstrap over the {iv['runs']} runs of 1 process: within-process noise only, the "
+                             "drift between processes is not in it (--processes 2 or more)")
+               }.get(iv["kind"], f"distribution-free, across the {k} process medians")
+    return [f"e2e  median {_ms(e2e['latency_ms'])} ms, {level:.0%} interval {_ms(lo)}-{_ms(hi)} ms ({how})",
+            (f"     {k} processes, {e2e['n']} runs; between-process spread {100 * e2e.get('between_rel_range', 0):.1f}%, "
+             f"within-process CV {100 * e2e.get('within_cv', 0):.1f}%; pooled p10-p90 {pooled.get('p10_ms', 0):.3f}-"
+             f"{pooled.get('p90_ms', 0):.3f} ms")]
+
+
+def kept_loads(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the machine did around each kept process of the record (e2e, op, kernel; a process
+    that recorded two granularities counted once), observed ones only."""
+    loads = [pp.get("load") for pp in record["e2e"].get("per_process", [])]
+    loads += [(record.get(mode) or {}).get("load") for mode in ("op", "kernel")]
+    seen, out = set(), []
+    for x in loads:
+        key = json.dumps(x, sort_keys=True)
+        if x and x.get("observed") and key not in seen:
+            seen.add(key)
+            out.append(x)
+    return out
+
+
+def load_lines(record: dict[str, Any]) -> list[str]:
+    """The load and the speed probe's reading over the kept processes, and the limits the
+    measure stage's check (:func:`pipelines.machine_load.judge`) held them to; with the check off
+    (``--allow-load``), which processes it would have measured again, and a warning."""
+    from .machine_load import LoadConfig, judge, judged_share
+
+    load = record.get("load") or {}
+    loads = kept_loads(record)
+    if not load.get("observed") or not loads:
+        return [f"load and speed probe: not read ({load.get('reason') or 'no load recorded'})"]
+    check = load.get("check") or {}
+    limits = LoadConfig(**{**{k: v for k, v in check.items() if k in LoadConfig.__dataclass_fields__}, "check": True})
+    checked = check.get("check", True)
+    share = max(judged_share(x) for x in loads)
+    unresolved = (f"; up to {100 * load['max_foreign_busy_frac']:.0f}% within /proc/stat's two clock ticks per core, "
+                  "not counted") if load["max_foreign_busy_frac"] > share else ""
+    lines = [(f"load: other processes used at most {100 * share:.0f}% of the pinned cores "
+              f"(limit {100 * limits.max_foreign_busy:.0f}%{unresolved}), the hypervisor stole at most "
+              f"{100 * load['max_steal_frac']:.0f}% (limit {100 * limits.max_steal:.0f}%), load average up to "
+              f"{load.get('max_loadavg')}; {load.get('remeasured') or 0} process(es) measured again under load")]
+    probes = [x["probe"] for x in loads if x.get("probe")]
+    if probes:
+        import statistics
+
+        slow = [float(pr["slowdown"]) for pr in probes]
+        ref = ", ".join(f"CPU {c} {1e3 * float(v):.3f} ms" for c, v in sorted(probes[-1]["best_s"].items()))
+        limit = (f"limit {100 * limits.max_slowdown:.0f}% (measure.load.max_slowdown)"
+                 if limits.max_slowdown is not None else "no limit (measure.load.max_slowdown: null)")
+        lines.append(f"probe: over the {len(probes)} kept processes the pinned cores ran the speed probe a median "
+                     f"{100 * statistics.median(slow):.0f}% and at most {100 * max(slow):.0f}% slower than their "
+                     f"fastest (reference {ref}); {limit}")
+    else:
+        lines.append("probe: not run (measure.load.probe: false)")
+    if not checked:
+        why = [w for w in (judge(x, limits) for x in loads) if w]
+        warn = f", e.g. {why[0]}: these times are slower than a quiet machine's" if why else ""
+        lines.append(f"load check off (--allow-load, or measure.load.check: false): {len(why)} of {len(loads)} kept "
+                     f"processes would have been measured again{warn}")
+    return lines
+
+
+RELEASE_SPEED_TOLERANCE = 0.10  # this machine's probe within 10% of the release's reference reads "as fast"
+
+
+def release_line(record: dict[str, Any], release: dict[str, Any] | None) -> str | None:
+    """How this machine's cores compare with the release's machine (host CPU scenarios only):
+    the median of the speed probe's readings around the kept processes over the release's
+    ``probe_reference_s`` of the same CPU. Slower than the release's machine means host
+    predictions, priced on that machine, read fast here."""
+    if not release:
+        return None
+    import statistics
+
+    readings: dict[str, list[float]] = {}
+    for x in kept_loads(record):
+        for side in ("before_s", "after_s"):
+            for c, v in ((x.get("probe") or {}).get(side) or {}).items():
+                readings.setdefault(str(c), []).append(float(v))
+    label, ref = release["label"], release["probe_reference_s"]
+    if not readings:
+        return f"release: no speed probe in the record (measure.load.probe: false): no comparison with {label}"
+    common = sorted(set(readings) & set(ref), key=int)
+    if not common:
+        return f"release: {label} has no probe reference for CPU(s) {', '.join(sorted(readings, key=int))}"
+    ratio = {c: statistics.median(readings[c]) / float(ref[c]) for c in common}
+    worst = max(ratio.values())
+    cpus = ", ".join(f"CPU {c} {1e3 * statistics.median(readings[c]):.3f} ms vs {1e3 * float(ref[c]):.3f} ms "
+                     f"({ratio[c]:.2f}x)" for c in common)
+    machine = f", {', '.join(release.get('processors') or [])}" if release.get("processors") else ""
+    if worst > 1 + RELEASE_SPEED_TOLERANCE:
+        verdict = (f"this machine reads {100 * (worst - 1):.0f}% slower than the release's machine{machine}, so "
+                   "host predictions (latbench predict), priced on that machine, read fast here")
+    elif worst < 1 - RELEASE_SPEED_TOLERANCE:  # every CPU of the set reads faster
+        verdict = (f"this machine reads {100 * (1 - worst):.0f}% faster than the release's machine{machine}, so "
+                   "host predictions, priced on that machine, read slow here")
+    else:
+        verdict = f"as fast as the release's machine{machine}, within {100 * RELEASE_SPEED_TOLERANCE:.0f}%"
+    other = release.get("processor")
+    if other and release.get("processors") and other not in release["processors"]:
+        verdict += f"; this machine's processor is {other}"
+    n = sum(len(v) for v in readings.values())
+    return (f"release: the speed probe here (median of {n} readings around the kept processes) against "
+            f"{label}'s reference: {cpus}: {verdict}")
+
+
 def summary_lines(p: Profile, top: int = 8) -> list[str]:
-    """The report ``latbench profile`` prints (e2e, top ops and kernels, gaps, where the files are)."""
+    """The report ``latbench profile`` prints: whether the record was reused, the e2e median with
+    its interval, the load and speed probe (and, on the host CPU, this machine against the
+    release's), the top ops and kernels, gaps, where the files are."""
     r = p.record
-    e = r["e2e"]
     sc = r["scenario"]
     where = f"cpus {','.join(map(str, sc.get('cpus') or [])) or '-'}, {sc.get('threads')} thread(s)" \
         if sc.get("accelerator") == "cpu" else f"gpu {r.get('runtime', {}).get('gpu') or ''}".strip()
     lines = [f"{p.scenario_id}  ({where})"]
-    ci = ""
-    if e.get("medians_ci_low_ms") == e.get("medians_ci_low_ms"):  # not NaN: enough processes for a CI
-        ci = f", CI {e['medians_ci_low_ms']:.3f}-{e['medians_ci_high_ms']:.3f} ms"
-    pooled = e.get("pooled", {})
-    lines.append(f"e2e  median {e['latency_ms']:.3f} ms{ci} ({e['processes']} processes, {e['n']} runs; "
-                 f"between-process spread {100 * e.get('between_rel_range', 0):.1f}%, within-process CV "
-                 f"{100 * e.get('within_cv', 0):.1f}%; pooled p10-p90 {pooled.get('p10_ms', 0):.3f}-"
-                 f"{pooled.get('p90_ms', 0):.3f} ms)")
-    load = r.get("load") or {}
-    if load.get("observed") and load.get("max_foreign_busy_frac", 0) > 0.1:
-        lines.append(f"load: other processes used up to {100 * load['max_foreign_busy_frac']:.0f}% of the pinned "
-                     f"cores while it ran (load average up to {load.get('max_loadavg')}): these times are slower "
-                     "than a quiet machine's")
+    if p.reused:
+        check = (r.get("load") or {}).get("check") or {}
+        unchecked = ", kept with the load check off" if check.get("check") is False else ""
+        lines.append(f"reused the stored record from {p.reused} ({p.out / (r['model_id'] + '.json')}{unchecked}); "
+                     "measure anew with --fresh")
+    lines += interval_lines(r["e2e"])
+    lines += load_lines(r)
+    rel = release_line(r, p.release)
+    if rel:
+        lines.append(rel)
     for mode, what, entries, label in (("op", "ops", "ops", lambda o: str(o["name"])),
                                        ("kernel", "kernels", "kernels", _kernel_label)):
         m = r.get(mode)
@@ -434,5 +631,6 @@ def summary_lines(p: Profile, top: int = 8) -> list[str]:
     return lines
 
 
-__all__ = ["Profile", "ProfileError", "ProfileRequest", "check_model_file", "device_config",
-           "framework_of", "pte_program", "run_profile", "static_tflite", "summary_lines", "tflite_precision", "torchscript_precision"]
+__all__ = ["Profile", "ProfileError", "ProfileRequest", "check_model_file", "device_config", "forget",
+           "framework_of", "interval_lines", "load_lines", "pte_program", "release_line", "release_reference",
+           "run_profile", "static_tflite", "summary_lines", "tflite_precision", "torchscript_precision"]

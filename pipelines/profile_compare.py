@@ -147,9 +147,17 @@ def _top(record: dict, mode: str, entries: str, n: int) -> list[tuple[str, float
 
 
 def _ci(record: dict) -> str:
+    """The e2e median's 95% interval, however few processes ran (the record's own across process
+    medians, else :func:`pipelines.stats.median_interval`'s t-interval or single-process
+    bootstrap, marked ``t`` or ``b``)."""
+    from .stats import median_interval
+
     e = record["e2e"]
     lo, hi = e.get("medians_ci_low_ms"), e.get("medians_ci_high_ms")
-    return f"{lo:.3f}-{hi:.3f}" if lo == lo and lo is not None else "-"  # NaN: too few processes
+    if lo is not None and hi is not None and lo == lo and hi == hi:
+        return f"{lo:.3f}-{hi:.3f}"
+    iv = median_interval(e["samples_ns"], 0.95)
+    return f"{iv['low_ms']:.3f}-{iv['high_ms']:.3f} ({iv['kind'][0]})"
 
 
 def table_rows(cmp: Comparison, top: int = 3) -> list[dict[str, Any]]:
@@ -197,6 +205,9 @@ def comparison_lines(cmp: Comparison, top: int = 3) -> list[str]:
         parts = [f"ops: {r['top_ops']}" if r["top_ops"] else "", f"kernels: {r['top_kernels']}" if r["top_kernels"] else ""]
         what = "; ".join(p for p in parts if p) or "e2e only"
         lines.append(f"  {r['framework']:<12} {what}")
+    if any(str(r.get("ci_ms", "")).endswith(("(t)", "(b)")) for r in rows):
+        lines.append("  95% CI (t): a t-interval over the few process medians; (b): a bootstrap over one process's runs, "
+                     "within-process noise only (--processes 6 gives the distribution-free interval)")
     lines.append(f"records and traces: {cmp.out}/<scenario id>/; table: {cmp.out / 'comparison.csv'}")
     return lines
 

@@ -20,6 +20,13 @@ Samples are integer nanoseconds (as the runtime records them); summaries are mil
   (../shared/NOTES.md), so the record keeps both: the pooled summary of all samples, the median of
   the per-process medians (the headline), the between-process spread (relative range and CV of the
   per-process medians) and the within-process spread (median of the per-process CVs).
+- ``median_interval(per_process_samples, level=0.95)``: an interval of the median latency however
+  few processes ran (``latbench profile`` prints it): the order-statistic CI of the per-process
+  medians when there are enough of them for ``level`` (6 at 95%: the record's
+  ``medians_ci_*``); with 2 to 5, a Student t-interval of the mean of the per-process medians
+  (mean +- t(level, k-1) s / sqrt(k), its lower bound clipped at 0); with one process, a
+  percentile bootstrap of the median over that process's runs, which covers the within-process
+  noise only (the drift between processes is not in it). ``kind`` says which one it is.
 """
 from __future__ import annotations
 
@@ -29,10 +36,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import binom
+from scipy.stats import t as student_t
 
 from foundation.configs import check_fields, plain
 
 NS_PER_MS = 1e6
+BOOTSTRAP_RESAMPLES = 2000  # median_interval's resamples of a single process's runs
 
 
 def _as_ms(samples_ns: Sequence[float]) -> np.ndarray:
@@ -244,3 +253,33 @@ def pooled_summary(per_process_samples: Sequence[Sequence[float]], level: float 
         "pooled": summarize(np.concatenate(groups), level),
         "per_process": per,
     }
+
+
+def median_interval(per_process_samples: Sequence[Sequence[float]], level: float = 0.95,
+                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> dict[str, Any]:
+    """An interval (ms) of the median latency of one (model, scenario) from its processes'
+    samples (ns each), whatever their number (see the module doc): ``kind`` is
+    ``order-statistic`` (across the process medians), ``t`` (over the process medians) or
+    ``bootstrap`` (over the runs of a single process); ``processes``, ``runs``, ``level``,
+    ``low_ms``, ``high_ms``. The bootstrap is seeded (``seed``): the same samples give the
+    same interval."""
+    groups = [_as_ms(s) for s in per_process_samples]
+    groups = [g for g in groups if g.size]
+    if not groups:
+        raise ValueError("median_interval: no samples")
+    medians = np.array([float(np.median(g)) for g in groups])
+    k = len(groups)
+    out: dict[str, Any] = {"processes": k, "runs": int(sum(g.size for g in groups)), "level": float(level)}
+    if median_ci_ranks(k, level) is not None:
+        lo, hi, _ = median_ci(medians, level)
+        return {**out, "kind": "order-statistic", "low_ms": lo, "high_ms": hi}
+    if k >= 2:
+        half = float(student_t.ppf((1 + level) / 2, k - 1)) * float(medians.std(ddof=1)) / math.sqrt(k)
+        mean = float(medians.mean())
+        return {**out, "kind": "t", "low_ms": max(mean - half, 0.0), "high_ms": mean + half}
+    x = groups[0]
+    rng = np.random.default_rng(seed)
+    boot = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
+    alpha = (1 - level) / 2
+    return {**out, "kind": "bootstrap", "low_ms": float(np.quantile(boot, alpha)),
+            "high_ms": float(np.quantile(boot, 1 - alpha))}

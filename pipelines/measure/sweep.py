@@ -59,6 +59,7 @@ class Sweep:
         self.observer = Observer(device, plan.scenario, plan.protocol.load, plan.reference, self.log, self.counts)
         self.runs_made = 0  # timed e2e runs made by this sweep (benchmarks read it)
         self.on_process: Callable[[dict], None] | None = None  # called with each finished e2e process
+        self.say: Callable[[str], None] = tqdm.write  # a pair's failure, as it happens (profile: its own error)
         # sweeps sharing one scenario folder at once (the farm's phones) leave .work to their driver
         self.tidy_work = True
 
@@ -227,7 +228,7 @@ class Sweep:
         self.counts["failed"] += 1
         self.counts["refused"] += kind == "loaded"
         self.log(f"failed {pair.model_id}: {kind}: {msg}")
-        tqdm.write(f"measure: {pair.model_id}: {kind}: {msg}")
+        self.say(f"measure: {pair.model_id}: {kind}: {msg}")
 
 
 def build_record(plan: Plan, pair: Pair, stop_reason: str | None) -> Record:
