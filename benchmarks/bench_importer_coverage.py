@@ -127,12 +127,13 @@ def main(argv: list[str] | None = None) -> int:
                          "(default %(default)s; 'none' to skip)")
     ap.add_argument("--report", action="store_true", help="print the table of what the results file holds, run nothing")
     ap.add_argument("--retry", action="store_true",
-                    help="run again the cases the results file holds as not imported or not conforming (after an importer change)")
+                    help="run again the cases the results file holds as not imported, not conforming or with outputs "
+                         "not compared (after an importer change)")
     args = ap.parse_args(argv)
 
     done = load(args.results)
     if args.retry and not args.report:
-        done = [r for r in done if r["conforms"]]
+        done = [r for r in done if r["conforms"] and r.get("same_outputs") is not None]
         args.results.parent.mkdir(parents=True, exist_ok=True)
         args.results.write_text("".join(json.dumps(r) + "\n" for r in done))
     if not args.report:

@@ -88,7 +88,7 @@ XNN_NAMES: dict[str, str] = {
     "aten.hardswish.default": "HardSwish (NC)", "aten.sigmoid.default": "Sigmoid (NC)",
     "aten.tanh.default": "TanH (NC)", "aten.leaky_relu.default": "Leaky ReLU (NC, F32)",
     "aten.prelu.default": "PReLU (NC)", "aten._softmax.default": "SoftMax (NC)",
-    "aten.upsample_bilinear2d.vec": "Resize Bilinear (NHWC, F32)",
+    "aten.upsample_bilinear2d.vec": "Resize Bilinear (NHWC)",
 }
 CLAMP_NAME = "Clamp (NC)"
 _NUMBER = re.compile(r" #\d+$")

@@ -184,6 +184,7 @@ XNN_KERNELS: dict[str, Callable[[TfliteOp, Node, Graph], list[str]]] = {
     "SLICE": _slice, "SPLIT": _same("Copy (NC, X32)"), "SPLIT_V": _builtin,
     "PAD": _same("Constant Pad (ND, X32)"), "PADV2": _same("Constant Pad (ND, X32)"),
     "MIRROR_PAD": _builtin, "RESIZE_NEAREST_NEIGHBOR": _builtin,
+    "RESIZE_BILINEAR": _same("Resize Bilinear (NHWC)"),  # the name LiteRT's profiler gives it (seen)
 }
 #: A zero PAD is absorbed into the padding of these readers.
 _ABSORBS_PAD = {"CONV_2D", "DEPTHWISE_CONV_2D"}
