@@ -1,12 +1,13 @@
 """A committed dataset release, read-only: ``datasets/<name>-v<N>/``.
 
 A release is the assembled tables and card of a sweep with ``RELEASE.json`` (what it holds per
-scenario, the processors it was measured on, the speed probe's reference). The ``release``
-config section names the one the project's data belongs to; every stage that reads it asks a
-:class:`Release`: which pairs it holds and which of those are current under today's protocol
-(the measure stage skips them, assemble takes their rows, prune may delete their files),
-which processor measured it, which speed it was measured at, and where the control and retest
-histories live. Writing a release is ``pipelines/release_writer.py``.
+scenario, the processors it was measured on and their description, the speed probe's
+reference). The ``release`` config section names the one the project's data belongs to; every
+stage that reads it asks a :class:`Release`: which pairs it holds and which of those are current
+under today's protocol (the measure stage skips them, assemble takes their rows, prune may
+delete their files), which processor measured it (its name; from releases written since they
+record it, its family, model, stepping and ISA flags), which speed it was measured at, and
+where the control and retest histories live. Writing a release is ``pipelines/release_writer.py``.
 """
 from __future__ import annotations
 
@@ -149,6 +150,14 @@ class Release:
                     f"{', '.join(socs)}; this machine is {processor}: its measurements would not compare with them")
         return None
 
+    def machine(self, device: str) -> dict[str, Any] | None:
+        """The processor description the ``device`` rows were measured on (vendor, model name,
+        family, model, stepping, ISA flags: :func:`pipelines.devices.host.parse_cpuinfo`), or None:
+        a release written before releases recorded it (host-v1 records only the processor's name,
+        :meth:`processors`)."""
+        m = self.manifest.get("machine", {}).get(device)
+        return m if isinstance(m, dict) else None
+
     def probe_reference(self, device: str) -> dict[int, float]:
         """CPU -> seconds: the speed-probe reference of the ``device`` rows (empty: none)."""
         refs = self.manifest.get("probe_reference_s", {}).get(device, {})
@@ -189,6 +198,31 @@ def check_one_machine(scenarios: Any, where: Path) -> None:
             raise ReleaseError(f"{where}: device {dev!r} ran on {len(socs)} processors ({what}); a release "
                                f"holds one machine's measurements (measure on a machine like the release's, "
                                f"or start a release of this machine's own)")
+
+
+#: What names a processor in a description (pipelines/devices/host.py ``parse_cpuinfo``): two
+#: descriptions that differ in one of these are two processors; the flags may differ between
+#: kernel versions on one processor.
+PROCESSOR_IDENTITY = ("vendor", "model_name", "family", "model", "stepping")
+
+
+def processor_differences(recorded: dict[str, Any] | None, this: dict[str, Any] | None) -> list[str]:
+    """How processor description ``this`` differs from ``recorded`` (``model 17 vs 1``, ``isa:
+    lacks avx512f``), over the keys both know; empty when they agree or either is unknown."""
+    if not recorded or not this:
+        return []
+    out = [f"{k.replace('_', ' ')} {this[k]!r} vs {recorded[k]!r}" if k == "model_name" else
+           f"{k} {this[k]} vs {recorded[k]}"
+           for k in PROCESSOR_IDENTITY if recorded.get(k) is not None and this.get(k) is not None
+           and str(recorded[k]) != str(this[k])]
+    if isinstance(recorded.get("isa"), list) and isinstance(this.get("isa"), list):
+        lacks = sorted(set(recorded["isa"]) - set(this["isa"]))
+        more = sorted(set(this["isa"]) - set(recorded["isa"]))
+        if lacks:
+            out.append(f"isa: lacks {', '.join(lacks)}")
+        if more:
+            out.append(f"isa: also {', '.join(more)}")
+    return out
 
 
 _VENDOR_WORDS = {"intel", "amd", "arm", "processor", "cpu", "cpus", "core", "with", "radeon", "graphics"}

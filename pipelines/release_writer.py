@@ -3,8 +3,9 @@
 It copies the assembled tables (``data/dataset``: compact zstd parquet) and the card into the
 folder ``release.folder`` names (``datasets/<name>-v<N>/``), replaced whole and atomically,
 with ``RELEASE.json`` (name, version, when, the pairs it holds per scenario, sizes, the
-processors and the speed probe's reference), and carries over what lives only in the release:
-its ``CHANGES.md`` and the control and retest histories, whose sections it appends to the card.
+processors with their description and the speed probe's reference), and carries over what lives
+only in the release: its ``CHANGES.md`` and the control and retest histories, whose sections it
+appends to the card.
 It is the last step of ``scripts/release_sweep.sh``, never the main job (whose
 ``data/dataset`` also holds its own tour's scenarios). Reading a release is
 ``pipelines/release.py``.
@@ -23,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .measure.records import Record
-from .release import (MANIFEST, ROOT, Release, ReleaseError, check_one_machine, parse_name, processors,
-                      release_for_machine, resolve)
+from .release import (MANIFEST, PROCESSOR_IDENTITY, ROOT, Release, ReleaseError, check_one_machine, parse_name,
+                      processor_differences, processors, release_for_machine, resolve)
 
 CHANGES = "CHANGES.md"  # a release's history (what each session measured), carried from version to version
 LIMIT_BYTES = 100 * 2**20  # a release is committed to git: it must stay well under this
@@ -48,6 +49,39 @@ def probe_references(measurements: Path) -> dict[str, dict[str, float]]:
             for cpu, s in best.items():
                 seen.setdefault(rec.parent.parent.name, {}).setdefault(str(cpu), []).append(float(s))
     return {dev: {cpu: statistics.median(v) for cpu, v in sorted(cpus.items())} for dev, cpus in sorted(seen.items())}
+
+
+def machines(measurements: Path) -> dict[str, dict[str, Any]]:
+    """Device -> the processor its measurements ran on, from the device description each
+    measured scenario's ``SCENARIO.json`` keeps (``processor``: vendor, model name, family, model,
+    stepping, ISA flags; pipelines/devices/host.py ``parse_cpuinfo``). Sessions that saw different
+    flags lines on one processor (a kernel upgrade) keep the ISA flags all of them had and every
+    flags hash, sorted; two processors under one device name are a ReleaseError, as
+    ``check_one_machine`` refuses their rows. Empty where no description records one."""
+    seen: dict[str, list[tuple[Path, dict[str, Any]]]] = {}
+    for status in sorted(measurements.glob("*/*/SCENARIO.json")):
+        try:
+            info = json.loads(status.read_text())
+        except (OSError, ValueError):
+            continue
+        proc = (info.get("device") or {}).get("processor") if isinstance(info, dict) else None
+        if isinstance(proc, dict):
+            seen.setdefault(status.parent.parent.name, []).append((status, proc))
+    out: dict[str, dict[str, Any]] = {}
+    for dev, found in sorted(seen.items()):
+        first_path, first = found[0]
+        for path, proc in found[1:]:
+            diff = processor_differences(first, {k: proc.get(k) for k in PROCESSOR_IDENTITY})
+            if diff:
+                raise ReleaseError(f"{path}: device {dev!r} ran on another processor than in {first_path} "
+                                   f"({'; '.join(diff)}); a release holds one machine's measurements")
+        isa = set(first.get("isa") or [])
+        for _, proc in found[1:]:
+            isa &= set(proc.get("isa") or [])
+        hashes = sorted({str(p["flags_sha256"]) for _, p in found if p.get("flags_sha256")})
+        out[dev] = {**{k: first.get(k) for k in PROCESSOR_IDENTITY}, "isa": sorted(isa),
+                    "flags_sha256": hashes[0] if len(hashes) == 1 else hashes}
+    return out
 
 
 def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
@@ -95,6 +129,9 @@ def write_release(dataset_dir: str | Path, release_dir: str | Path) -> dict:
                 "hosts": sorted(str(h) for h in e["host"].dropna().unique()) if "host" in e else [],
                 # device -> the processor its rows were measured on (one per device: check_one_machine)
                 "processors": {dev: sorted(socs) for dev, socs in processors(ds.scenarios).items()},
+                # device -> its processor's description (family, model, stepping, ISA flags) from
+                # the records' device description; a device without local records keeps the old one
+                "machine": {**Release(out).manifest.get("machine", {}), **machines(src.parent / "measurements")},
                 # device -> CPU -> the speed probe's reference of its records: the next session
                 # on this processor starts from it (a session in a slow phase must not judge
                 # against its own speed); a device without local records keeps the old one

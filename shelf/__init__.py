@@ -16,11 +16,14 @@ command line (pipelines/cli.py) takes the shelf's two subcommands from its entry
   predicting batches of graphs and breaking one down per op;
 - :mod:`shelf.readers`: how the shelf asks each kind of candidate for a latency and a breakdown;
 - :mod:`shelf.report`: what ``latbench predict`` prints;
+- :mod:`shelf.machine`: the machine a host scenario's predictions are priced on (its release's)
+  beside this one, and the speed-probe ratio ``--scale-to-this-machine`` multiplies them by;
 - :mod:`shelf.cli`: the subcommands ``latbench predict`` and ``latbench shelf build``.
 
 Layout (``shelf/data/``, committed)::
 
-    shelf/data/INDEX.json                    scenario_id -> predictor, folder, accuracy, provenance
+    shelf/data/INDEX.json                    scenario_id -> predictor, folder, accuracy, provenance (training:
+                                             track, fold, networks, generator sources, release, op types)
     shelf/data/<scenario_id>/predictor.json  (+ arrays) leaderboard.baselines.persist format, no pickles
     shelf/data/<scenario_id>/held_out.json   the held-out networks, measured and predicted
 

@@ -88,6 +88,29 @@ def _op_types(dataset: Any, ids: Sequence[str]) -> list[str]:
     return sorted(ops - {"input"})
 
 
+def _generator_sources(dataset: Any, ids: Sequence[str]) -> dict[str, int]:
+    """Generator source (the models table's ``source``: synthetic, zoo, nasbench201, transformer,
+    pytorch, ...) -> how many of the training networks it gave, most first."""
+    models = dataset.models
+    src = models.loc[models["model_id"].isin(set(ids)), "source"].fillna("(none)").astype(str)
+    counts = src.value_counts()
+    return {str(k): int(v) for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
+def _provenance(dataset: Any, ids: Sequence[str]) -> dict[str, Any]:
+    """What an entry records of its training networks beyond their count and digest: the
+    generator sources, the release they were measured in (a dataset folder holding
+    ``RELEASE.json``; :mod:`shelf.machine` names its machine) and their IR operator types."""
+    from .machine import release_of
+
+    out: dict[str, Any] = {"generator_sources": _generator_sources(dataset, ids)}
+    release = release_of(getattr(dataset, "path", None), ROOT)
+    if release:
+        out["release"] = release
+    out["op_types"] = _op_types(dataset, ids)
+    return out
+
+
 def _git_commit() -> str | None:
     try:
         p = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
@@ -134,10 +157,12 @@ def _networks_digest(ids: Sequence[str]) -> str:
 
 def describe(out: Path = SHELF_DIR, roots: dict[str, Any] | None = None, splits_dir: Path | None = None,
              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Record again what each entry of the shelf folder ``out`` was trained on (the IR operator
-    types of its training networks, which ``latbench predict``'s caveat reads) from the data,
-    without fitting anything; an entry whose training networks are no longer those the data's
-    split gives (their digest differs) is refused: rebuild it."""
+    """Record again what each entry of the shelf folder ``out`` was trained on from the data,
+    without fitting anything (:func:`_provenance`: the generator sources of its training networks
+    with their counts, which ``latbench predict --list`` shows; the release they were measured
+    in, whose machine ``latbench predict`` names; their IR operator types, which its caveat
+    reads); an entry whose training networks are no longer those the data's split gives (their
+    digest differs) is refused: rebuild it. Only ``INDEX.json`` is written."""
     from leaderboard.run import available
 
     out = Path(out)
@@ -157,9 +182,11 @@ def describe(out: Path = SHELF_DIR, roots: dict[str, Any] | None = None, splits_
         if _networks_digest(ids) != t["networks_sha256"]:
             raise ShelfError(f"{sid}: its training networks are not those of {t['track']} fold {t['fold']} any more: "
                              f"rebuild it (latbench shelf build --scenario {sid})")
-        t["op_types"] = _op_types(data.dataset, ids)
+        t.pop("release", None)
+        t.update(_provenance(data.dataset, ids))
         if progress:
-            progress(f"{sid}: {len(t['op_types'])} op types in {len(ids)} training networks")
+            gens = ", ".join(f"{k} {v}" for k, v in t["generator_sources"].items())
+            progress(f"{sid}: {len(t['op_types'])} op types in {len(ids)} training networks ({gens})")
     index_path.write_text(json.dumps(index, indent=1) + "\n")
     return index
 
@@ -242,7 +269,7 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
                              "fold": fold.fold, "networks": len(ids),
                              "networks_sha256": _networks_digest(ids),
                              "sources": sorted(set(data.networks[data.networks["model_id"].isin(ids)]["dataset"])),
-                             "op_types": _op_types(data.dataset, ids)},
+                             **_provenance(data.dataset, ids)},
                 "built": {"date": _dt.date.today().isoformat(), "commit": commit}}
             if progress:
                 a = index["scenarios"][sid]["accuracy"]

@@ -27,13 +27,16 @@ def _cmd_predict(args: argparse.Namespace) -> None:
     """Predict the latency of a model file (IR JSON, ONNX or TFLite) in one or more scenarios from
     the predictor shelf (shelf/data/: one fitted predictor per scenario of the USC phones, the HELP
     devices and the host, where nn-Meter ships one per device), with the accuracy that predictor
-    reached on held-out networks and the per-op breakdown. Python API for NAS loops:
+    reached on held-out networks and the per-op breakdown. A host scenario's prediction is the time
+    on the machine of the release it was fitted on: one line states that machine beside this one
+    (its processor and what the speed probe reads now), and --scale-to-this-machine multiplies the
+    host figures by the probe's ratio (an estimate). Python API for NAS loops:
     shelf.Shelf().predict(graphs, scenario_id)."""
     from pipelines.cli import parse_shape
     from pipelines.predict import load_model
 
     from . import ShelfError
-    from .report import report_lines
+    from .report import report_lines, training_networks
     from .store import Shelf
 
     try:
@@ -41,13 +44,17 @@ def _cmd_predict(args: argparse.Namespace) -> None:
         if args.list:
             for sid in shelf.scenarios():
                 e = shelf.entry(sid)
-                print(f"{sid:<42} {e['predictor']:<10} MAPE {e['accuracy']['mape']:6.2f}%  "
-                      f"{e['training']['networks']:>5} training networks ({e['training']['track']})")
+                print(f"{sid:<42} {e['predictor']:<12} MAPE {e['accuracy']['mape']:6.2f}%  "
+                      f"trained on {training_networks(e)} ({e['training']['track']})")
             return
         if not args.model or not args.scenario:
             raise ConfigError("predict: give a model file and at least one --scenario (or --list)")
+        if args.scale_to_this_machine and not any(s.startswith("host-") for s in args.scenario):
+            raise ConfigError("--scale-to-this-machine: scales host scenarios (host-...) by this machine's speed "
+                              "probe; none is asked")
         graph = load_model(args.model, parse_shape(args.shape))
-        lines, errors = report_lines(shelf, graph, args.scenario, top=args.top)
+        lines, errors = report_lines(shelf, graph, args.scenario, top=args.top,
+                                     scale_to_this_machine=args.scale_to_this_machine)
     except (ShelfError, ValueError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None
     if len(errors) < len(args.scenario):
@@ -84,8 +91,10 @@ def _cmd_shelf_build(args: argparse.Namespace) -> None:
 def _cmd_shelf_describe(args: argparse.Namespace) -> None:
     """Record again, from the data and without fitting, what each shelf entry was trained on: the
     IR operator types of its training networks (`latbench predict` names the op types of a model
-    that an entry never saw). An entry whose training networks the data's split no longer gives
-    is refused: rebuild it."""
+    that an entry never saw), how many of them each generator source gave (synthetic, zoo,
+    nasbench201, pytorch, ...: `predict --list` shows them) and the release they were measured in
+    (the host's: `predict` names its machine). An entry whose training networks the data's split no
+    longer gives is refused: rebuild it."""
     from pathlib import Path
 
     from . import ShelfError
@@ -107,7 +116,11 @@ def add_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", nargs="?", help="an IR JSON, .onnx or .tflite file")
     p.add_argument("--scenario", action="append", default=[], help="scenario id, e.g. usc-pixel4-tflite-cpu-1large-fp32 "
                    "(repeat for several; --list shows them)")
-    p.add_argument("--list", action="store_true", help="list the shelf's scenarios with their held-out MAPE")
+    p.add_argument("--list", action="store_true", help="list the shelf's scenarios with their held-out MAPE and "
+                   "what each predictor was trained on")
+    p.add_argument("--scale-to-this-machine", action="store_true",
+                   help="multiply host scenarios' predictions (priced on the release's machine) by this machine's "
+                   "speed-probe time over the release's reference: an estimate (docs/predict.md)")
     p.add_argument("--shape", default=None, help="input shape for ONNX/TFLite files with free dimensions, e.g. 1x3x224x224")
     p.add_argument("--top", type=int, default=8, help="op types in the breakdown (0: none; default: %(default)s)")
     p.add_argument("--shelf", default=None, metavar="DIR",
@@ -140,7 +153,8 @@ def add_shelf(sub: argparse._SubParsersAction) -> None:
                    "host-transformer-random for a shelf of transformer specialists")
     b.add_argument("-q", "--quiet", action="store_true", help="no line per scenario")
     d = _command(ssub, "describe", _cmd_shelf_describe,
-                 help="record each entry's training op types again from the data, without fitting")
+                 help="record what each entry was trained on (op types, generator sources, release) again from "
+                 "the data, without fitting")
     d.add_argument("--out", default=None, metavar="DIR", help="shelf folder (default: the committed shelf, shelf/data/)")
     d.add_argument("-q", "--quiet", action="store_true", help="no line per scenario")
 

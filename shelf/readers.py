@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
-import pandas as pd
 
 from . import ShelfError
+
+if TYPE_CHECKING:  # pandas is imported where a breakdown is built: `latbench predict --list` reads none
+    import pandas as pd
 
 
 class _UserGraphs:
@@ -60,6 +62,8 @@ class Reader:
 
 
 def _overhead_row(ms: float) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({"op_index": [-1], "node": ["(overhead)"], "op_type": ["T_overhead"], "predicted_ms": [ms]})
 
 
@@ -76,6 +80,8 @@ def _opwise_frame(est: Any, scenario_id: str, graphs: Sequence[Any]):
 
 
 def _opwise_breakdown(est: Any, scenario_id: str, graph: Any) -> pd.DataFrame:
+    import pandas as pd
+
     frame = _opwise_frame(est, scenario_id, [graph])
     nodes = [n for n in graph.nodes.values() if n.op != "input"]
     rows = pd.DataFrame({"op_index": frame.op_index, "node": [n.name for n in nodes],
@@ -104,6 +110,8 @@ def _operators_predict(est: Any, scenario_id: str, graphs: Sequence[Any]) -> np.
 
 
 def _operators_breakdown(est: Any, scenario_id: str, graph: Any) -> pd.DataFrame:
+    import pandas as pd
+
     with _deducing(est, scenario_id):
         parts = est.predict_parts(_networks([graph], scenario_id))
     rows = pd.DataFrame({"op_index": parts["kernel_index"].to_numpy(), "node": parts["nodes"].astype(str).to_numpy(),

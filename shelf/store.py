@@ -1,15 +1,17 @@
 """A shelf folder, read: :class:`Shelf` loads ``INDEX.json``, each scenario's saved predictor on
-first use, and predicts batches of graphs or breaks one graph down per op."""
+first use (only the scenarios asked: a predictor's libraries, numpy, pandas, scikit-learn, torch,
+are imported when one is loaded), and predicts batches of graphs or breaks one graph down per op."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import ShelfError
 from .readers import READERS, Reader
+
+if TYPE_CHECKING:  # numpy and pandas come with the predictors: reading the index needs neither
+    import numpy as np
+    import pandas as pd
 
 SHELF_DIR = Path(__file__).resolve().parent / "data"  # the committed shelf
 INDEX = "INDEX.json"
@@ -63,6 +65,8 @@ class Shelf:
 
     def predict(self, graphs: Sequence[Any], scenario_id: str) -> np.ndarray:
         """e2e latency (ms) of every graph in ``scenario_id``, as one batch."""
+        import numpy as np
+
         reader = self._reader(scenario_id)
         return np.asarray(reader.predict(self.predictor(scenario_id), scenario_id, graphs), dtype="float64")
 

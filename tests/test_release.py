@@ -19,8 +19,9 @@ from pipelines.assemble import run_assemble
 from pipelines.config import compose, validate, write_params
 from pipelines.dataset import load_dataset
 from pipelines.measure import run_measure
-from pipelines.release import (Release, ReleaseConfig, ReleaseError, check_one_machine, processor_slug,
-                               release_for_machine, reused_pairs)
+from pipelines.devices.host import processor_description
+from pipelines.release import (PROCESSOR_IDENTITY, Release, ReleaseConfig, ReleaseError, check_one_machine,
+                               processor_slug, release_for_machine, reused_pairs)
 from pipelines.release_writer import write_release
 from support.sweeps import exported_sweep, tiny_sweep_cfg
 
@@ -60,6 +61,11 @@ def test_a_released_sweep_continues_elsewhere_without_measuring_a_pair_twice(exp
     # the speed probe's reference of the records travels with the release (pipelines/speed_probe.py)
     ref = Release(release).probe_reference("host")
     assert len(ref) == 1 and 0 < next(iter(ref.values())) < 0.1, ref
+    # so does the processor's description (family, model, stepping, ISA flags) its records carry
+    here = processor_description()
+    assert Release(release).machine("host") == manifest["machine"]["host"]
+    assert {k: manifest["machine"]["host"][k] for k in (*PROCESSOR_IDENTITY, "isa", "flags_sha256")} == \
+        {k: here[k] for k in (*PROCESSOR_IDENTITY, "isa", "flags_sha256")}
     ds = load_dataset(release)
     e = ds.e2e
     assert len(e) == 2 and e["host"].notna().all() and e["runtime_version"].notna().all()

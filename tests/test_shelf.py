@@ -259,8 +259,9 @@ def test_a_prediction_outside_the_training_operators_says_so(built, mobilenet, t
 
 
 def test_describe_records_training_op_types_again_without_fitting(built, public, tmp_path):
-    """`latbench shelf describe`: the op types `build` recorded, read again from the data for the
-    same training networks; an entry whose training networks the split no longer gives is refused."""
+    """`latbench shelf describe`: the op types and generator sources `build` recorded, read again
+    from the data for the same training networks; an entry whose training networks the split no
+    longer gives is refused."""
     import shutil
 
     from shelf.build import describe
@@ -268,11 +269,15 @@ def test_describe_records_training_op_types_again_without_fitting(built, public,
     folder = tmp_path / "shelf"
     shutil.copytree(built, folder)
     index = json.loads((folder / "INDEX.json").read_text())
-    want = {sid: e["training"].pop("op_types") for sid, e in index["scenarios"].items()}
+    keys = ("op_types", "generator_sources")
+    want = {sid: {k: e["training"].pop(k) for k in keys} for sid, e in index["scenarios"].items()}
+    assert want[USC]["generator_sources"] == {"pytorch": index["scenarios"][USC]["training"]["networks"]}
+    assert want[HELP]["generator_sources"] == {"nasbench201": 900}
+    assert "release" not in index["scenarios"][USC]["training"]  # the public imports are no release
     (folder / "INDEX.json").write_text(json.dumps(index))
     saved = {p.name: p.read_bytes() for p in (folder / index["scenarios"][USC]["folder"]).iterdir()}
     again = describe(out=folder, roots=public)
-    assert {sid: e["training"]["op_types"] for sid, e in again["scenarios"].items()} == want
+    assert {sid: {k: e["training"][k] for k in keys} for sid, e in again["scenarios"].items()} == want
     assert {p.name: p.read_bytes() for p in (folder / index["scenarios"][USC]["folder"]).iterdir()} == saved
     index["scenarios"][HELP]["training"]["networks_sha256"] = "0" * 16
     (folder / "INDEX.json").write_text(json.dumps(index))

@@ -178,8 +178,9 @@ class AdditiveMLP(Predictor):
             raise RuntimeError(f"{type(self).__name__} is not fitted: call fit (or load) first")
 
     def _log_parts(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per member: each operator's log time, and the log overhead."""
-        with _torch_mode(self.threads) as torch, torch.no_grad():
+        """Per member: each operator's log time, and the log overhead (a forward pass of dense
+        layers: one algorithm on the CPU, so torch's deterministic setting is left alone)."""
+        with _torch_mode(self.threads, deterministic=False) as torch, torch.no_grad():
             F = torch.tensor(feats)
             per = np.stack([m.mlp(F).squeeze(1).double().numpy() for m in self.modules_]) if len(feats) else \
                 np.zeros((len(self.modules_), 0))

@@ -119,14 +119,18 @@ def _featurized(graph: Any, vocab: Sequence[str]) -> _Featurized:
 
 
 @contextlib.contextmanager
-def _torch_mode(threads: int | None, flush_denormals: bool = False) -> Iterator[Any]:
+def _torch_mode(threads: int | None, flush_denormals: bool = False, deterministic: bool = True) -> Iterator[Any]:
     """Deterministic algorithms (and optionally a thread count, and subnormal floats read and
     written as zero on the calling thread) for the block; restores them (torch has no getter for
-    the last: it is switched off again, which is torch's default)."""
+    the last: it is switched off again, which is torch's default). ``deterministic=False`` leaves
+    torch's setting as it is: a forward pass of dense layers on the CPU has one algorithm, and
+    switching the setting imports torch's compiler configuration (``torch._inductor``, about a
+    second: most of a one-file ``latbench predict``)."""
     import torch
 
     prev_det, prev_threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
-    torch.use_deterministic_algorithms(True)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
     if threads:
         torch.set_num_threads(int(threads))
     if flush_denormals:
@@ -134,7 +138,8 @@ def _torch_mode(threads: int | None, flush_denormals: bool = False) -> Iterator[
     try:
         yield torch
     finally:
-        torch.use_deterministic_algorithms(prev_det)
+        if deterministic:
+            torch.use_deterministic_algorithms(prev_det)
         torch.set_num_threads(prev_threads)
         if flush_denormals:
             torch.set_flush_denormal(False)

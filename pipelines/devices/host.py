@@ -1,7 +1,8 @@
 """The host device: this machine, described from /proc and /sys (``root`` for tests).
 
 ``HostDevice(name="host").describe()`` is the device description every record carries:
-hostname, CPU model (``/proc/cpuinfo``), online cores, clusters (``topology.read_clusters``),
+hostname, CPU model and processor description (``/proc/cpuinfo``: family, model, stepping,
+instruction-set flags), online cores, clusters (``topology.read_clusters``),
 kernel release, cpufreq governor when readable, and its GPU (None: the host offers no GPU
 scenarios; the pocl OpenCL device of ../shared/NOTES.md is a CPU, not a GPU).
 
@@ -15,6 +16,7 @@ once per device object, on first use (it starts a child process; CPU-only work n
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import socket
@@ -43,8 +45,11 @@ def cpu_model(root: str | os.PathLike = "/") -> str | None:
     """The CPU's name from ``/proc/cpuinfo``: ``model name`` (x86), else ``Hardware`` or
     ``Processor`` (ARM kernels), else the ``CPU part`` code."""
     text = _read(Path(root) / "proc" / "cpuinfo")
-    if not text:
-        return None
+    return cpu_model_from_text(text) if text else None
+
+
+def cpu_model_from_text(text: str) -> str | None:
+    """:func:`cpu_model` of a ``/proc/cpuinfo`` text."""
     found: dict[str, str] = {}
     for line in text.splitlines():
         if ":" not in line:
@@ -60,6 +65,54 @@ def cpu_model(root: str | os.PathLike = "/") -> str | None:
     if "cpu part" in found:
         return f"CPU part {found['cpu part']}"
     return None
+
+
+#: The instruction-set flags that decide which kernels an inference library picks on this
+#: processor (XNNPACK's, oneDNN's, ONNX Runtime's MLAS): x86's SSE4/AVX/AVX-512/AMX families and
+#: FMA/F16C, ARM's SIMD, dot-product, matrix and SVE extensions. A processor description keeps
+#: these flags and a hash of the whole flags line (:func:`processor_description`).
+ISA_FLAGS = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl",
+             "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
+             "asimd", "asimdhp", "asimddp", "fphp", "i8mm", "bf16", "sve", "sve2", "sme")
+
+# /proc/cpuinfo keys of the first processor -> the description's keys (x86, else ARM's)
+_IDENTITY_KEYS = {"vendor": ("vendor_id", "cpu implementer"), "model_name": ("model name",),
+                  "family": ("cpu family", "cpu architecture"), "model": ("model", "cpu part"),
+                  "stepping": ("stepping", "cpu revision")}
+
+
+def parse_cpuinfo(text: str) -> dict | None:
+    """The description of the first processor of a ``/proc/cpuinfo`` text: ``vendor``,
+    ``model_name``, ``family``, ``model``, ``stepping`` (as the kernel writes them; ARM kernels:
+    implementer, architecture, part, revision), ``isa`` (the :data:`ISA_FLAGS` it has, sorted),
+    ``flags`` (how many flags the line has) and ``flags_sha256`` (the first 16 hex digits of the
+    hash of its sorted flags: two processors with one hash have the same flags). A key the text
+    lacks is None; None when the text names no processor at all."""
+    first: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if first:
+                break
+            continue
+        if ":" in line:
+            key, value = (s.strip() for s in line.split(":", 1))
+            first.setdefault(key.lower(), value)
+    out: dict = {k: next((first[c] for c in keys if first.get(c)), None) for k, keys in _IDENTITY_KEYS.items()}
+    if out["model_name"] is None:
+        out["model_name"] = cpu_model_from_text(text)
+    flags = sorted(set((first.get("flags") or first.get("features") or "").split()))
+    if not flags and all(v is None for v in out.values()):
+        return None
+    out["isa"] = sorted(f for f in flags if f in ISA_FLAGS)
+    out["flags"] = len(flags)
+    out["flags_sha256"] = hashlib.sha256(" ".join(flags).encode()).hexdigest()[:16] if flags else None
+    return out
+
+
+def processor_description(root: str | os.PathLike = "/") -> dict | None:
+    """:func:`parse_cpuinfo` of ``<root>/proc/cpuinfo`` (None: unreadable)."""
+    text = _read(Path(root) / "proc" / "cpuinfo")
+    return parse_cpuinfo(text) if text else None
 
 
 def governors(root: str | os.PathLike = "/") -> dict[str, str]:
@@ -170,6 +223,8 @@ class HostDevice:
             "kind": self.kind,
             "hostname": hostname,
             "cpu_model": cpu_model(self.root),
+            # family, model, stepping and ISA flags: what a release records of its machine
+            "processor": processor_description(self.root),
             "machine": platform.machine() if self.root in ("/", "") else None,
             "cores": sum(c.size for c in clusters),
             "clusters": [c.to_dict() for c in clusters],
