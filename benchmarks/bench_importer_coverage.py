@@ -25,7 +25,6 @@ pieces and resumed:
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import re
 import sys
@@ -113,6 +112,28 @@ def report(rows: list[dict]) -> None:
     print(f"\n{len(rows)} cases, {secs / 60:.1f} min of conversion and import in all")
 
 
+def _check(zoo: str, name: str, routes: tuple[str, ...], predict: str | None) -> list:
+    with tempfile.TemporaryDirectory(prefix="latbench-coverage-") as work:
+        return check_model(zoo, name, Path(work), routes, predict=predict)
+
+
+def _in_child(zoo: str, name: str, routes: tuple[str, ...], predict: str | None) -> list:
+    """One model's cases in a fresh process: what a framework keeps of a model it built (Keras'
+    graphs, the converter's buffers) is returned to the system with it (a single process went
+    past 20 GB by VGG19), and a crash is the model's outcome, not the run's."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from generators.importers.conformance import Case
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
+        try:
+            return pool.submit(_check, zoo, name, routes, predict).result()
+        except BrokenProcessPool as e:
+            return [Case(zoo, name, r, "not converted", f"the process checking it died ({e})") for r in routes]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--zoo", action="append", choices=sorted(ZOOS), help="only these zoos (default: all)")
@@ -149,10 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{zoo}: {len(names)} models, {len(todo)} to run through {', '.join(routes)}", flush=True)
             t0 = time.perf_counter()
             for k, name in enumerate(todo):
-                with tempfile.TemporaryDirectory(prefix="latbench-coverage-") as work:
-                    want = tuple(r for r in routes if (zoo, name, r) not in seen)
-                    cases = check_model(zoo, name, Path(work), want,
-                                        predict=None if args.predict == "none" else args.predict)
+                want = tuple(r for r in routes if (zoo, name, r) not in seen)
+                cases = _in_child(zoo, name, want, None if args.predict == "none" else args.predict)
                 with args.results.open("a") as fh:
                     for c in cases:
                         fh.write(json.dumps(c.row()) + "\n")
@@ -161,11 +180,6 @@ def main(argv: list[str] | None = None) -> int:
                 states = ", ".join(f"{c.route} {c.status}" + (f" ({c.error[:90]})" if c.status != "imported" else
                                    f" MACs {100 * (c.macs_error or 0):+.2f}%") for c in cases)
                 print(f"[{k + 1}/{len(todo)}, ~{left / 60:.0f} min left] {name}: {states}", flush=True)
-                if zoo == "keras":
-                    import keras
-
-                    keras.backend.clear_session()
-                gc.collect()
     report([r for r in done if (not args.zoo or r["zoo"] in args.zoo) and (not args.route or r["route"] in args.route)
             and (not args.model or r["model"] in args.model)])
     return 0
