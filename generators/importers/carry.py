@@ -116,6 +116,8 @@ def onnx_weights(proto: Any, g: Graph, origins: dict) -> Weights:
     consts, nodes = onnx_consts(proto), proto.graph.node
 
     def const_input(node: Any) -> np.ndarray:
+        if not any(i in consts for i in node.input):  # a constant computed in the file
+            consts.update(onnx_constant_operands(proto, [node]))
         return next(consts[i] for i in node.input if i in consts)
 
     out: Weights = {}
@@ -142,8 +144,6 @@ def onnx_weights(proto: Any, g: Graph, origins: dict) -> Weights:
             w.update(zip(("weight", "bias", "running_mean", "running_var"), (consts[i] for i in src.input[1:5])))
         elif n.op == "batchnorm":  # per-channel constant gains and shifts
             srcs = [nodes[k] for k in sorted(origins[name])]
-            if any(not any(i in consts for i in s.input) for s in srcs):  # a constant computed in the file
-                consts.update(onnx_constant_operands(proto, srcs))
             w = _affine([(s.op_type, const_input(s)) for s in srcs], g.shape(n.inputs[0])[1])
         elif n.op == "prelu":
             w["weight"] = consts[src.input[1]].reshape(-1)

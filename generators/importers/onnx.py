@@ -643,9 +643,12 @@ def _binary(c: _Converter, ins, a, node):
             # a gain per output feature of a linear layer (ConvNeXt's layer scale): its weights
             # absorb it, as TFLite's converter folds it
             return x
-    if v is None and x.pending is None and isinstance(y, _Const) and _channel_const(x.shape, y.shape):
-        # a per-channel gain or shift of an image (a normalisation layer's mean and std): an affine
-        # batch norm, as the TFLite importer reads the converter's MUL / ADD by such a constant
+    if v is None and x.pending is None and isinstance(y, _Const) and _channel_const(x.shape, y.shape) \
+            and (len(x.shape) == 4 or op in ("Mul", "Div")):
+        # a per-channel gain or shift of an image (a normalisation layer's mean and std), a gain
+        # per feature of a vector (an LSTM gate times its constant state): an affine batch norm,
+        # as the TFLite importer reads the converter's MUL / ADD by such a constant (a vector's
+        # constant shift stays what it was, a learned tensor added: pos_embed)
         return c.same("batchnorm", x, eps=0.0)
     if v is None:
         if op == "Add" and learned_like(x.shape, y.shape):
