@@ -10,8 +10,8 @@ compared with the file's own runtime's (ONNX Runtime, LiteRT) on the same input.
 
 - :func:`onnx_weights`, :func:`tflite_weights`: the weight dicts;
 - :func:`run_ir`: the graph as a module with the weights, on an NCHW input;
-- :func:`run_onnx`, :func:`run_tflite`: the file in its runtime (an NHWC TFLite input is
-  transposed from the NCHW one);
+- :func:`run_onnx`: the ONNX file in ONNX Runtime (a TFLite file runs through
+  ``generators.export.tflite.run_tflite``, which takes the imported graph for the layouts);
 - :func:`relative_error`: max |difference| over max |reference|.
 
 Used by the importer tests and the conformance suite (:mod:`.conformance`).
@@ -251,23 +251,6 @@ def tflite_weights(blob: bytes, g: Graph, origins: dict) -> Weights:
     return out
 
 
-def run_tflite(blob: bytes, x: np.ndarray) -> list[np.ndarray]:
-    """The TFLite file's outputs on the NCHW input ``x`` (LiteRT's interpreter; transposed to
-    NHWC when the file's input is an image in that layout), batch and free dimensions resolved
-    from ``x``."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    it = Interpreter(model_content=blob, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    d = it.get_input_details()[0]
-    sig = [int(v) for v in d.get("shape_signature", d["shape"])]
-    feed = x.transpose(0, 2, 3, 1) if x.ndim == 4 and len(sig) == 4 and sig[3] in (x.shape[1], -1) and sig[1] != x.shape[1] else x
-    it.resize_tensor_input(d["index"], list(feed.shape))
-    it.allocate_tensors()
-    it.set_tensor(d["index"], np.ascontiguousarray(feed, dtype=np.float32))
-    it.invoke()
-    return [it.get_tensor(o["index"]) for o in it.get_output_details()]
-
-
 # ---------------------------------------------------------------- the IR
 def load_weights(module: Any, weights: Weights) -> Any:
     """``module`` (``to_module``'s) with the weights of each IR node replaced by ``weights``."""
@@ -306,4 +289,4 @@ def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
 
 
 __all__ = ["Weights", "load_weights", "onnx_constant_operands", "onnx_consts", "onnx_value", "onnx_weights", "relative_error", "run_ir",
-           "run_onnx", "run_tflite", "tflite_weights"]
+           "run_onnx", "tflite_weights"]

@@ -396,8 +396,10 @@ def _import(route: Route, path: Path, src: SourceModel) -> tuple[Any, Callable[[
             lambda x: carry.run_onnx(blob, x)
     from .tflite import import_tflite_with_origins
 
+    from generators.export.tflite import run_tflite
+
     g, origins = import_tflite_with_origins(blob, input_shape=src.input_shape, name=src.name)
-    return g, lambda: carry.tflite_weights(blob, g, origins), lambda x: carry.run_tflite(blob, x)
+    return g, lambda: carry.tflite_weights(blob, g, origins), lambda x: run_tflite(blob, g, {g.input_nodes[0].name: x})
 
 
 def check(src: SourceModel, route: str, work: Path, outputs: bool = True, keep_file: bool = False,
