@@ -565,6 +565,18 @@ def _infer_layernorm(a: dict, ins: list[Shape]) -> list[Shape]:
 register_op(OpSpec("layernorm", _infer_layernorm, {"axis": -1, "eps": 1e-5},
                    params=lambda a, i, o: 2 * i[0][a["axis"] % len(i[0])], category="norm",
                    types={"axis": AXIS, "eps": float_kind}))
+
+
+def _infer_instancenorm(a: dict, ins: list[Shape]) -> list[Shape]:
+    if len(ins[0]) != 4:
+        raise OpError(f"expects an image [1, C, H, W], got {ins[0]}")
+    return [list(ins[0])]
+
+
+# Normalisation of each channel of an image over H and W with a learnable gain and shift per
+# channel (nn.InstanceNorm2d(affine=True): IBN-Net's instance-normalised half).
+register_op(OpSpec("instancenorm", _infer_instancenorm, {"eps": 1e-5}, params=lambda a, i, o: 2 * i[0][1],
+                   category="norm", types={"eps": float_kind}))
 # GELU, exact (erf) or with the tanh approximation.
 register_op(OpSpec("gelu", _same_shape, {"approximate": "none"}, category="activation",
                    types={"approximate": choice_kind("none", "tanh")}))
@@ -616,9 +628,12 @@ def _infer_mean(a: dict, ins: list[Shape]) -> list[Shape]:
     return [out]
 
 
-# Average over one axis (torch.mean(x, dim)): pooling of tokens.
-register_op(OpSpec("mean", _infer_mean, {"axis": REQUIRED, "keepdim": False}, category="mean",
-                   types={"axis": AXIS, "keepdim": bool_kind}))
+# Reductions over one axis: the average (torch.mean(x, dim): pooling of tokens), the maximum
+# (torch.amax: CBAM's channel-max map) and the sum (torch.sum: split attention's sum over the
+# radix of a [1, radix, C, H, W] view).
+for _reduce in ("mean", "reduce_max", "reduce_sum"):
+    register_op(OpSpec(_reduce, _infer_mean, {"axis": REQUIRED, "keepdim": False}, category="mean",
+                       types={"axis": AXIS, "keepdim": bool_kind}))
 
 
 

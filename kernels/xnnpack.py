@@ -180,6 +180,7 @@ XNN_KERNELS: dict[str, Callable[[TfliteOp, Node, Graph], list[str]]] = {
     "GELU": _same("GELU (NC)"), "BATCH_MATMUL": _same("Batch Matrix Multiply (NC, F32) GEMM"),
     "MAX_POOL_2D": _pool, "AVERAGE_POOL_2D": _pool,
     "MEAN": _same("Mean (ND) Reduce2"), "CONCATENATION": _concat,
+    "SUM": _same("Sum (ND) Reduce2"), "REDUCE_MAX": _same("Reduce Max (ND) Reduce"),  # LiteRT's profiler names (seen)
     "RESHAPE": _same("Static Reshape (NC)"), "TRANSPOSE": _same("Transpose (ND, X32) Transpose"),
     "SLICE": _slice, "SPLIT": _same("Copy (NC, X32)"), "SPLIT_V": _builtin,
     "PAD": _same("Constant Pad (ND, X32)"), "PADV2": _same("Constant Pad (ND, X32)"),

@@ -57,6 +57,9 @@ TYPES = {
     "matmul": "matmul",
     "transpose": "transpose",
     "mean": "mean",
+    "reduce_max": "reducemax",
+    "reduce_sum": "reducesum",
+    "instancenorm": "instancenorm",
     "pos_embed": "add",  # an Add whose other operand is a weight
     "cls_token": "concat",  # a Concat whose other operand is a weight
 }
@@ -83,6 +86,9 @@ def all_ops_graph() -> Graph:
     x = g.add("clip", g.add("shift", g.add("scale", x, factor=0.5), value=0.25), min=0.0, max=1.0)
     x = g.add("reshape", x, shape=[1, 32, 12, 16])
     x = B.conv_bn_act(g, x, 32, 3, groups=4)  # grouped, not depthwise: conv
+    x = g.add("instancenorm", x)
+    x = g.add("mul", [x, g.add("sigmoid", g.add("reduce_max", x, axis=1, keepdim=True))])
+    x = g.add("reduce_sum", g.add("reshape", x, shape=[1, 2, 16, 12, 16]), axis=1)
     x = g.add("flatten", g.add("global_avgpool", x))
     x = g.add("batchnorm", g.add("fc", x, out_features=16))
     logits = g.add("fc", g.add("relu", x), out_features=10)

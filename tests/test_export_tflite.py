@@ -127,6 +127,12 @@ def torch_forward(graph: Graph, inputs: dict[str, np.ndarray] | None = None) -> 
                 y = x.permute(a["perm"])
             elif op == "mean":
                 y = x.mean(a["axis"], keepdim=a["keepdim"])
+            elif op == "reduce_max":
+                y = x.amax(a["axis"], keepdim=a["keepdim"])
+            elif op == "reduce_sum":
+                y = x.sum(a["axis"], keepdim=a["keepdim"])
+            elif op == "instancenorm":
+                y = F.instance_norm(x, weight=w["weight"], bias=w["bias"], eps=a["eps"])
             else:
                 raise NotImplementedError(f"no torch reference for {op!r}: add it to this test")
             env[n.name] = y if isinstance(y, list) else [y]
@@ -153,6 +159,7 @@ def zoo(size: int = 32) -> Graph:
     x = g.add("concat", [a, b])
     x = g.add("channel_shuffle", x, groups=2)
     x = g.add("conv2d", x, out_channels=24, kernel=3, padding=2, dilation=2, groups=4)  # grouped, dilated
+    x = g.add("instancenorm", x)  # IBN-Net's conv + norm: MEAN over H and W ... MUL + ADD per channel
     x = g.add("prelu", x, num_parameters=24)
     u, v, w = g.add_multi("split", x, sections=[4, 8, 12])
     w = g.add("tanh", w)  # fixed int8 scale into a concat: QUANTIZE
@@ -173,6 +180,10 @@ def zoo(size: int = 32) -> Graph:
     x = g.add("crop", x, crops=[1, 0, 0, 1])
     x = g.add("scale", x, factor=0.5)
     x = g.add("shift", x, value=-1.0)  # after a MUL: ADD by a scalar
+    x = g.add("mul", [x, g.add("sigmoid", g.add("reduce_max", x, axis=1, keepdim=True))])  # CBAM's channel-max map
+    _, c, h, w_ = g.shape(x)
+    y = g.add("reduce_sum", g.add("reshape", x, shape=[1, 2, c // 2, h, w_]), axis=1)  # split attention's radix sum
+    x = g.add("concat", [y, y])
     x = g.add("maxpool", x, kernel=2, stride=2, ceil_mode=True)
     f = g.add("flatten", x)  # 24 x 5 x 5 -> fc: NHWC reshape + permuted fc weights
     f = g.add("fc", f, out_features=16, bias=False)
@@ -285,6 +296,10 @@ SINGLE = {
     "mean_tokens": (E, lambda g, x: g.add("mean", _tokens(g, x), axis=1)),
     "mean_keepdim_image": (E, lambda g, x: g.add("mean", x, axis=2, keepdim=True)),
     "mean_image_c": (E, lambda g, x: g.add("mean", x, axis=1)),
+    "reduce_max_channels_keepdim": (E, lambda g, x: g.add("reduce_max", x, axis=1, keepdim=True)),
+    "reduce_max_tokens": (E, lambda g, x: g.add("reduce_max", _tokens(g, x), axis=1)),
+    "reduce_sum_radix": (E, lambda g, x: g.add("reduce_sum", g.add("reshape", x, shape=[1, 2, 4, 12, 10]), axis=1)),
+    "instancenorm": (E, lambda g, x: g.add("instancenorm", x, eps=1e-3)),
     # learned constant tensors: a position embedding of tokens and of an image (NHWC constant, fused relu)
     "pos_embed_tokens": (E, lambda g, x: g.add("pos_embed", _tokens(g, x))),
     "pos_embed_image_relu": (E, lambda g, x: g.add("relu", g.add("pos_embed", x))),

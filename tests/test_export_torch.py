@@ -52,6 +52,9 @@ ATEN = {
     "matmul": "aten::matmul",
     "transpose": "aten::permute",
     "mean": "aten::mean",
+    "reduce_max": "aten::amax",
+    "reduce_sum": "aten::sum",
+    "instancenorm": "aten::instance_norm",
     "pos_embed": "aten::add",
     "cls_token": "aten::cat",
 }
@@ -143,6 +146,9 @@ def transformer_graph() -> Graph:
     x = g.add("conv2d", x, out_channels=16, kernel=4, stride=4)
     x = g.add("gelu", g.add("layernorm", x, axis=1, eps=1e-6), approximate="tanh")
     x = g.add("add", [x, g.add("mean", x, axis=3, keepdim=True)])
+    x = g.add("instancenorm", x)  # IBN-Net, CBAM's channel-max map, split attention's radix sum
+    x = g.add("mul", [x, g.add("sigmoid", g.add("reduce_max", x, axis=1, keepdim=True))])
+    x = g.add("concat", [g.add("reduce_sum", g.add("reshape", x, shape=[1, 2, 8, 4, 4]), axis=1)] * 2)
     x = g.add("pos_embed", x)
     t = g.add("transpose", g.add("reshape", x, shape=[1, 16, 16]), perm=[0, 2, 1])
     t = g.add("pos_embed", g.add("cls_token", t))
@@ -258,6 +264,14 @@ def numpy_forward(graph: Graph, inputs: dict[str, np.ndarray]) -> list[np.ndarra
             y = x.transpose(a["perm"])
         elif op == "mean":
             y = x.mean(axis=a["axis"], keepdims=a["keepdim"])
+        elif op == "reduce_max":
+            y = x.max(axis=a["axis"], keepdims=a["keepdim"])
+        elif op == "reduce_sum":
+            y = x.sum(axis=a["axis"], keepdims=a["keepdim"])
+        elif op == "instancenorm":
+            d = x - x.mean(axis=(2, 3), keepdims=True)
+            y = d / np.sqrt((d * d).mean(axis=(2, 3), keepdims=True) + a["eps"])
+            y = y * _channel(w["weight"], 4) + _channel(w["bias"], 4)
         elif op == "batchnorm":
             r = x.ndim
             y = (x - _channel(w["running_mean"], r)) / np.sqrt(_channel(w["running_var"], r) + a["eps"])

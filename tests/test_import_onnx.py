@@ -488,3 +488,41 @@ def test_bilinear_resize_maps_to_the_bilinear_upsample(align):
     g = check_same_function(export_onnx(m, [1, 3, 12, 12]), m, x, "bilinear")
     ups = [n for n in g.nodes.values() if n.op == "upsample"]
     assert [(n.attrs["mode"], n.attrs["scale"]) for n in ups] == [("bilinear_corners" if align else "bilinear", [2, 2])]
+
+
+def test_split_attention_channel_max_and_instance_norm_compute_the_same():
+    """ResNeSt's split attention (a rank-5 view summed over its radix, a softmax over the radix),
+    CBAM's channel-max map and global max pool, IBN-Net's instance norm: reduce_sum, reduce_max,
+    instancenorm, through the file's weights and LiteRT."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.inorm = nn.InstanceNorm2d(8, affine=True)
+            self.att = nn.Conv2d(4, 8, 1)
+            self.spatial = nn.Conv2d(2, 1, 3, padding=1)
+
+        def forward(self, x):
+            y = self.inorm(self.conv(x))
+            v = y.view(1, 2, 4, 12, 12)  # radix 2
+            a = self.att(F.adaptive_avg_pool2d(v.sum(1), 1)).view(1, 2, 4, 1, 1).softmax(1)
+            y = (v * a).sum(1)
+            y = y * torch.sigmoid(self.spatial(torch.cat([y.amax(1, keepdim=True), y.mean(1, keepdim=True)], 1)))
+            return F.adaptive_max_pool2d(y, 1).flatten(1)
+
+    torch.manual_seed(5)
+    m = M().eval()
+    with torch.no_grad():  # a visible gain and shift
+        m.inorm.weight.uniform_(0.5, 1.5)
+        m.inorm.bias.uniform_(-0.5, 0.5)
+    x = np.random.default_rng(5).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    g = check_same_function(export_onnx(m, [1, 3, 12, 12]), m, x, "attention")
+    counts = g.op_counts()
+    assert (counts["reduce_sum"], counts["reduce_max"], counts["instancenorm"]) == (2, 1, 1)
+
+    class S(nn.Module):
+        def forward(self, t):
+            return t.sum((1, 2))
+
+    with pytest.raises(UnsupportedModelError, match=r"\(ReduceSum\): ReduceSum over axes \[1, 2\]"):
+        import_onnx(export_onnx(S(), [1, 4, 6, 6]), name="m")

@@ -157,6 +157,20 @@ def test_activations_and_clamps():
     assert g.params == 8
 
 
+def test_reductions_and_instance_norm():
+    g = imp(nn.Sequential(nn.InstanceNorm2d(8, affine=True), Lambda(lambda x: x * torch.amax(x, 1, keepdim=True)),
+                          Lambda(lambda x: x + x.max(dim=2, keepdim=True)[0]), Lambda(lambda x: x.sum(3, keepdim=True)),
+                          Lambda(lambda x: x + x.mean(2, keepdim=True)), nn.AdaptiveMaxPool2d(1)))
+    assert ops(g) == ["instancenorm", "reduce_max", "mul", "reduce_max", "add", "reduce_sum", "mean", "add", "maxpool"]
+    assert [n.attrs for n in g.nodes.values() if n.op.startswith("reduce_")] == [
+        {"axis": 1, "keepdim": True}, {"axis": 2, "keepdim": True}, {"axis": 3, "keepdim": True}]
+    assert g.params == 16  # the instance norm's gain and shift per channel
+    with pytest.raises(UnsupportedModelError, match="instance norm other than"):
+        imp(nn.InstanceNorm2d(8))
+    with pytest.raises(UnsupportedModelError, match=r"reduce_sum over dims \[2, 3\]"):
+        imp(Lambda(lambda x: x.sum((2, 3))))
+
+
 class Shuffle(nn.Module):
     def forward(self, x):
         b, c, h, w = x.size()

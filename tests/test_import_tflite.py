@@ -64,6 +64,10 @@ def misc_ops(size: int = 20) -> Graph:
     gate = g.add("hsigmoid", g.add("global_avgpool", x))  # ADD (+3, RELU6) + MUL
     x = g.add("mul", [g.add("concat", [s, t], axis=1), g.add("concat", [gate, gate], axis=1)])
     x = g.add("scale", x, factor=0.5)
+    x = g.add("mul", [x, g.add("sigmoid", g.add("reduce_max", x, axis=1, keepdim=True))])  # REDUCE_MAX
+    _, c, h, w = g.shape(x)
+    y = g.add("reduce_sum", g.add("reshape", x, shape=[1, 2, c // 2, h, w]), axis=1)  # SUM over a rank-5 view
+    x = g.add("concat", [y, y], axis=1)
     f = g.add("fc", g.add("flatten", x), out_features=12)  # NHWC RESHAPE, permuted fc weights
     r = g.add("reshape", f, shape=[1, 3, 2, 2])  # RESHAPE + TRANSPOSE to NHWC
     out1 = g.add("softmax", r, axis=1)  # TRANSPOSE + SOFTMAX + TRANSPOSE (merged with the one before)

@@ -107,6 +107,9 @@ def test_every_operator_has_shape_inference_and_is_exercised_somewhere():
         more.add("matmul", [x, x]),
         more.add("transpose", x, perm=[0, 1, 3, 2]),
         more.add("mean", x, axis=2),
+        more.add("reduce_max", x, axis=1, keepdim=True),
+        more.add("reduce_sum", more.add("reshape", x, shape=[1, 2, 2, 8, 8]), axis=1),
+        more.add("instancenorm", x),
         more.add("pos_embed", x),
     ]
     tokens = more.input([1, 6, 4], name="tokens")

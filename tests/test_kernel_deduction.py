@@ -162,7 +162,13 @@ def _tiny_networks() -> list[Graph]:
     g.set_outputs(g.add("fc", g.add("flatten", g.add("global_avgpool", cat)), out_features=10))
     cfg = SyntheticConfig(input_size=32, n=1, num_blocks=4, strides=[1, 2, 1, 2], channel_ranges=[[8, 16]] * 4,
                           head_channels=[32, 64], num_classes=10)
-    return [g, nasbench201.build(1234), build_network(cfg, 3, 0)]
+    # IBN-Net's instance norm, CBAM's channel-max map, split attention's sum over a rank-5 view
+    r = Graph("tiny-attention")
+    x = r.add("instancenorm", r.add("conv2d", r.input([1, 8, 8, 8]), out_channels=16, kernel=1))
+    x = r.add("mul", [x, r.add("sigmoid", r.add("reduce_max", x, axis=1, keepdim=True))])
+    x = r.add("reduce_sum", r.add("reshape", x, shape=[1, 2, 8, 8, 8]), axis=1)
+    r.set_outputs(r.add("fc", r.add("flatten", r.add("global_avgpool", x)), out_features=10))
+    return [g, nasbench201.build(1234), build_network(cfg, 3, 0), r]
 
 
 def test_xnnpack_operators_match_kernel_mode(tmp_path: Path):

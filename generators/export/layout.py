@@ -11,14 +11,14 @@ the operators around them (:func:`tensor_layouts`):
 - an operator that keeps its input's axes (activations, add, mul, concat, split, softmax, batch
   and layer norm...) gives its output the layout of its first input;
 - an operator that rearranges or contracts axes (:data:`ORDER_OPS`: reshape, transpose, matmul,
-  fc, mean without keepdim) chooses its rank-4 output's layout from its readers: ``plain`` when
+  fc, a reduction without keepdim) chooses its rank-4 output's layout from its readers: ``plain`` when
   some reader, directly or through layout-keeping operators, rearranges or contracts axes again
   and none is an image operator or a graph output; ``nhwc`` otherwise (a reshape to an image, as
   before transformers). A layout-keeping reader that takes the result as a later input (a residual
   add after a block's last fc) asks for its own layout, its first input's.
 
 An operator reads its inputs in the layout it needs (:func:`input_layouts`): image operators
-read images, matmul, fc and mean without keepdim read ``plain``, layout-keeping operators read
+read images, matmul, fc and reductions without keepdim read ``plain``, layout-keeping operators read
 every input in their output's layout, reshape and transpose read either. A mismatch costs one
 transpose, counted by the exporter.
 """
@@ -30,7 +30,9 @@ NHWC, PLAIN = "nhwc", "plain"
 #: Operators that read and write images.
 IMAGE_OPS = frozenset({"conv2d", "avgpool", "maxpool", "global_avgpool", "upsample", "crop", "pad", "channel_shuffle"})
 #: Operators whose result's axes are not their input's: the result's layout is chosen.
-ORDER_OPS = frozenset({"reshape", "flatten", "transpose", "matmul", "fc", "mean"})
+#: Reductions over one axis: layout-keeping with keepdim, else they contract an axis.
+REDUCE_OPS = frozenset({"mean", "reduce_max", "reduce_sum"})
+ORDER_OPS = frozenset({"reshape", "flatten", "transpose", "matmul", "fc"}) | REDUCE_OPS
 #: Of those, the ones that handle any input layout themselves.
 ANY_INPUT_OPS = frozenset({"reshape", "flatten", "transpose"})
 #: NCHW -> NHWC and back, as transposition permutations.
@@ -38,8 +40,8 @@ TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
 
 
 def _orders(node: Node) -> bool:
-    """The node rearranges or contracts axes (a mean with keepdim keeps them)."""
-    return node.op in ORDER_OPS and not (node.op == "mean" and node.attrs["keepdim"])
+    """The node rearranges or contracts axes (a reduction with keepdim keeps them)."""
+    return node.op in ORDER_OPS and not (node.op in REDUCE_OPS and node.attrs["keepdim"])
 
 
 def _wants(graph: Graph, name: str, readers: dict[str, list[str]], outputs: set[str],
@@ -87,7 +89,7 @@ def tensor_layouts(graph: Graph) -> dict[str, str]:
 
 
 def computes_plain(node: Node) -> bool:
-    """The node computes its result in IR order whatever its layout (matmul, fc, mean)."""
+    """The node computes its result in IR order whatever its layout (matmul, fc, a reduction)."""
     return _orders(node) and node.op not in ANY_INPUT_OPS
 
 

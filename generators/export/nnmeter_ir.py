@@ -156,10 +156,13 @@ NNMETER_OPS: dict[str, NNMeterOp] = {
     # transformers
     "layernorm": NNMeterOp(lambda n, i: ("layernorm", {"axis": n.attrs["axis"] % len(i[0]), "epsilon": n.attrs["eps"]}),
                            "layernorm"),
+    "instancenorm": NNMeterOp(lambda n, i: ("instancenorm", {"epsilon": n.attrs["eps"]}), "instancenorm"),
     "gelu": NNMeterOp(lambda n, i: ("gelu", {"approximate": n.attrs["approximate"]}), "gelu"),
     "matmul": NNMeterOp(_fixed("matmul"), "matmul"),
     "transpose": NNMeterOp(lambda n, i: ("transpose", {"perm": list(n.attrs["perm"])}), "transpose"),
     "mean": NNMeterOp(_axis_attr("mean", lambda n: {"keepdims": n.attrs["keepdim"]}), "mean"),
+    "reduce_max": NNMeterOp(_axis_attr("reducemax", lambda n: {"keepdims": n.attrs["keepdim"]}), "reduce_max"),
+    "reduce_sum": NNMeterOp(_axis_attr("reducesum", lambda n: {"keepdims": n.attrs["keepdim"]}), "reduce_sum"),
     # learned constant tensors: an Add and a Concat whose other operand is a weight, as in TF/ONNX graphs
     "pos_embed": NNMeterOp(_fixed("add"), "pos_embed"),  # the constant has the output's shape
     "cls_token": NNMeterOp(lambda n, i: ("concat", {"axis": 1, "const_shape": [1, 1, i[0][-1]]}), "cls_token"),

@@ -116,8 +116,10 @@ ONNX_OPS: dict[str, OnnxOp] = {
                                  + int(bool(n.attrs["crops"][2] or n.attrs["crops"][3]))}),
     "upsample": _one("Resize"),
     "layernorm": OnnxOp(lambda n, g: {"LayerNormalization": 1, "Transpose": 0 if _last_axis(n) else 2}),
+    "instancenorm": _one("InstanceNormalization"),
     "gelu": OnnxOp(lambda n, g: GELU_OPS[n.attrs["approximate"]]),
     "matmul": _one("MatMul"), "transpose": _one("Transpose"), "mean": _one("ReduceMean"),
+    "reduce_max": _one("ReduceMax"), "reduce_sum": _one("ReduceSum"),
     # the learned tensor is an initializer operand
     "pos_embed": _one("Add"), "cls_token": _one("Concat"),
 }
@@ -228,7 +230,7 @@ def _check_precision(precision: str) -> None:
 # where the parameters sit: op type -> input positions holding weights (BatchNormalization: scale
 # and bias; its running statistics are not parameters, as in graph.params)
 WEIGHT_INPUTS = {"Conv": (1, 2), "Gemm": (1, 2), "MatMul": (1,), "BatchNormalization": (1, 2), "PRelu": (1,),
-                 "LayerNormalization": (1, 2)}
+                 "LayerNormalization": (1, 2), "InstanceNormalization": (1, 2)}
 #: op type -> input positions holding a parameter when constant and not a scalar (an fc's bias on
 #: tokens, a position embedding; a class token concatenated in front)
 CONST_OPERAND_INPUTS = {"Add": (0, 1), "Concat": (0,)}
@@ -236,8 +238,8 @@ CONST_OPERAND_INPUTS = {"Add": (0, 1), "Concat": (0,)}
 
 def inspect_onnx(model: Any) -> dict[str, Any]:
     """Facts of an ONNX model (a path or a ModelProto): op counts by type (Constant nodes counted
-    apart), parameter elements (weights of Conv/Gemm/MatMul/PRelu, batch and layer norm scale and
-    bias, non-scalar constants added by an Add or first in a Concat, through a DequantizeLinear in
+    apart), parameter elements (weights of Conv/Gemm/MatMul/PRelu, batch, layer and instance norm scale
+    and bias, non-scalar constants added by an Add or first in a Concat, through a DequantizeLinear in
     int8), inputs and
     outputs (name, shape, element type), opset."""
     import onnx

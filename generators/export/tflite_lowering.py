@@ -961,6 +961,31 @@ register_lowering(TFLiteLowering(
     "fc's weights and bias; not into a bias-less fc)",
     sets_tail=True,
 ))
+
+
+def _plan_instancenorm(s: Site, pl: Plan) -> None:
+    pl.ops = ["MEAN", "SUB", "SQUARED_DIFFERENCE", "MEAN", "ADD", "RSQRT", "MUL", "MUL", "ADD"]
+    pl.float_consts = [("scalar", float(np.float32(s.a["eps"]))), ("in_gamma", s.node.name), ("in_beta", s.node.name)]
+    pl.tail, pl.tail_fusable = "ADD_CONST", True
+
+
+def _build_instancenorm(tf, graph, node, pl, xs, weights, scalar):
+    axes = [tf_axis(2, 4, pl.layout), tf_axis(3, 4, pl.layout)]
+    shape = [-1, 1, 1] if pl.layout == PLAIN else [-1]
+    p = weights[node.name]
+    x = xs[0]
+    d = x - tf.reduce_mean(x, axis=axes, keepdims=True)
+    var = tf.reduce_mean(tf.square(d), axis=axes, keepdims=True)
+    y = d * tf.math.rsqrt(var + scalar(float(node.attrs["eps"]))) * tf.constant(p["weight"].reshape(shape))
+    return [y + tf.constant(p["bias"].reshape(shape))]
+
+
+register_lowering(TFLiteLowering(
+    "instancenorm", _plan_instancenorm, _build_instancenorm,
+    "MEAN + SUB + SQUARED_DIFFERENCE + MEAN + ADD + RSQRT + MUL + MUL + ADD over H and W, the gain "
+    "and shift per channel (TF's decomposition of instance norm)",
+    sets_tail=True,
+))
 elementwise("gelu", ["GELU"], lambda tf, x, n, s: tf.nn.gelu(x, approximate=n.attrs["approximate"] == "tanh"))
 register_lowering(TFLiteLowering("matmul", _ops("BATCH_MATMUL"),
                                  lambda tf, graph, node, pl, xs, weights, scalar: [tf.linalg.matmul(xs[0], xs[1])],
@@ -1010,12 +1035,16 @@ register_lowering(TFLiteLowering(
 ))
 
 
-def _build_mean(tf, graph, node, pl, xs, weights, scalar):
-    ax = tf_axis(node.attrs["axis"], len(graph.tensor_shape(node.inputs[0])), pl.read_layouts[0])
-    return [tf.reduce_mean(xs[0], axis=ax, keepdims=node.attrs["keepdim"])]
+def _reduce(fn: str) -> Builder:
+    def build(tf, graph, node, pl, xs, weights, scalar):
+        ax = tf_axis(node.attrs["axis"], len(graph.tensor_shape(node.inputs[0])), pl.read_layouts[0])
+        return [getattr(tf, fn)(xs[0], axis=ax, keepdims=node.attrs["keepdim"])]
+    return build
 
 
-register_lowering(TFLiteLowering("mean", _ops("MEAN"), _build_mean, "MEAN"))
+for _op, _fn, _tfl in (("mean", "reduce_mean", "MEAN"), ("reduce_max", "reduce_max", "REDUCE_MAX"),
+                       ("reduce_sum", "reduce_sum", "SUM")):
+    register_lowering(TFLiteLowering(_op, _ops(_tfl), _reduce(_fn), _tfl))
 
 
 # ---------------------------------------------------------------- learned constant tensors

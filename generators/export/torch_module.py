@@ -21,7 +21,8 @@ then converted, for the ``x86`` engine (default) or ``qnnpack`` (ARM). Operators
 quantized CPU kernel stay float, between a DeQuantStub and a QuantStub:
 :data:`FLOAT_IN_INT8` lists them (swish/SiLU, softmax, batch norm on ``[1, F]`` tensors, GELU,
 matmul of two activations, layer norm over an axis that is not the last, the position embedding
-and class token: a float parameter added or concatenated).
+and class token: a float parameter added or concatenated; the max and sum reductions and instance
+norm).
 With qnnpack each relu6/clip reads a contiguous copy of its input (one ``aten::contiguous``),
 working around a wrong-result bug of QNNPACK's quantized clamp on channels-last tensors;
 PReLU slopes are observed together with 1.0 (see ``_PReLUSlopeObserver``).
@@ -178,13 +179,15 @@ class MatMul(nn.Module):
         return torch.matmul(a, b)
 
 
-class Mean(nn.Module):
-    def __init__(self, axis: int, keepdim: bool):
+class Reduce(nn.Module):
+    """A reduction over one axis: ``torch.mean``, ``torch.amax`` or ``torch.sum``."""
+
+    def __init__(self, fn: str, axis: int, keepdim: bool):
         super().__init__()
-        self.axis, self.keepdim = axis, keepdim
+        self.fn, self.axis, self.keepdim = fn, axis, keepdim
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.mean(self.axis, keepdim=self.keepdim)
+        return getattr(torch, self.fn)(x, self.axis, keepdim=self.keepdim)
 
 
 class AxisLayerNorm(nn.LayerNorm):
@@ -335,10 +338,14 @@ TORCH_OPS: dict[str, TorchOp] = {
     # matmul of two activations stay float
     "layernorm": TorchOp(_layernorm, "aten::layer_norm", int8=lambda n: "q" if _last_axis(n) else "f",
                          extra_aten=lambda n: {} if _last_axis(n) else {"aten::permute": 2}),
+    "instancenorm": TorchOp(lambda n, i: nn.InstanceNorm2d(i[0][1], eps=n.attrs["eps"], affine=True),
+                            "aten::instance_norm", int8="f"),
     "gelu": TorchOp(lambda n, i: nn.GELU(approximate=n.attrs["approximate"]), "aten::gelu", int8="f"),
     "matmul": TorchOp(lambda n, i: MatMul(), "aten::matmul", int8="f"),
     "transpose": TorchOp(lambda n, i: Permute(n.attrs["perm"]), "aten::permute", int8="any"),
-    "mean": TorchOp(lambda n, i: Mean(_axis(n, i), n.attrs["keepdim"]), "aten::mean", int8="any"),
+    "mean": TorchOp(lambda n, i: Reduce("mean", _axis(n, i), n.attrs["keepdim"]), "aten::mean", int8="any"),
+    "reduce_max": TorchOp(lambda n, i: Reduce("amax", _axis(n, i), n.attrs["keepdim"]), "aten::amax", int8="f"),
+    "reduce_sum": TorchOp(lambda n, i: Reduce("sum", _axis(n, i), n.attrs["keepdim"]), "aten::sum", int8="f"),
     # learned constant tensors; int8: eager mode has no quantized add or cat of a float parameter
     "pos_embed": TorchOp(lambda n, i: PosEmbed(i[0]), "aten::add", int8="f"),
     "cls_token": TorchOp(lambda n, i: ClsToken(i[0][-1]), "aten::cat", int8="f"),
@@ -358,7 +365,8 @@ def register_torch_op(op: str, spec: TorchOp) -> TorchOp:
 #: they get a DeQuantStub before and a QuantStub after. batchnorm is float only on
 #: ``[1, F]`` tensors (BatchNorm1d); on feature maps it is fused into the conv or quantized.
 FLOAT_IN_INT8 = ("swish", "softmax", "batchnorm (rank 2, BatchNorm1d)", "gelu", "matmul",
-                 "layernorm (not over the last axis)", "pos_embed", "cls_token")
+                 "layernorm (not over the last axis)", "pos_embed", "cls_token", "reduce_max", "reduce_sum",
+                 "instancenorm")
 
 
 #: Operators that QNNPACK runs with its clamp kernel, which needs a contiguous input (see ContiguousInput).

@@ -54,6 +54,9 @@ def node_weights(graph: Graph, node: Node, index: int, model_id: str | None = No
         x = graph.tensor_shape(node.inputs[0])
         c = x[a["axis"] % len(x)]
         out = {"weight": rng.uniform(0.8, 1.2, size=(c,)), "bias": rng.normal(0.0, 0.05, size=(c,))}
+    elif node.op == "instancenorm":
+        c = graph.tensor_shape(node.inputs[0])[1]
+        out = {"weight": rng.uniform(0.8, 1.2, size=(c,)), "bias": rng.normal(0.0, 0.05, size=(c,))}
     elif node.op == "pos_embed":  # a visible shift of the tokens, which stay O(1)
         out = {"weight": rng.normal(0.0, 0.2, size=tuple(graph.tensor_shape(node.inputs[0])))}
     elif node.op == "cls_token":  # a token of the tokens' scale (a near-zero one reads out noise)

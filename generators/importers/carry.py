@@ -124,7 +124,7 @@ def onnx_weights(proto: Any, g: Graph, origins: dict) -> Weights:
     tokens_made: dict[int, int] = {}  # Concat -> class tokens made of it so far (the last constant first)
     for name, n in g.nodes.items():
         w: dict[str, Any] = {}
-        if n.op in ("conv2d", "fc", "layernorm", "batchnorm", "prelu", "pos_embed", "cls_token"):
+        if n.op in ("conv2d", "fc", "layernorm", "instancenorm", "batchnorm", "prelu", "pos_embed", "cls_token"):
             src = nodes[origins[name][0]]
         if n.op == "conv2d":
             w["weight"] = consts[src.input[1]]
@@ -150,6 +150,8 @@ def onnx_weights(proto: Any, g: Graph, origins: dict) -> Weights:
         elif n.op == "layernorm" and src.op_type == "LayerNormalization":
             w["weight"] = consts[src.input[1]]
             w["bias"] = consts[src.input[2]] if len(src.input) > 2 and src.input[2] else np.zeros_like(w["weight"])
+        elif n.op == "instancenorm":
+            w["weight"], w["bias"] = consts[src.input[1]], consts[src.input[2]]
         elif n.op == "layernorm":  # decomposed: the gain's Mul, the shift's Add
             w["weight"], w["bias"] = (const_input(nodes[k]).reshape(-1) for k in origins[name])
         elif n.op == "pos_embed":

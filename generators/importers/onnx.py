@@ -551,6 +551,19 @@ def _layer_norm(c: _Converter, ins, a, node):
     return _along(c, "layernorm", x, over[0], eps=f32(a.get("epsilon", 1e-5)))
 
 
+@_handler("InstanceNormalization")
+def _instance_norm(c: _Converter, ins, a, node):
+    x, scale, bias = ins
+    if not isinstance(x, _T) or len(x.shape) != 4:
+        raise _Unsupported(f"instance norm of {'a constant' if not isinstance(x, _T) else f'a rank-{len(x.shape)} tensor'} "
+                           "(the IR's instancenorm is over H and W of an image)")
+    for what, v in (("scale", scale), ("bias", bias)):
+        if not isinstance(v, _Const) or math.prod(v.shape) != x.shape[1]:
+            raise _Unsupported(f"InstanceNormalization {what} of shape {list(getattr(v, 'shape', []))} "
+                               f"(a constant per channel of {x.shape[1]})")
+    return c.new("instancenorm", x, eps=f32(a.get("epsilon", 1e-5)))
+
+
 @_handler("Gelu")
 def _gelu(c: _Converter, ins, a, node):
     if not isinstance(ins[0], _T):
@@ -898,6 +911,49 @@ def _reduce_mean(c: _Converter, ins, a, node):
     if j == 0:
         raise _Unsupported(f"ReduceMean over the batch axis of {list(x.shape)}")
     return _T(c._add("mean", [x.ref], c.origin, axis=j, keepdim=keep), out)
+
+
+def _reduce(kind: str, ir_op: str, fn: Callable[..., np.ndarray]) -> Callable:
+    """ReduceMax / ReduceSum: over one axis, ``ir_op``; over H and W of an image, a global pool
+    (a max pool of the whole map; for a sum, the average times H x W)."""
+
+    def handler(c: _Converter, ins, a, node):
+        x = ins[0]
+        axes = a.get("axes")
+        if axes is None and _opt(ins, 1) is not None:
+            axes = [int(v) for v in _const(c, ins[1], f"{kind} axes").reshape(-1)]
+        keep = bool(a.get("keepdims", 1))
+        if isinstance(x, _Const):
+            return _Const(fn(x.value, axis=None if axes is None else tuple(axes), keepdims=keep))
+        rank = len(x.shape)
+        dims = None if axes is None else sorted({_dim(int(d), rank) for d in axes})
+        if rank == 4 and dims == [2, 3] and (x.pending is not None or c.ir_shape(x) == x.shape):
+            hw = list(x.shape[2:])
+            if ir_op == "reduce_max":
+                y = c.new("maxpool", x, kernel=hw, stride=hw)
+            else:
+                y = c.new("global_avgpool", x)
+                y = _T(c._add("scale", [y.ref], f"{c.origin}/sum", factor=float(hw[0] * hw[1])), y.shape)
+            return y if keep else c.new("flatten", y, origin=f"{c.origin}/flatten")
+        if dims is None or len(dims) != 1:
+            raise _Unsupported(f"{kind} over axes {axes} of {list(x.shape)} (over H and W of an image, or over one axis)")
+        d = dims[0]
+        out = tuple(1 if k == d else n for k, n in enumerate(x.shape)) if keep else x.shape[:d] + x.shape[d + 1:]
+        if x.shape[d] == 1:
+            return _reshape_to(c, x, list(out))
+        j = c.ir_axis(x, d) if x.pending is None else None
+        if j is None:
+            ref, ax = c.formed(x)
+            j, x = ax[d], _T(ref, x.shape)
+        if j == 0:
+            raise _Unsupported(f"{kind} over the batch axis of {list(x.shape)}")
+        return _T(c._add(ir_op, [x.ref], c.origin, axis=j, keepdim=keep), out)
+
+    return handler
+
+
+_handler("ReduceMax")(_reduce("ReduceMax", "reduce_max", np.max))
+_handler("ReduceSum")(_reduce("ReduceSum", "reduce_sum", np.sum))
 
 
 # ------------------------------------------------ shapes and plumbing

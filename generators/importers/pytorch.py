@@ -273,13 +273,53 @@ class _Converter:
             return self.new("avgpool", input, kernel=k, stride=k)
         raise _Unsupported(f"adaptive average pooling {h}x{w} -> {out[0]}x{out[1]} (uneven windows)")
 
+    def adaptive_max_pool2d(self, input, output_size, return_indices=False):
+        h, w = input.shape[2:]
+        out = [h if o is None else o for o in _pair_or_none(output_size)]
+        if return_indices or h % out[0] or w % out[1]:
+            raise _Unsupported(f"adaptive max pooling {h}x{w} -> {out[0]}x{out[1]} (uneven windows, or indices)")
+        if out == [h, w]:
+            return input
+        k = [h // out[0], w // out[1]]  # equal windows (the whole map for 1x1): a plain max pool
+        return self.new("maxpool", input, kernel=k, stride=k)
+
     def mean(self, input, dim=None, keepdim=False, dtype=None):
         rank = len(input.shape)
         dims = sorted(self._dim(d, rank) for d in ([dim] if isinstance(dim, int) else (dim or [])))
-        if rank != 4 or dims != [2, 3]:
-            raise _Unsupported(f"mean over dims {dim} of a rank-{rank} tensor (only over H and W)")
-        y = self.new("global_avgpool", input)
-        return y if keepdim else self.new("flatten", y)
+        if rank == 4 and dims == [2, 3]:
+            y = self.new("global_avgpool", input)
+            return y if keepdim else self.new("flatten", y)
+        return self._reduce("mean", input, dims, keepdim)
+
+    def _reduce(self, op: str, input, dims: list[int], keepdim: bool) -> _T:
+        """A reduction over one axis that is not the batch."""
+        if len(dims) != 1 or dims[0] == 0:
+            raise _Unsupported(f"{op} over dims {dims} of {list(input.shape)} (the IR reduces over one axis, not the "
+                               "batch; a mean over H and W is a global average pool)")
+        return self.new(op, input, axis=dims[0], keepdim=bool(keepdim))
+
+    def amax(self, input, dim=(), keepdim=False):
+        rank = len(input.shape)
+        return self._reduce("reduce_max", input, sorted(self._dim(d, rank) for d in ([dim] if isinstance(dim, int) else dim)),
+                            keepdim)
+
+    def max(self, input, dim=None, keepdim=False):
+        """``torch.max(x, dim)``: the values (the indices are not computed by the IR)."""
+        if not isinstance(dim, int):
+            raise _Unsupported("max without a dimension, or of two tensors (the IR's reduce_max is over one axis)")
+        return self.amax(input, dim, keepdim), None
+
+    def sum(self, input, dim=None, keepdim=False, dtype=None):
+        rank = len(input.shape)
+        return self._reduce("reduce_sum", input,
+                            sorted(self._dim(d, rank) for d in ([dim] if isinstance(dim, int) else (dim or []))), keepdim)
+
+    def instance_norm(self, input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                      momentum=0.1, eps=1e-5, cudnn_enabled=False):
+        if weight is None or bias is None or not use_input_stats or len(input.shape) != 4:
+            raise _Unsupported("instance norm other than nn.InstanceNorm2d(affine=True) on an image "
+                               "(the IR's instancenorm has a gain and shift per channel)")
+        return self.new("instancenorm", input, eps=float(eps))
 
     # ------------------------------------------------ resizing, padding, slicing
     def interpolate(self, input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None, antialias=False):
@@ -501,6 +541,8 @@ def _tables() -> tuple[dict, dict, dict, dict]:
         nn.Linear: lambda c, m, x: c.linear(x, m.weight, m.bias),
         nn.BatchNorm2d: bn,
         nn.BatchNorm1d: bn,
+        nn.InstanceNorm2d: lambda c, m, x: c.instance_norm(x, None, None, m.weight, m.bias,
+                                                           not m.track_running_stats, eps=m.eps),
         nn.ReLU: lambda c, m, x: c.relu(x),
         nn.ReLU6: lambda c, m, x: c.relu6(x),
         nn.Hardtanh: lambda c, m, x: c.hardtanh(x, m.min_val, m.max_val),
@@ -515,6 +557,7 @@ def _tables() -> tuple[dict, dict, dict, dict]:
         nn.AvgPool2d: avg,
         nn.MaxPool2d: mx,
         nn.AdaptiveAvgPool2d: lambda c, m, x: c.adaptive_avg_pool2d(x, m.output_size),
+        nn.AdaptiveMaxPool2d: lambda c, m, x: c.adaptive_max_pool2d(x, m.output_size, m.return_indices),
         nn.Upsample: up,
         nn.ZeroPad2d: lambda c, m, x: c.pad(x, m.padding, "constant", 0.0),
         nn.ConstantPad2d: lambda c, m, x: c.pad(x, m.padding, "constant", m.value),
@@ -558,7 +601,12 @@ def _tables() -> tuple[dict, dict, dict, dict]:
     fn([F.avg_pool2d, T("avg_pool2d")], C.avg_pool2d)
     fn([F.max_pool2d, T("max_pool2d")], C.max_pool2d)
     fn([F.adaptive_avg_pool2d, torch._C._nn.adaptive_avg_pool2d], C.adaptive_avg_pool2d)
+    fn([F.adaptive_max_pool2d], C.adaptive_max_pool2d)
     fn([T("mean")], C.mean)
+    fn([T("amax")], C.amax)
+    fn([T("max")], C.max)
+    fn([T("sum")], C.sum)
+    fn([F.instance_norm], C.instance_norm)
     fn([F.interpolate, F.upsample], C.interpolate)
     fn([F.pad], C.pad)
     fn([T("cat"), T("concat"), T("concatenate")], C.cat)
@@ -578,7 +626,7 @@ def _tables() -> tuple[dict, dict, dict, dict]:
         "add": C.add, "add_": C.add, "__add__": C.add, "__radd__": C.add, "__iadd__": C.add,
         "mul": C.mul, "mul_": C.mul, "__mul__": C.mul, "__rmul__": C.mul, "__imul__": C.mul,
         "div": C.div, "div_": C.div, "__truediv__": C.div, "__itruediv__": C.div,
-        "mean": C.mean, "view": C.view, "reshape": C.view, "flatten": C.flatten,
+        "mean": C.mean, "amax": C.amax, "max": C.max, "sum": C.sum, "view": C.view, "reshape": C.view, "flatten": C.flatten,
         "transpose": C.transpose, "permute": C.permute, "split": C.split, "chunk": C.chunk,
         "contiguous": C.identity, "clone": C.identity, "size": C.size,
         "dim": lambda c, x: len(x.shape), "numel": lambda c, x: math.prod(x.shape),
@@ -612,7 +660,8 @@ def _tables() -> tuple[dict, dict, dict, dict]:
         "add": C.add, "add_": C.add, "mul": C.mul, "mul_": C.mul, "div": C.div, "div_": C.div,
         "avg_pool2d": C.avg_pool2d, "max_pool2d": C.max_pool2d, "max_pool2d_with_indices": aten_max_pool_idx,
         "adaptive_avg_pool2d": C.adaptive_avg_pool2d, "_adaptive_avg_pool2d": C.adaptive_avg_pool2d,
-        "mean": C.mean, "upsample_nearest2d": aten_upsample, "upsample_bilinear2d": aten_upsample_bilinear, "pad": C.pad, "constant_pad_nd": C.pad,
+        "mean": C.mean, "amax": C.amax, "sum": C.sum, "instance_norm": C.instance_norm,
+        "upsample_nearest2d": aten_upsample, "upsample_bilinear2d": aten_upsample_bilinear, "pad": C.pad, "constant_pad_nd": C.pad,
         "slice": C.slice, "cat": C.cat, "concat": C.cat, "split": C.split, "split_with_sizes": C.split,
         "chunk": C.chunk, "view": C.view, "reshape": C.view, "_unsafe_view": C.view, "flatten": C.flatten,
         "transpose": C.transpose, "permute": C.permute, "channel_shuffle": C.channel_shuffle,

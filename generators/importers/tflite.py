@@ -550,6 +550,30 @@ def _mean(c: _Converter, i, ins, tin, tout, o):
     return y if o.keepDims else c.new("flatten", y, suffix="/flatten")
 
 
+def _reducer(tfl: str, ir_op: str) -> Callable:
+    """REDUCE_MAX / SUM over one axis that is not the batch."""
+
+    def handler(c: _Converter, i, ins, tin, tout, o):
+        x = ins[0]
+        if not isinstance(x, _V):
+            raise _Unsupported(f"{tfl} of a constant")
+        rank = len(x.shape)
+        axes = sorted({x.perm[a % rank] for a in _int_list(ins[1], f"{tfl} axes")})
+        if len(axes) != 1 or axes[0] == 0:
+            raise _Unsupported(f"{tfl} over IR axes {axes} of {list(x.shape)} (the IR reduces over one axis, not the batch)")
+        if x.pending is not None:
+            x = c.plain(x)
+        ax = axes[0]
+        return c.new(ir_op, x, tuple(p - (p > ax) for p in x.perm if p != ax) if not o.keepDims else x.perm,
+                     axis=ax, keepdim=bool(o.keepDims))
+
+    return handler
+
+
+_handler("REDUCE_MAX")(_reducer("REDUCE_MAX", "reduce_max"))
+_handler("SUM")(_reducer("SUM", "reduce_sum"))
+
+
 def _affine_const(c: _Converter, x: _V, k: Any) -> bool:
     """``k`` is a per-channel constant broadcasting along the channel axis of ``x``."""
     if not isinstance(k, _Const) or len(x.shape) not in (2, 4) or x.shape[1] < 2:

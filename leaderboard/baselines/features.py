@@ -91,8 +91,8 @@ register_category(OpCategory("fc", ("fc",), ("in_channels", "out_channels", "par
 register_category(OpCategory("matmul", ("matmul",), ("in_channels", "out_channels", "kernel", "groups", "flops",
                                                      "memory"),
                              lambda c: c["groups"] * c["kernel"] * c["in_channels"] * c["out_channels"]))
-register_category(OpCategory("mean", ("global_avgpool", "mean"), ("in_hw", "in_channels", "kernel", "in_size", "flops",
-                                                                   "memory"), lambda c: c["in_size"]))
+register_category(OpCategory("mean", ("global_avgpool", "mean", "reduce_max", "reduce_sum"),
+                             ("in_hw", "in_channels", "kernel", "in_size", "flops", "memory"), lambda c: c["in_size"]))
 register_category(OpCategory("concat_split", ("concat", "split"), ("in_hw", "in_channels", "kernel", "out_channels",
                                                                    "in_size", "out_size", "memory"),
                              lambda c: np.zeros_like(c["in_size"])))
