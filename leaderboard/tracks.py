@@ -262,7 +262,13 @@ def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> Trac
     scen = _match(ds.scenarios, track.scenarios, "scenarios", track)
     models = _match(ds.models, track.models, "models", track)
     e2e = ds.e2e[ds.e2e["scenario_id"].isin(set(scen["scenario_id"])) & ds.e2e["model_id"].isin(set(models["model_id"]))]
-    if track.min_networks:
+    from .protocols import PROTOCOLS
+
+    frozen = _frozen_networks(track) if PROTOCOLS.get(track.protocol).partitions(track.params) else None
+    if frozen is not None:  # a frozen track keeps its networks: new ones join with a new version
+        models = models[models["name"].isin(frozen)]
+        e2e = e2e[e2e["model_id"].isin(set(models["model_id"]))]
+    if track.min_networks:  # counted among the track's networks (a frozen track's own)
         count = e2e.groupby("scenario_id")["model_id"].nunique()
         e2e = e2e[e2e["scenario_id"].isin(set(count.index[count >= track.min_networks]))]
     sids = sorted(set(e2e["scenario_id"]))
@@ -272,13 +278,6 @@ def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> Trac
                            + (f", at least {track.min_networks} networks per scenario" if track.min_networks else "") + ")"
                            + (f"; {skipped}" if skipped else ""))
     models = models[models["model_id"].isin(set(e2e["model_id"]))]
-    from .protocols import PROTOCOLS
-
-    frozen = _frozen_networks(track) if PROTOCOLS.get(track.protocol).partitions(track.params) else None
-    if frozen is not None:  # a frozen track keeps its networks: new ones join with a new version
-        models = models[models["name"].isin(frozen)]
-        e2e = e2e[e2e["model_id"].isin(set(models["model_id"]))]
-        sids = sorted(set(e2e["scenario_id"]))
     dup = models["name"][models["name"].duplicated()]
     if len(dup):
         raise TrackError(f"{track.path}: the slice has two networks named {dup.iloc[0]!r}; split files key networks by name")

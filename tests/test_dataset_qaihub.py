@@ -4,8 +4,8 @@ classification networks to IR, the pull source, and bad input.
 
 The copy holds 167 model folders measured on 13 devices (it leaves some of the repository's
 devices out: its SOURCE.md); one device, the Snapdragon 8 Elite QRD, has LLM entries only, which
-carry no inference time, so 12 devices have e2e rows. Of the 40 classification networks, 21 are
-expressed as IR (two vision transformers among them); the others have their reason
+carry no inference time, so 12 devices have e2e rows. Of the 40 classification networks, 30 are
+expressed as IR (five vision transformers among them); the others have their reason
 (pipelines/dataset/qaihub_models.py).
 """
 from __future__ import annotations
@@ -67,8 +67,8 @@ def test_networks_with_ir_and_the_reason_of_the_others(imported):
     meta = m["meta"].map(json.loads)
     folder = meta.map(lambda d: d["qaihub_model"])
     with_ir = m[m["ir"].notna()]
-    # every recipe passes its checks: 21 of the 40 classification networks
-    assert sorted(folder[m["ir"].notna()]) == sorted(RECIPES) and len(with_ir) == 21
+    # every recipe passes its checks: 30 of the 40 classification networks
+    assert sorted(folder[m["ir"].notna()]) == sorted(RECIPES) and len(with_ir) == 30
     assert with_ir["model_id"].str.fullmatch(r"[0-9a-f]{16}").all() and with_ir["flops"].gt(0).all()
     for _, row in with_ir.iterrows():
         stated = RECIPES[json.loads(row["meta"])["qaihub_model"]].params
@@ -80,12 +80,16 @@ def test_networks_with_ir_and_the_reason_of_the_others(imported):
     for case in CLASSIFICATION:
         for f in USE_CASES[case]:
             assert f in RECIPES or f in NOT_EXPRESSED, f
-    # the transformer operators are in the IR (issue 54): ViT-B/16 and EfficientFormer-L1 have recipes,
-    # the other transformers not yet
-    assert reasons["levit"] == "a vision transformer: the IR has its operators now, but the mapping has no recipe for it yet"
-    vit = with_ir.set_index("name").loc["vit_b_16"]
+    # the transformer operators are in the IR (issue 54): ViT-B/16, EfficientFormer-L1, MobileViT-S,
+    # LeViT-128S and BEiT-B/16 have recipes; EfficientViT's linear attention divides
+    by_name = with_ir.set_index("name")
+    vit = by_name.loc["vit_b_16"]
     assert vit["params"] == 86_567_656 and vit["source"] == "zoo" and vit["family"] == "vit"
-    assert with_ir.set_index("name").loc["zoo-efficientformer-ref", "params"] == 12_281_752
+    assert by_name.loc["zoo-efficientformer-ref", "params"] == 12_281_752
+    assert by_name.loc["zoo-beit-ref", "params"] == 91_995_640 and by_name.loc["zoo-levit-ref", "family"] == "levit"
+    assert by_name.loc["zoo-mobilevit_s-ref", "input_shape"] == "1x3x256x256"
+    assert by_name.loc["convnext_base", "family"] == "convnext" and by_name.loc["mnasnet0_5", "params"] == 2_218_512
+    assert "needs div" in reasons["efficientvit_b2_cls"] and "more than 1% apart" in reasons["gpunet"]
     assert "deformable_conv2d" in reasons["internimage"] and "layernorm" not in reasons["internimage"]
     assert "conv3d" in reasons["resnet_3d"] and "out of the scope" in reasons["yolov8_det"]
     assert "out of the scope" in reasons["llama_v3_2_1b_instruct"]

@@ -5,6 +5,9 @@ family, registered in ``FAMILIES``); a sampler turns the builder into the refere
 network or into a variant with every layer's width redrawn from [0.2, 1.8] x the
 reference and every spatial kernel from {1, 3, 5, 7, 9}. Three transformer families (vit,
 mobilevit, efficientformer) also redraw depths, heads and MLP ratios (``sampler.py``).
+The families of Qualcomm AI Hub's networks (issue 57) follow: MobileNetV3-Small, RegNetY-800MF
+and EfficientNetV2-S (CNNs; EfficientNetV2 also redraws its stage depths), ConvNeXt-T (depths
+and MLP ratios too), and the transformers MobileViT-S, LeViT-128S and BEiT-B/16.
 ``source.py`` exposes them as the ``zoo`` generator source.
 
 Every module of this package other than the infrastructure below is a family and is

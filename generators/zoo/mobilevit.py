@@ -20,8 +20,13 @@ residual-connected blocks and its MobileViT block's output; the stem shares laye
 local and fusion convs, the stem), each MobileViT block's heads and width d (a multiple of the
 heads), its number of transformer blocks (``depth_scale``) and every transformer block's MLP
 ratio; the patch size stays 2.
+
+``build_sizes`` builds any published MobileViT from its sizes (:class:`MobileViTSizes`); the
+``mobilevit_s`` family is MobileViT-S.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..blocks import encoder_block, fold, make_divisible, unfold
 from ..ir import Graph
@@ -29,19 +34,30 @@ from .registry import NUM_CLASSES, register_family
 from .sampler import Sampler, conv, dwconv, head
 
 ACT = "swish"  # SiLU
-STEM = 16
-EXPANSION = 2
-MV2_LAYERS = [(16, 1, 1), (24, 3, 2)]  # (out, blocks, stride)
-# (out, transformer width d, transformer blocks, heads) of layers 3..5 (stride 2 each)
-VIT_LAYERS = [(48, 64, 2, 4), (64, 80, 4, 4), (80, 96, 3, 4)]
 MLP_RATIO = 2.0
 PATCH = 2
-LAST = 320
 
 
-def _mv2(g: Graph, x: str, choose: Sampler, key: str, out: int, ref_in: int, stride: int, residual: bool) -> str:
+@dataclass(frozen=True)
+class MobileViTSizes:
+    """One published MobileViT: its widths, depths and MobileNetV2 expansion."""
+
+    stem: int
+    expansion: int  # of every MobileNetV2 block: hidden width make_divisible(in * expansion, 8)
+    mv2_layers: tuple[tuple[int, int, int], ...]  # layers 1, 2: (out, blocks, stride)
+    # layers 3..5 (stride 2 each): (out, transformer width d, transformer blocks, heads)
+    vit_layers: tuple[tuple[int, int, int, int], ...]
+    last: int
+
+
+XXS = MobileViTSizes(stem=16, expansion=2, mv2_layers=((16, 1, 1), (24, 3, 2)),
+                     vit_layers=((48, 64, 2, 4), (64, 80, 4, 4), (80, 96, 3, 4)), last=320)
+
+
+def _mv2(g: Graph, x: str, choose: Sampler, key: str, out: int, ref_in: int, stride: int, residual: bool,
+         expansion: int) -> str:
     with g.block(key.replace(".", "/")):
-        hidden = choose.channels(key + ".expand", make_divisible(ref_in * EXPANSION, 8))
+        hidden = choose.channels(key + ".expand", make_divisible(ref_in * expansion, 8))
         y = conv(g, x, choose, key + ".expand", hidden, 1, act=ACT)
         y = dwconv(g, y, choose, key + ".dw", 3, stride, act=ACT)
         y = conv(g, y, choose, key + ".project", out, 1, act=None)
@@ -70,24 +86,31 @@ def _mobilevit_block(g: Graph, x: str, choose: Sampler, key: str, ref_d: int, re
         return conv(g, g.add("concat", [x, y]), choose, key + ".fusion", c, 3, act=ACT)
 
 
-@register_family("mobilevit", reference="MobileViT-XXS at 256x256 (ml-cvnets mobilevit xx_small)",
-                 params=1_272_024, input_size=256)
-def build(g: Graph, x: str, choose: Sampler) -> str:
+def build_sizes(g: Graph, x: str, choose: Sampler, sizes: MobileViTSizes) -> str:
+    """The MobileViT of ``sizes`` after input ``x`` (the builder of every MobileViT family)."""
     with g.block("stem"):
-        x = conv(g, x, choose, "stem", choose.channels("stem", STEM), 3, 2, act=ACT)
-    ref_in = STEM
-    for s, (c, n, stride) in enumerate(MV2_LAYERS):
-        # layer 1 adds the stem's output to its own: one width for both
-        out = choose.channels("stem" if s == 0 else f"layer{s + 1}.out", c)
+        x = conv(g, x, choose, "stem", choose.channels("stem", sizes.stem), 3, 2, act=ACT)
+    ref_in = sizes.stem
+    for s, (c, n, stride) in enumerate(sizes.mv2_layers):
+        # a layer 1 of the stem's width adds the stem's output to its own: one width for both
+        shared = s == 0 and c == sizes.stem
+        out = choose.channels("stem" if shared else f"layer{s + 1}.out", c)
         for i in range(n):
             st = stride if i == 0 else 1
-            x = _mv2(g, x, choose, f"layer{s + 1}.block{i + 1}", out, ref_in, st, st == 1 and ref_in == c)
+            x = _mv2(g, x, choose, f"layer{s + 1}.block{i + 1}", out, ref_in, st, st == 1 and ref_in == c,
+                     sizes.expansion)
             ref_in = c
-    for s, (c, d, depth, heads) in enumerate(VIT_LAYERS, start=3):
+    for s, (c, d, depth, heads) in enumerate(sizes.vit_layers, start=3):
         out = choose.channels(f"layer{s}.out", c)
-        x = _mv2(g, x, choose, f"layer{s}.block1", out, ref_in, 2, False)
+        x = _mv2(g, x, choose, f"layer{s}.block1", out, ref_in, 2, False, sizes.expansion)
         x = _mobilevit_block(g, x, choose, f"layer{s}.mobilevit", d, depth, heads)
         ref_in = c
     with g.block("last"):
-        x = conv(g, x, choose, "last", choose.channels("last", LAST), 1, act=ACT)
+        x = conv(g, x, choose, "last", choose.channels("last", sizes.last), 1, act=ACT)
     return head(g, x, NUM_CLASSES)
+
+
+@register_family("mobilevit", reference="MobileViT-XXS at 256x256 (ml-cvnets mobilevit xx_small)",
+                 params=1_272_024, input_size=256)
+def build(g: Graph, x: str, choose: Sampler) -> str:
+    return build_sizes(g, x, choose, XXS)

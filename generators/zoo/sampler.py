@@ -17,7 +17,8 @@ made its model-zoo variants (MobiSys'21, Sec. 3.3):
   its MobileNetV1 variants average 547 MFLOPs against the reference's 569, impossible if
   the pointwise convolutions, 95% of those FLOPs, had been redrawn up to 9x9.)
 
-Transformer families (vit, mobilevit, efficientformer) also ask for
+Transformer families (vit, mobilevit, mobilevit_s, efficientformer, levit, beit) also ask for
+the following (convnext for depth and ratio, efficientnetv2 for depth):
 - ``choose.depth(key, ref)``: a stage's number of blocks, an integer drawn uniformly from
   ``[lo * ref, hi * ref]`` (``depth_scale``, default [0.5, 1.5]; at least 1);
 - ``choose.heads(key, ref)``: attention heads, an integer drawn uniformly from
@@ -98,7 +99,9 @@ class ReferenceSampler(Sampler):
 class ConfiguredSampler(ReferenceSampler):
     """Gives the value ``values`` names for a key (a width, kernel, depth, heads count or ratio)
     and the reference value for every other: a published sibling of the reference (ViT-B/16 from
-    the ViT family's widths and heads). A key the build never asks is an error naming it."""
+    the ViT family's widths and heads). A layer's width and its kernel share a key in the builds
+    (the variant sampler draws them apart), so a kernel is named ``<key>.kernel``. A key the
+    build never asks is an error naming it."""
 
     is_reference = False
 
@@ -117,7 +120,10 @@ class ConfiguredSampler(ReferenceSampler):
         return value
 
     def kernel(self, key: str, ref: int) -> int:
-        return int(self._get(key, ref))
+        return int(self._get(key + ".kernel", ref))
+
+    def padding(self, kernel: int, ref_kernel: int, ref_padding: int | None = None) -> int:
+        return super().padding(kernel, ref_kernel, ref_padding) if kernel == ref_kernel else (kernel - 1) // 2
 
     def depth(self, key: str, ref: int) -> int:
         return int(self._get(key, ref))

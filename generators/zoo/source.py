@@ -33,7 +33,8 @@ class ZooConfig:
     include_reference: bool = True
     channel_scale: list[float] = field(default_factory=lambda: [0.2, 1.8])  # output widths: [lo, hi] x reference
     kernel_choices: list[int] = field(default_factory=lambda: [1, 3, 5, 7, 9])  # for every spatial kernel
-    # transformer families (vit, mobilevit, efficientformer); CNN families never ask for these
+    # transformer families (vit, mobilevit, efficientformer, ...), convnext and efficientnetv2 (depth);
+    # the other CNN families never ask for these
     depth_scale: list[float] = field(default_factory=lambda: [0.5, 1.5])  # blocks per stage: [lo, hi] x reference
     heads_scale: list[float] = field(default_factory=lambda: [0.5, 2.0])  # attention heads: [lo, hi] x reference
     mlp_ratios: list[float] = field(default_factory=lambda: [1.0, 2.0, 3.0, 4.0])  # per block, MLP hidden / width

@@ -321,8 +321,8 @@ def build_ir(folder: str) -> tuple[Any, dict]:
         raise ValueError(f"the IR has {s['params']:,} parameters, {counts['stated_by']} states {stated:,}")
     off = s["params"] / r.params - 1
     if abs(off) > PARAMS_TOLERANCE:
-        raise ValueError(f"the IR has {s['params']:,} parameters, the source states {r.params / 1e6:g}M "
-                         f"({off:+.1%}; at most {PARAMS_TOLERANCE:.0%} apart): not the measured network")
+        raise ValueError(f"the IR has {s['params']:,} parameters, {r.params_by or 'the source'} states "
+                         f"{r.params / 1e6:g}M ({off:+.1%}; at most {PARAMS_TOLERANCE:.0%} apart): not the measured network")
     counts["params_vs_source"] = round(off, 4)
     return g, counts
 
@@ -562,7 +562,8 @@ def _model_rows(nets: dict[tuple[str, str], _Network], comps: dict[str, list[str
 
 def _recipe_meta(r: Recipe) -> dict:
     return {"kind": r.kind, "name": r.name, "params_stated": r.params, "note": r.note,
-            "input_shape": list(r.input_shape), "global_pool": r.global_pool}
+            "input_shape": list(r.input_shape), "global_pool": r.global_pool,
+            **({"params_stated_by": r.params_by} if r.params_by else {})}
 
 
 def _pins_note(root: Path, files: dict[str, Path]) -> list[str]:

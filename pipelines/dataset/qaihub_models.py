@@ -6,11 +6,15 @@ holds the perf.yaml files only). The classification networks the IR expresses ha
 :class:`Recipe` in :data:`RECIPES`: a pytorchcv model (pytorchcv 0.0.67, rebuilt by
 ``generators.importers.pytorch``), a pytorchcv builder with the source's configuration, a
 zoo family's reference (``generators/zoo``) or the family at a published sibling's sizes
-(``generators.zoo.configured``: ViT-B/16 from the ViT family), at the input the source's export declares
-(``ImagenetClassifier.get_input_spec``: 1x3x224x224 for every ImageNet classifier; YAMNet
-1x1x96x64). ``params`` is the parameter count the source's ``info.yaml`` states, which the
-importer checks the IR against (the source states it to three digits and does not say what it
-counts: :data:`PARAMS_TOLERANCE`). Every other classification network has
+(``generators.zoo.configured``: ViT-B/16 from the ViT family, ConvNeXt-B from ConvNeXt-T, MnasNet
+0.5 from MnasNet 1.0), at the input the source's export declares (``ImagenetClassifier.get_input_spec``:
+1x3x224x224 for every ImageNet classifier; MobileViT 1x3x256x256; YAMNet 1x1x96x64). ``params`` is
+the parameter count the source's ``info.yaml`` states, which the importer checks the IR against
+(the source states it to three digits and does not say what it counts: :data:`PARAMS_TOLERANCE`;
+where the info.yaml states none, ``params_by`` names who does). The source's counts of the
+transformers with learned attention biases (BEiT, LeViT) hold the biases as the exported network
+does, one value per head and pair of tokens; their recipes' IR holds them so, as a constant added
+to the attention scores. Every other classification network has
 its reason in :data:`NOT_EXPRESSED`, naming the IR operators it needs (generators/ops.py) where
 that is the reason; the other use cases are out of the scope of a classification mapping.
 docs/dataset.md (*Qualcomm AI Hub*) has the table.
@@ -30,11 +34,26 @@ class Recipe:
     # with kwargs, generators.zoo.configured's values: the family at a published sibling's sizes)
     name: str  # the pytorchcv name, "<pytorchcv.models module>:<function>", or the zoo family
     params: float  # the parameter count the source states (info.yaml, "Number of parameters")
+    params_by: str = ""  # who states ``params`` where the source's info.yaml states none ("": the source)
     input_shape: tuple[int, ...] = (1, 3, 224, 224)
     kwargs: tuple[tuple[str, object], ...] = ()  # the model's or builder's arguments
     global_pool: bool = False  # pool the last feature map globally, as the source's network does
     label: str = ""  # the network's name when the recipe is not a plain pytorchcv model
     note: str = ""  # how the recipe relates to the source's network
+
+
+def _mnasnet_widths(stem: int, sep: int, outs: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
+    """The zoo's mnasnet family's keys (``generators.zoo.configured``) for MnasNet-B1 at other widths:
+    the stem, the separable block's output, each stack's output and every block's expansion
+    (its input width times the stack's expansion, as torchvision's MnasNet has it)."""
+    stacks = ((3, 3), (3, 3), (6, 3), (6, 2), (6, 4), (6, 1))  # (expansion, blocks) of the family's six stacks
+    values, width = [("stem", stem), ("stem.pw", sep)], sep
+    for s, ((t, n), out) in enumerate(zip(stacks, outs), start=1):
+        values.append((f"stack{s}.out", out))
+        for i in range(1, n + 1):
+            values.append((f"stack{s}.block{i}.expand", width * t))
+            width = out
+    return tuple(values)
 
 
 RECIPES: dict[str, Recipe] = {
@@ -67,6 +86,39 @@ RECIPES: dict[str, Recipe] = {
                               "layer scales and attention biases, which the IR has no constants for"),
     "vit": Recipe("zoo", "vit", 86.6e6, kwargs=(("heads", 12), ("embed", 768)), label="vit_b_16",
                   note="torchvision's vit_b_16: the zoo's ViT family (DeiT-Ti) at ViT-B/16's 768 width and 12 heads"),
+    "efficientnet_v2_s": Recipe("zoo", "efficientnetv2", 21.4e6,
+                                note="at 224x224, the source's export input (its info.yaml says 384x384)"),
+    "mobilenet_v3_small": Recipe("zoo", "mobilenetv3_small", 2.54e6),
+    "mnasnet05": Recipe("zoo", "mnasnet", 2.21e6, kwargs=_mnasnet_widths(16, 8, (16, 24, 40, 48, 96, 160)),
+                        label="mnasnet0_5", note="torchvision's mnasnet0_5: the zoo's MnasNet family (mnasnet1_0) "
+                        "at width 0.5"),
+    "regnet_y_800mf": Recipe("zoo", "regnet", 6_432_512, params_by="torchvision",
+                             note="torchvision's regnet_y_800mf, the checkpoint the source names; the source's "
+                             "info.yaml states no parameter count: params is torchvision's (its weights' metadata)"),
+    "convnext_tiny": Recipe("zoo", "convnext", 28.6e6,
+                            note="torchvision's convnext_tiny without its layer scales (6,624 parameters), which "
+                            "the IR has no constants to multiply by"),
+    "convnext_base": Recipe("zoo", "convnext", 88.6e6, kwargs=(("stage1.width", 128), ("stage2.width", 256),
+                                                               ("stage3.width", 512), ("stage4.width", 1024),
+                                                               ("stage3.depth", 27)),
+                            label="convnext_base", note="torchvision's convnext_base: the zoo's ConvNeXt family "
+                            "(ConvNeXt-T) at ConvNeXt-B's widths and 27 blocks in stage 3, without its layer scales "
+                            "(18,048 parameters), which the IR has no constants to multiply by"),
+    "mobile_vit": Recipe("zoo", "mobilevit_s", 5.57e6, input_shape=(1, 3, 256, 256),
+                         note="MobileViT-S (the source's apple/mobilevit-small) at 256x256, the source's export "
+                         "input; one qkv FC per attention (ml-cvnets') where Hugging Face's MobileViT has three, "
+                         "with the same parameters"),
+    "levit": Recipe("zoo", "levit", 7.82e6,
+                    note="LeViT-128S (the source's facebook/levit-128S) with Hugging Face's one classifier; its "
+                    "batch norms folded into the FCs next to them (19,584 parameters fewer), as an export folds "
+                    "them; its attention biases as the [heads, N_q, N_k] tensors added to the scores, as an "
+                    "export holds them (448,114 parameters), which the source's count holds (with the per-offset "
+                    "tables, 5,314 parameters, it would be 7.39M)"),
+    "beit": Recipe("zoo", "beit", 92.0e6,
+                   note="BEiT-B/16 (the source's microsoft/beit-base-patch16-224); its relative position biases as "
+                   "the [12, 197, 197] tensors added to the scores, as an export holds them (5,588,496 parameters), "
+                   "which the source's count holds (with the tables, 105,408 parameters, it would be 86.5M); "
+                   "without its layer scales (18,432 parameters), which the IR has no constants to multiply by"),
     "nasnet": Recipe("pytorchcv", "nasnet_6a4032", 88.7e6, global_pool=True, label="nasnet_6a4032_gp",
                      note="timm's nasnetalarge; pytorchcv's 11x11 final pool made global, at 224x224"),
     "yamnet": Recipe("pytorchcv", "mobilenet_w1", 3.73e6, input_shape=(1, 1, 96, 64),
@@ -123,29 +175,23 @@ CLASSIFICATION = ("Image Classification", "Audio Classification", "Video Classif
 
 # Why a classification network has no recipe: (what it is, IR operators it needs, or None and the reason).
 _ATTENTION = ("layernorm", "matmul", "softmax", "gelu")  # multi-head attention is built from these (blocks.attention)
-_TRANSFORMER = ("a vision transformer", _ATTENTION)
 NOT_EXPRESSED: dict[str, tuple[str, tuple[str, ...] | str]] = {
-    "beit": _TRANSFORMER, "levit": _TRANSFORMER,
-    "mobile_vit": ("MobileViT-S (the source's 5.57M parameters)", "the zoo's MobileViT family is MobileViT-XXS, whose "
-                   "MobileNetV2 expansion (2, against 4) is no sampled value"),
     "video_mae": ("a video transformer", _ATTENTION + ("conv3d",)),
-    "openai_clip": ("CLIP's image and text transformers", _ATTENTION),
-    "efficientvit_b2_cls": ("EfficientViT", ("matmul",)), "efficientvit_l2_cls": ("EfficientViT", ("matmul",)),
-    "convnext_base": ("ConvNeXt", ("layernorm",)), "convnext_tiny": ("ConvNeXt", ("layernorm",)),
+    # one network of an image and a token input: token embeddings, the end-of-text token's features
+    # picked out by its position (an argmax over the tokens), both embeddings L2-normalised
+    "openai_clip": ("CLIP ViT-B/16's image and text transformers in one network",
+                    _ATTENTION + ("embedding", "gather", "div")),
+    # linear attention: softmax-free, out[..., :-1] / (out[..., -1:] + eps) per token
+    "efficientvit_b2_cls": ("EfficientViT's linear attention", ("matmul", "div")),
+    "efficientvit_l2_cls": ("EfficientViT's linear attention", ("matmul", "div")),
     "internimage": ("InternImage", ("deformable_conv2d", "layernorm")),
     "sequencer2d": ("Sequencer2D", ("lstm", "layernorm")),
     "resnet_2plus1d": ("a video ResNet", ("conv3d",)), "resnet_3d": ("a video ResNet", ("conv3d",)),
     "resnet_mixed": ("a video ResNet", ("conv3d",)),
-    "efficientnet_v2_s": ("torchvision's efficientnet_v2_s", "neither pytorchcv 0.0.67 nor the zoo has EfficientNetV2"),
-    "gpunet": ("NVIDIA's GPUNet", "neither pytorchcv 0.0.67 nor the zoo has it"),
-    "mobilenet_v3_small": ("torchvision's mobilenet_v3_small", "pytorchcv's mobilenetv3_small_w1 is another network "
-                           "(2,945,288 parameters against the source's 2.54M: a 1280-wide classifier where torchvision "
-                           "has 1024) and the zoo has no MobileNetV3-Small"),
-    "mnasnet05": ("torchvision's mnasnet0_5", "pytorchcv builds MnasNet-B1 at width 1.0 only (its width_scale path "
-                  "fails at 0.5) and the zoo's mnasnet family is mnasnet1_0"),
-    "regnet_y_800mf": ("torchvision's regnet_y_800mf (the checkpoint the source names)",
-                       "pytorchcv's regnety008 is another network (6,263,168 parameters against torchvision's "
-                       "6,432,512) and the zoo has no RegNet"),
+    "gpunet": ("NVIDIA's GPUNet-0 (the source's 0.65 ms GV100 configuration)",
+               "its definition has 11,885,432 parameters (as many as the source's 45.28 MB float file holds), the "
+               "source states 10.49M (without the squeeze-excites' 1,407,920 it would be 10,477,512): more than "
+               "1% apart, so no recipe checks against it"),
 }
 
 
