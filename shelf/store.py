@@ -1,6 +1,7 @@
 """A shelf folder, read: :class:`Shelf` loads ``INDEX.json``, each scenario's saved predictor on
-first use (only the scenarios asked: a predictor's libraries, numpy, pandas, scikit-learn, torch,
-are imported when one is loaded), and predicts batches of graphs or breaks one graph down per op."""
+first use (only the scenarios asked: numpy and pandas are imported when one is loaded; no
+candidate imports torch or scikit-learn to predict), and predicts batches of graphs or breaks one
+graph down per op."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -90,3 +90,41 @@ def test_an_operator_type_it_never_saw(host):
     assert "dwconv" not in p.vocab_
     pred = p.predict(Networks(ds, tuple(sorted(with_dw))[:5], sid))
     assert np.all(np.isfinite(pred)) and np.all(pred > 0)
+
+
+def test_predicts_with_numpy_what_its_torch_module_computes(host, monkeypatch):
+    """Torch trains, numpy predicts: on committed shelf entries, the numpy forward of the saved
+    weights (log_times) is the torch module they were trained in, to float64's precision when the
+    module runs in float64, and to float32's (a few 1e-6 of a network's time) in float32, as predict
+    ran before (issue 55)."""
+    import torch
+
+    from leaderboard.baselines import additive_mlp
+    from leaderboard.baselines.additive_mlp import _build_member, log_times
+    from shelf.store import Shelf
+
+    ds, sid, _, _ = host
+    zoo = Networks(ds, tuple(sorted(ds.models.loc[ds.models["source"] == "zoo", "model_id"])[:3]), sid)
+    ops = network_operators(zoo)
+    shelf = Shelf()
+    for entry in ("usc-pixel4-tflite-cpu-1large-fp32", "help-raspi4-cpu", "qaihub-qcs8275proxy-tflite-npu-float"):
+        assert shelf.entry(entry)["predictor"] == "additive_mlp"
+        est = shelf.predictor(entry)
+        feats = est._features(ops)
+        modules = []
+        for w in est.weights_:
+            m = _build_member(torch, feats.shape[1], est.hidden, est.layers)
+            m.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
+            modules.append(m.eval())
+            with torch.no_grad():
+                ref = m.double().mlp(torch.from_numpy(feats)).squeeze(1).numpy()
+            np.testing.assert_allclose(log_times(w, feats), ref, rtol=1e-12, atol=1e-12, err_msg=entry)
+        ours = est.predict(zoo)
+
+        def torch32(w, f, m=dict(zip(map(id, est.weights_), modules))):
+            with torch.no_grad():
+                return m[id(w)].float().mlp(torch.tensor(f, dtype=torch.float32)).squeeze(1).double().numpy()
+
+        with monkeypatch.context() as mp:
+            mp.setattr(additive_mlp, "log_times", torch32)
+            np.testing.assert_allclose(ours, est.predict(zoo), rtol=5e-6, err_msg=entry)

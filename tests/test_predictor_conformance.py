@@ -83,6 +83,21 @@ def test_sklearn_params_and_clone(ds, name):
     assert fresh.get_params() == params and not any(k.endswith("_") and not k.startswith("_") for k in vars(fresh))
 
 
+def test_the_estimator_api_is_scikit_learns_without_importing_it(ds):
+    """base.Estimator gives what sklearn's BaseEstimator and RegressorMixin gave the predictors
+    (a regressor's tags, R^2 score, the repr of the parameters changed), so `latbench predict`
+    loads a predictor without scikit-learn."""
+    from sklearn.base import is_regressor
+    from sklearn.metrics import r2_score
+
+    p = make_predictor("flops", **FAST.get("flops", {}))
+    assert is_regressor(p) and repr(make_predictor("usc_rf", n_estimators=7)) == "UscRandomForest(n_estimators=7)"
+    X, y = _xy(ds, CPU)
+    assert p.fit(X, y).score(X, y) == pytest.approx(r2_score(y, p.predict(X)))
+    with pytest.raises(ValueError, match="Invalid parameter 'no_such' for estimator"):
+        p.set_params(no_such=1)
+
+
 @pytest.mark.parametrize("name", PREDICTORS.names())
 def test_wrong_input_is_a_clear_error(ds, name):
     X, y = _xy(ds, CPU)
@@ -108,34 +123,40 @@ def test_save_load_predicts_the_same(ds, name, tmp_path):
     meta = json.loads((folder / "predictor.json").read_text())
     assert meta["predictor"] == name and meta["params"] == p.get_params()
     assert {"python", "numpy", "scikit-learn"} <= set(meta["versions"])
-    for f in folder.iterdir():  # no pickle of a library object: JSON, LightGBM text, or a tensors-only state_dict
-        assert f.suffix in (".json", ".txt", ".pt"), f
+    for f in folder.iterdir():  # no pickle of a library object: JSON, LightGBM text, a tensors-only state_dict
+        assert f.suffix in (".json", ".txt", ".pt", ".npz"), f  # or numpy arrays
     q = load_predictor(folder)
     assert type(q) is type(p) and q.get_params() == p.get_params()
     np.testing.assert_array_equal(q.predict(X), p.predict(X))
 
 
-# the predictors whose weights are torch state_dicts (.pt side files)
-TORCH_SAVED = ["usc_mlp", "gnn", "additive_mlp"]
+# the predictors whose weights are side files: torch state_dicts (.pt), or numpy arrays (.npz) that
+# our own code evaluates (additive_mlp: torch trains it, numpy predicts)
+WEIGHTS_SAVED = {"usc_mlp": ".pt", "gnn": ".pt", "additive_mlp": ".npz"}
 
 
-@pytest.mark.parametrize("name", TORCH_SAVED)
+@pytest.mark.parametrize("name", sorted(WEIGHTS_SAVED))
 def test_weights_of_another_shape_are_refused_naming_the_file(ds, name, tmp_path):
-    import torch
-
-    from leaderboard.baselines.persist import PersistError
+    from leaderboard.baselines.persist import PersistError, Store
 
     X, y = _xy(ds, GPU)
     folder = save_predictor(make_predictor(name, **FAST.get(name, {})).fit(X, y), tmp_path / name)
-    pt = sorted(folder.glob("*.pt"))
-    assert pt, f"{name} saved no .pt weights"
-    weights = torch.load(pt[0], weights_only=True)
-    first = next(iter(weights))
-    weights[first] = torch.zeros(3, 3)  # a tensor no layer of the saved network has
-    torch.save(weights, pt[0])
+    files = sorted(folder.glob("*" + WEIGHTS_SAVED[name]))
+    assert files, f"{name} saved no {WEIGHTS_SAVED[name]} weights"
+    if WEIGHTS_SAVED[name] == ".pt":
+        import torch
+
+        weights = torch.load(files[0], weights_only=True)
+        weights[next(iter(weights))] = torch.zeros(3, 3)  # a tensor no layer of the saved network has
+        torch.save(weights, files[0])
+    else:
+        store = Store(folder)
+        weights = store.get_arrays(files[0].name)
+        weights[next(iter(weights))] = np.zeros((3, 3), np.float32)
+        store.put_arrays(files[0].name, weights)
     with pytest.raises(PersistError, match="does not fit the saved network") as exc:
         load_predictor(folder)
-    assert str(pt[0]) in str(exc.value) and "\n" not in str(exc.value)
+    assert str(files[0]) in str(exc.value) and "\n" not in str(exc.value)
 
 
 def _training_e2e_only(ds, scenario: str, train: Networks) -> Dataset:

@@ -188,3 +188,46 @@ def test_side_file_names_cannot_leave_the_folder(saved, tmp_path):
     m["model_file"] = "../../etc/passwd"
     (folder / "predictor.json").write_text(json.dumps(meta))
     refused(folder, "bad side file name")
+
+
+# additive_mlp's weights are numpy arrays (member<i>.npz): a committed shelf entry, tampered
+SHELF_ENTRY = ROOT / "shelf" / "data" / "usc-pixel4-tflite-cpu-1large-fp32"
+
+
+def _object_array(w):
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda w: {**w, "mlp.2.bias": np.full_like(w["mlp.2.bias"], np.nan)}, r"mlp\.2\.bias: NaN or infinite values"),
+    (lambda w: {**w, "mlp.0.weight": w["mlp.0.weight"][:, :-1]}, "does not fit the saved network"),
+    (lambda w: {k: v for k, v in w.items() if k != "overhead"}, "does not fit the saved network"),
+    (lambda w: {**w, "overhead": np.array(3)}, "overhead: expected floats, got int64"),
+    (lambda w: _object_array(w), r"unreadable arrays \(ValueError: Object arrays cannot be loaded"),
+    (lambda w: b"not a zip", r"unreadable arrays \(BadZipFile"),
+    (lambda w: "member0.pt", "weights saved as torch tensors by an earlier latbench; refit"),
+])
+def test_tampered_additive_mlp_weights_are_refused(tmp_path, edit, match):
+    import zipfile
+
+    from leaderboard.baselines.persist import Store
+
+    folder = Path(shutil.copytree(SHELF_ENTRY, tmp_path / "entry"))
+    store = Store(folder)
+    new = edit(store.get_arrays("member0.npz"))
+    if isinstance(new, dict):
+        store.put_arrays("member0.npz", new)
+    elif isinstance(new, bytes) and new.startswith(b"\x93NUMPY"):
+        with zipfile.ZipFile(folder / "member0.npz", "w") as z:
+            z.writestr("overhead.npy", new)
+    elif isinstance(new, bytes):
+        (folder / "member0.npz").write_bytes(new)
+    else:  # a member file name of the torch format additive_mlp saved before
+        meta = meta_of(folder)
+        meta["state"]["member_files"] = [new]
+        (folder / "predictor.json").write_text(json.dumps(meta))
+    refused(folder, match)

@@ -27,8 +27,15 @@ docs/predictors.md says what was chosen.
 
 ``predict_parts`` gives each operator's predicted time (``kernel_index``, ``kernel``,
 ``kernel_type`` and the description columns, like nn-Meter's); a network's prediction is their
-sum plus ``overhead_ms_``. Saving: the feature scaling and vocabulary as JSON, each member's
-weights as a tensors-only state_dict ``member<i>.pt``.
+sum plus ``overhead_ms_``.
+
+**Torch trains, numpy predicts.** ``fit`` trains each member with torch (float32) and keeps its
+weights as numpy arrays (``weights_``); ``predict`` and ``predict_parts`` evaluate the MLP with
+numpy in float64 from those weights (:func:`log_times`), the one inference path, whether the
+predictor was just fitted or loaded, so a saved predictor predicts without importing torch
+(`latbench predict` on a shelf entry, benchmarks/bench_predict_cli.py). Saving: the feature scaling
+and vocabulary as JSON, each member's weights, named as torch's ``state_dict`` names them, as
+numpy arrays ``member<i>.npz``.
 """
 from __future__ import annotations
 
@@ -59,7 +66,8 @@ def network_operators(X: Networks) -> pd.DataFrame:
 
 
 def _build_member(torch: Any, n_in: int, hidden: int, layers: int) -> Any:
-    """The per-operator MLP plus the overhead ``b`` (a parameter, so the state_dict holds it)."""
+    """The per-operator MLP plus the overhead ``b`` (a parameter, so the state_dict holds it), to
+    train; its weights' names and shapes are :func:`member_shapes`'."""
     mods: list[Any] = []
     width = n_in
     for _ in range(int(layers)):
@@ -72,12 +80,37 @@ def _build_member(torch: Any, n_in: int, hidden: int, layers: int) -> Any:
     return module
 
 
+def member_shapes(n_in: int, hidden: int, layers: int) -> dict[str, tuple[int, ...]]:
+    """The name and shape of each weight of one member, as :func:`_build_member`'s ``state_dict``
+    names them: ``mlp.<2i>.weight`` (out x in) and ``mlp.<2i>.bias`` per linear layer, ``overhead``."""
+    widths = [int(n_in), *[int(hidden)] * int(layers), 1]
+    shapes: dict[str, tuple[int, ...]] = {}
+    for i, (w_in, w_out) in enumerate(zip(widths[:-1], widths[1:])):
+        shapes[f"mlp.{2 * i}.weight"] = (w_out, w_in)
+        shapes[f"mlp.{2 * i}.bias"] = (w_out,)
+    shapes["overhead"] = ()
+    return shapes
+
+
+def log_times(weights: dict[str, np.ndarray], feats: np.ndarray) -> np.ndarray:
+    """The log time (ms) one member's MLP gives each row of ``feats`` (operators x features): its
+    linear layers with SiLU between them, in float64, the forward pass of :func:`_build_member`."""
+    n = sum(1 for k in weights if k.endswith(".weight"))
+    x = np.asarray(feats, dtype="float64")
+    for i in range(n):
+        x = x @ weights[f"mlp.{2 * i}.weight"].astype("float64").T + weights[f"mlp.{2 * i}.bias"].astype("float64")
+        if i < n - 1:
+            with np.errstate(over="ignore"):  # exp(-x) of a large negative x is inf: x / inf = -0, SiLU's limit
+                x = x / (1.0 + np.exp(-x))
+    return x[:, 0]
+
+
 @register_predictor("additive_mlp")
 class AdditiveMLP(Predictor):
     """Sum over the operators LiteRT runs of ``exp(MLP(operator))``, plus an overhead, fitted to
     e2e log latency; ``members`` seeds averaged in log space (see the module docstring)."""
 
-    persist_libraries = ("torch",)
+    persist_libraries: tuple[str, ...] = ()  # numpy arrays, evaluated by our own code: torch only trains
     e2e_only = True  # graphs and training e2e only (base.Predictor.e2e_only)
 
     def __init__(self, members: int = 1, hidden: int = 128, layers: int = 2, lr: float = 3e-3, epochs: int = 300,
@@ -101,7 +134,7 @@ class AdditiveMLP(Predictor):
         idx = ops["kernel_type"].astype(str).map(col)
         known = idx.notna().to_numpy()
         onehot[np.flatnonzero(known), idx[known].astype(int).to_numpy()] = 1.0
-        return np.hstack([num, onehot]).astype("float32")
+        return np.hstack([num, onehot])
 
     @staticmethod
     def _segments(ops: pd.DataFrame, model_ids: Sequence[str]) -> np.ndarray:
@@ -126,11 +159,13 @@ class AdditiveMLP(Predictor):
         feats = self._features(ops)
         seg = self._segments(ops, X.model_ids)
         per_op0 = float(np.log(np.mean(y) / (len(ops) / len(X))))  # start: the mean latency spread evenly
-        self.modules_ = [self._fit_member(feats, seg, np.log(y), int(self.random_state) + i, per_op0)
+        self.weights_ = [self._fit_member(feats, seg, np.log(y), int(self.random_state) + i, per_op0)
                          for i in range(int(self.members))]
         return self
 
-    def _fit_member(self, feats: np.ndarray, seg: np.ndarray, logy: np.ndarray, seed: int, per_op0: float) -> Any:
+    def _fit_member(self, feats: np.ndarray, seg: np.ndarray, logy: np.ndarray, seed: int,
+                    per_op0: float) -> dict[str, np.ndarray]:
+        """One member trained with torch (float32); its weights as numpy arrays (:func:`member_shapes`)."""
         n = len(logy)
         order = np.argsort(seg, kind="stable")  # operators grouped by network, for mini-batches
         starts = np.searchsorted(seg[order], np.arange(n + 1))
@@ -145,7 +180,7 @@ class AdditiveMLP(Predictor):
                 module.overhead.fill_(per_op0)
             opt = torch.optim.Adam(module.parameters(), lr=self.lr, weight_decay=self.weight_decay)
             sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, int(self.epochs)))
-            F = torch.tensor(feats[order])
+            F = torch.tensor(feats[order], dtype=torch.float32)
             S = torch.tensor(seg[order])
             t = torch.tensor(logy, dtype=torch.float32)
             bs = n if self.batch_size is None else min(n, int(self.batch_size))
@@ -170,28 +205,26 @@ class AdditiveMLP(Predictor):
                     loss.backward()
                     opt.step()
                 sched.step()
-            module.eval()
-        return module
+            return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "modules_"):
+        if not hasattr(self, "weights_"):
             raise RuntimeError(f"{type(self).__name__} is not fitted: call fit (or load) first")
 
     def _log_parts(self, feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per member: each operator's log time, and the log overhead (a forward pass of dense
-        layers: one algorithm on the CPU, so torch's deterministic setting is left alone)."""
-        with _torch_mode(self.threads, deterministic=False) as torch, torch.no_grad():
-            F = torch.tensor(feats)
-            per = np.stack([m.mlp(F).squeeze(1).double().numpy() for m in self.modules_]) if len(feats) else \
-                np.zeros((len(self.modules_), 0))
-            over = np.array([m.overhead.item() for m in self.modules_])
-        return per, over
+        """Per member: each operator's log time (:func:`log_times`), and the log overhead."""
+        per = np.stack([log_times(w, feats) for w in self.weights_]) if len(feats) else \
+            np.zeros((len(self.weights_), 0))
+        return per, self._log_overheads()
+
+    def _log_overheads(self) -> np.ndarray:
+        return np.array([float(w["overhead"]) for w in self.weights_])
 
     @property
     def overhead_ms_(self) -> float:
         """The ensemble's per-network overhead (the geometric mean of the members')."""
         self._check_fitted()
-        return float(np.exp(np.mean([m.overhead.item() for m in self.modules_])))
+        return float(np.exp(np.mean(self._log_overheads())))
 
     def _operator_times(self, X: Networks) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The operators of ``X``, each member's time for each (members x operators), their
@@ -200,8 +233,8 @@ class AdditiveMLP(Predictor):
         per, over = self._log_parts(self._features(ops))
         seg = self._segments(ops, X.model_ids)
         t = np.exp(per)
-        totals = np.zeros((len(self.modules_), len(X)))
-        for i in range(len(self.modules_)):
+        totals = np.zeros((len(self.weights_), len(X)))
+        for i in range(len(self.weights_)):
             np.add.at(totals[i], seg, t[i])
         return ops, t, seg, totals, np.exp(over)[:, None]
 
@@ -238,12 +271,10 @@ class AdditiveMLP(Predictor):
         self._check_fitted()
         return {"numeric_features": list(NUMERIC), "vocab": list(self.vocab_), "num_mean": self.num_mean_.tolist(),
                 "num_std": self.num_std_.tolist(),
-                "member_files": [store.put_tensors(f"member{i}.pt", m.state_dict()) for i, m in enumerate(self.modules_)]}
+                "member_files": [store.put_arrays(f"member{i}.npz", w) for i, w in enumerate(self.weights_)]}
 
     def _set_state(self, s: dict, store) -> None:
-        import torch
-
-        from .persist import StateError, array
+        from .persist import PersistError, StateError, array
 
         if s.get("numeric_features") != list(NUMERIC):
             raise StateError(f"numeric_features: {str(s.get('numeric_features'))[:200]} differ from this code's")
@@ -256,9 +287,20 @@ class AdditiveMLP(Predictor):
         self.vocab_ = list(vocab)
         self.num_mean_ = array(s, "num_mean", length=len(NUMERIC))
         self.num_std_ = array(s, "num_std", length=len(NUMERIC), positive=True)
-        self.modules_ = [store.load_module(name, _build_member(torch, len(NUMERIC) + len(self.vocab_), self.hidden,
-                                                                self.layers))
-                         for name in files]
+        bad = [f for f in files if not f.endswith(".npz")]
+        if bad:
+            raise StateError(f"member_files: {bad[0][:80]!r}: " + (
+                "weights saved as torch tensors by an earlier latbench; refit the predictor (a shelf: "
+                "`latbench shelf build`)" if bad[0].endswith(".pt") else "expected numpy arrays (.npz)"))
+        shapes = member_shapes(len(NUMERIC) + len(self.vocab_), self.hidden, self.layers)
+        self.weights_ = []
+        for name in files:
+            w = store.get_arrays(name)
+            got = {k: tuple(v.shape) for k, v in w.items()}
+            if got != shapes:
+                raise PersistError(f"{store.root / name}: does not fit the saved network (weights "
+                                   f"{str(sorted(got.items()))[:200]}, expected {str(sorted(shapes.items()))[:200]})")
+            self.weights_.append(w)
 
 
-__all__ = ["AdditiveMLP", "NUMERIC", "network_operators"]
+__all__ = ["AdditiveMLP", "NUMERIC", "log_times", "member_shapes", "network_operators"]

@@ -5,7 +5,8 @@ they come from (so op- and kernel-wise predictors reach op rows, IR graphs and m
 through it). ``y`` is measured end-to-end latency in ms, aligned with ``X``. A predictor is a
 scikit-learn estimator: the constructor only stores its keyword parameters, ``fit(X, y)``
 returns self, ``predict(X)`` returns a float64 array of ms, and ``get_params``/``set_params``/
-``clone`` work (we derive from :class:`sklearn.base.BaseEstimator`).
+``sklearn.base.clone`` work. :class:`Estimator` gives that API without importing scikit-learn:
+`latbench predict` loads a saved predictor and needs none of it (benchmarks/bench_predict_cli.py).
 
 Predictors register themselves (``@register_predictor("flops")``) in :data:`PREDICTORS`;
 ``make_predictor(name, **params)`` builds one. Adding a predictor is adding one file under
@@ -15,12 +16,12 @@ package of one's own, an entry point in the ``latbench.predictors`` group;
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, RegressorMixin
 
 from foundation.registry import Registry
 
@@ -118,7 +119,66 @@ class Networks:
 MIN_MS = 1e-6
 
 
-class Predictor(RegressorMixin, BaseEstimator):
+class Estimator:
+    """scikit-learn's estimator API as :class:`sklearn.base.BaseEstimator` and ``RegressorMixin``
+    give it (``get_params``/``set_params`` read the constructor's keywords, ``clone`` rebuilds from
+    them, ``score`` is R^2, the tags say regressor), without importing scikit-learn here."""
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        if cls.__init__ is object.__init__:
+            return []
+        params = [q for q in inspect.signature(cls.__init__).parameters.values()
+                  if q.name != "self" and q.kind != q.VAR_KEYWORD]
+        if any(q.kind == q.VAR_POSITIONAL for q in params):
+            raise RuntimeError(f"{cls.__name__}: a predictor's constructor takes keyword parameters, not *args")
+        return sorted(q.name for q in params)
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in self._get_param_names():
+            value = getattr(self, key)
+            if deep and hasattr(value, "get_params") and not isinstance(value, type):
+                out.update((f"{key}__{k}", v) for k, v in value.get_params().items())
+            out[key] = value
+        return out
+
+    def set_params(self, **params: Any) -> "Estimator":
+        valid = self.get_params(deep=True)
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in params.items():
+            key, delim, sub = key.partition("__")
+            if key not in valid:
+                raise ValueError(f"Invalid parameter {key!r} for estimator {self}. Valid parameters are: "
+                                 f"{self._get_param_names()!r}.")
+            if delim:
+                nested.setdefault(key, {})[sub] = value
+            else:
+                setattr(self, key, value)
+                valid[key] = value
+        for key, sub_params in nested.items():
+            valid[key].set_params(**sub_params)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {k: q.default for k, q in inspect.signature(type(self).__init__).parameters.items()}
+        changed = [f"{k}={v!r}" for k, v in self.get_params(deep=False).items()
+                   if not (k in defaults and repr(defaults[k]) == repr(v))]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """R^2 of ``predict(X)`` against ``y`` (scikit-learn's regressor score)."""
+        from sklearn.metrics import r2_score
+
+        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
+
+    def __sklearn_tags__(self) -> Any:
+        from sklearn.utils import RegressorTags, Tags, TargetTags
+
+        return Tags(estimator_type="regressor", target_tags=TargetTags(required=True), regressor_tags=RegressorTags())
+
+
+class Predictor(Estimator):
     """Base class: subclasses implement ``fit(X: Networks, y)`` and ``predict(X) -> ms``.
 
     Op- or kernel-wise predictors also implement ``predict_parts(X) -> DataFrame`` with one row

@@ -79,10 +79,9 @@ def check_predictor(predictor: type | str, params: dict[str, Any] | None = None,
 
 
 def _params_api(cls: type, p: Any) -> None:
-    from sklearn.base import BaseEstimator
-
-    if not isinstance(p, BaseEstimator):
-        raise TypeError("a predictor derives from sklearn.base.BaseEstimator (leaderboard.baselines.Predictor does)")
+    if not all(callable(getattr(p, m, None)) for m in ("get_params", "set_params")):
+        raise TypeError("a predictor has scikit-learn's estimator API, get_params and set_params (derive from "
+                        "leaderboard.baselines.Predictor, or from sklearn.base.BaseEstimator)")
     sig = [n for n, q in inspect.signature(cls.__init__).parameters.items()
            if n != "self" and q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD)]
     if sorted(p.get_params()) != sorted(sig):

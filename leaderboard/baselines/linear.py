@@ -19,8 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import cholesky, solve_triangular
-from scipy.optimize import nnls
 from threadpoolctl import threadpool_limits
 
 # The matrices here are small (at most a few hundred columns): BLAS threads only add contention,
@@ -35,6 +33,9 @@ def nonneg_lasso(A: np.ndarray, y: np.ndarray, alpha: float, penalize: np.ndarra
                  weights: np.ndarray | None = None) -> np.ndarray:
     """argmin_theta>=0 (1/N) sum_i v_i (A_i theta - y_i)^2 + alpha sum_j p_j theta_j, with
     v_i = 1/y_i^2 (the percentage error) unless ``weights`` are given."""
+    from scipy.linalg import cholesky, solve_triangular  # fitting only: predicting reads no scipy
+    from scipy.optimize import nnls
+
     A = np.asarray(A, dtype="float64")
     y = np.asarray(y, dtype="float64")
     n, d = A.shape

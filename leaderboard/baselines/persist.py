@@ -6,11 +6,14 @@ A saved predictor is a folder::
                           library versions at save time, and the fitted state as JSON
     <files>               what a library writes in its own stable format, named in the state:
                           LightGBM model text (*.lightgbm.txt), torch state_dicts (*.pt,
-                          tensors only, read back with ``weights_only=True``)
+                          tensors only, read back with ``weights_only=True``), numpy arrays
+                          (*.npz of .npy files, read back with ``allow_pickle=False``)
 
 No pickled library object is ever written: linear models and random forests are JSON arrays of
 their fitted numbers (:mod:`.linear`, :mod:`.trees`), evaluated by our own code, so they load
-under any scikit-learn. Where a file is in a library's own format, the predictor class lists
+under any scikit-learn; weights our own numpy code evaluates (``additive_mlp``'s MLP, trained
+with torch) are numpy's ``.npy`` format, so they load without torch. Where a file is in a
+library's own format, the predictor class lists
 that library in ``persist_libraries``; loading a file written under another *major* version of
 one of those is refused with a message naming the file, the library and both versions (pass
 ``allow_version_mismatch=True`` to try anyway).
@@ -207,6 +210,45 @@ class Store:
         for k, v in d.items():
             if v.is_floating_point() and not bool(torch.isfinite(v).all()):
                 raise PersistError(f"{p}: {k}: NaN or infinite weights")
+        return d
+
+    def put_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> str:
+        """Write named arrays as an ``.npz`` (uncompressed ``.npy`` files in a zip, fixed
+        timestamps: the same arrays give the same bytes)."""
+        import io
+        import zipfile
+
+        with zipfile.ZipFile(self._path(name), "w", zipfile.ZIP_STORED) as z:
+            for key, a in arrays.items():
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.asarray(a, order="C"), allow_pickle=False)
+                z.writestr(zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0)), buf.getvalue())
+        return name
+
+    def get_arrays(self, name: str) -> dict[str, np.ndarray]:
+        """Named finite float arrays from an ``.npz`` (``allow_pickle=False``: no pickled objects
+        run; the unpacked size is bounded before anything is read)."""
+        import zipfile
+
+        p = self._checked(name)
+        if p.stat().st_size > MAX_TENSOR_BYTES:
+            raise PersistError(f"{p}: larger than {MAX_TENSOR_BYTES} bytes")
+        try:
+            with zipfile.ZipFile(p) as z:
+                unpacked = sum(i.file_size for i in z.infolist())
+            if unpacked > MAX_TENSOR_BYTES:
+                raise PersistError(f"{p}: larger than {MAX_TENSOR_BYTES} bytes unpacked")
+            with np.load(p, allow_pickle=False) as f:
+                d = {k: f[k] for k in f.files}
+        except PersistError:
+            raise
+        except (zipfile.BadZipFile, ValueError, EOFError, OSError) as e:
+            raise PersistError(f"{p}: unreadable arrays ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"[:300]) from None
+        for k, v in d.items():
+            if v.dtype.kind != "f":
+                raise PersistError(f"{p}: {k}: expected floats, got {v.dtype}")
+            if not np.all(np.isfinite(v)):
+                raise PersistError(f"{p}: {k}: NaN or infinite values")
         return d
 
     def load_module(self, name: str, module):
