@@ -48,6 +48,11 @@ class ShelfSource:
 SOURCES = tuple(ShelfSource(t) for t in SHELF_TRACKS)
 
 
+def _finite(v: Any) -> float | None:
+    """A metric as JSON holds it: None where it is undefined (Spearman of one held-out network)."""
+    return float(v) if v is not None and np.isfinite(v) else None
+
+
 # ---------------------------------------------------------------- choosing
 def choose(results_dir: Path = RESULTS_DIR, sources: Sequence[ShelfSource] = SOURCES,
            candidates: Sequence[str] = CANDIDATES) -> dict[str, dict[str, Any]]:
@@ -67,8 +72,8 @@ def choose(results_dir: Path = RESULTS_DIR, sources: Sequence[ShelfSource] = SOU
                     continue
                 best[sid] = {"predictor": name, "track": src.track, "track_version": r.get("track_version"),
                              "params": r["meta"].get("params", {}),
-                             "accuracy": {"mape": float(mape), "acc10": float(m.get("acc10", np.nan)),
-                                          "spearman": float(m.get("spearman", np.nan)),
+                             "accuracy": {"mape": float(mape), "acc10": _finite(m.get("acc10")),
+                                          "spearman": _finite(m.get("spearman")),
                                           "protocol": f"{src.track}, every fold (board entry {name})"}}
     return best
 
@@ -262,7 +267,7 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
             ids = sorted(X.model_ids)
             index["scenarios"][sid] = {
                 "folder": folder.name, "predictor": c["predictor"], "params": params,
-                "accuracy": {**{k: float(v) for k, v in compute(measured, predicted, ACCURACY).items()},
+                "accuracy": {**{k: _finite(v) for k, v in compute(measured, predicted, ACCURACY).items()},
                              "held_out_networks": len(test), "protocol": f"{track} fold {fold.fold}"},
                 "board": c["accuracy"],
                 "training": {"track": track, "track_version": c["track_version"], "dataset": str(data.track.data),

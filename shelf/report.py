@@ -63,7 +63,8 @@ def report_lines(shelf: Any, graph: Any, scenario_ids: list[str], top: int = 8,
         e = shelf.entry(sid)
         a = e["accuracy"]
         stated = (f"({e['predictor']}; on {a['held_out_networks']} held-out networks ({a['protocol']}): MAPE "
-                  f"{a['mape']:.1f}%, {100 * a['acc10']:.0f}% within 10%, Spearman {a['spearman']:.3f})")
+                  f"{a['mape']:.1f}%, {100 * a['acc10']:.0f}% within 10%, "
+                  + ("Spearman undefined on one network)" if a["spearman"] is None else f"Spearman {a['spearman']:.3f})"))
         q = ratios.get(sid)
         if scale_to_this_machine and is_host(sid) and q is not None:
             scales[sid] = q

@@ -107,7 +107,7 @@ def test_predicts_with_numpy_what_its_torch_module_computes(host, monkeypatch):
     zoo = Networks(ds, tuple(sorted(ds.models.loc[ds.models["source"] == "zoo", "model_id"])[:3]), sid)
     ops = network_operators(zoo)
     shelf = Shelf()
-    for entry in ("usc-pixel4-tflite-cpu-1large-fp32", "help-raspi4-cpu", "qaihub-qcs8275proxy-tflite-npu-float"):
+    for entry in ("usc-pixel4-tflite-cpu-1large-fp32", "help-raspi4-cpu", "host-tflite-cpu-1large-int8"):
         assert shelf.entry(entry)["predictor"] == "additive_mlp"
         est = shelf.predictor(entry)
         feats = est._features(ops)
