@@ -42,6 +42,12 @@ class Registry(Generic[T]):
 
         return deco
 
+    def unregister(self, name: str, obj: T) -> None:
+        """Remove ``name`` if it still holds ``obj`` (what a caller registered and now withdraws:
+        the user's track folders, read again)."""
+        if self._items.get(name) is obj:
+            del self._items[name]
+
     def _load_entry_points(self) -> None:
         if self._loaded:
             return

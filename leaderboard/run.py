@@ -256,7 +256,8 @@ def available(tracks: Iterable[str], roots: Mapping[str, Any] | None, splits_dir
             skipped[name] = str(e)
             continue
         if new and write_splits:
-            log(f"{name}: froze a new split {track.split_file.name} (commit it)")
+            log(f"{name}: froze a new split {track.split_file.name} (commit it)" if track.packaged and splits_dir is None
+                else f"{name}: froze a new split {track.split_path(splits_dir)}")
         ok[name] = (data, split)
     return ok, skipped
 
@@ -273,29 +274,62 @@ def scenario_patterns(scenarios: str | Iterable[str] | None) -> list[str] | None
     return pats
 
 
+def _no_match(patterns: list[str], tracks: Iterable[str], ok: Mapping[str, tuple[TrackData, Split]],
+              skipped: Mapping[str, str]) -> str:
+    """The one line of a ``scenarios=`` that matches nothing: the glob and a few of the tracks'
+    scenario ids (or, without a track with data, why)."""
+    glob = ",".join(patterns)
+    if not ok:
+        why = "; ".join(f"{n}: {r}" for n, r in list(skipped.items())[:2])
+        return f"scenarios={glob}: no track of {', '.join(tracks)} has data here ({why})"
+    sids = sorted({s for d, _ in ok.values() for s in d.scenario_ids})
+    more = f" (+{len(sids) - 5} more)" if len(sids) > 5 else ""
+    return (f"scenarios={glob}: matches no scenario of the track(s) {', '.join(ok)}; "
+            f"their scenarios: {', '.join(sids[:5])}{more}")
+
+
 def _check_partial(out: Path, predictor: str, params: Mapping[str, Any], subset: Mapping[str, list[str]],
-                   patterns: list[str], split_of: Mapping[str, Split]) -> None:
-    """A partial retrain merges into an entry trained whole before, with the same predictor,
-    parameters and split; anything else would leave a track mixed or incomplete."""
-    if not any(subset.values()):
-        raise ValueError(f"scenarios={','.join(patterns)}: matches no scenario of the track(s) {', '.join(subset)}")
+                   split_of: Mapping[str, Split]) -> set[str]:
+    """A ``scenarios=`` run on an entry: the entry's predictor and parameters must be these (a
+    mixed entry could not be told apart), and a track the entry already predicts must keep its
+    split. Returns the tracks the entry does not predict yet (every track of a new entry): they
+    are trained on the matching scenarios only; on the others the matching scenarios are
+    retrained and the rest kept."""
     path = out / "predictions.parquet"
-    if not path.is_file():
-        raise ValueError(f"{path}: not found; scenarios= retrains part of an entry trained whole before")
-    have = pd.read_parquet(path, columns=["track", "scenario_id"])
     meta_path = out / "metadata.yaml"
-    meta = (yaml.safe_load(meta_path.read_text()) if meta_path.is_file() else None) or {}
+    if meta_path.is_file():
+        meta = yaml.safe_load(meta_path.read_text()) or {}
+        old = {"predictor": meta.get("predictor"), "params": meta.get("params") or {}}
+        new = {"predictor": predictor, "params": json.loads(json.dumps(dict(params), default=str))}
+        if old != new:
+            raise ValueError(f"{meta_path}: entry was trained as {old}, not {new}: a partial retrain would mix them")
+    if not path.is_file():
+        return {t for t, sids in subset.items() if sids}
+    have = pd.read_parquet(path, columns=["track", "scenario_id"])
     runs = json.loads((out / "run.json").read_text()).get("split", {}) if (out / "run.json").is_file() else {}
-    old = {"predictor": meta.get("predictor"), "params": meta.get("params") or {}}
-    new = {"predictor": predictor, "params": json.loads(json.dumps(dict(params), default=str))}
-    if old != new:
-        raise ValueError(f"{meta_path}: entry was trained as {old}, not {new}: a partial retrain would mix them")
+    fresh = set()
     for track, sids in subset.items():
         if sids and not (have["track"] == track).any():
-            raise ValueError(f"{path}: no predictions on track {track}; train the whole track before retraining part of it")
+            fresh.add(track)
+            continue
         want = [split_of[track].version, split_of[track].spec_hash]
         if sids and track in runs and runs[track] != want:
             raise ValueError(f"{out / 'run.json'}: track {track} was trained on split {runs[track]}, now {want}")
+    return fresh
+
+
+def _training_data(subset: Mapping[str, Mapping[str, Any]]) -> str:
+    """``training_data`` of an entry's metadata, naming the tracks it predicts on some scenarios
+    only (run.json's ``subset`` lists them)."""
+    base = "each track's training split only"
+    if not subset:
+        return base
+    parts = [f"{t}: only the scenarios matching {', '.join(r['patterns'])} ({len(r['scenarios'])} of {r['of']})"
+             for t, r in sorted(subset.items())]
+    text = f"{base}; {'; '.join(parts)}"
+    if len(text) > 1000:  # within the metadata's text bound (foundation/limits.py text_chars)
+        text = f"{base}; some scenarios only on {len(subset)} track(s) (run.json: subset)"
+    return text
 
 
 def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str], roots: Mapping[str, Any] | None,
@@ -303,9 +337,13 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
                 splits_dir: Path | None = None, scenarios: str | Iterable[str] | None = None) -> Path:
     """Fit ``predictor`` on every given track with data and write the entry folder.
 
-    ``scenarios``: glob patterns over scenario ids (``'*-gpu-*'``). Only the matching scenarios
-    are fitted again and replaced; the entry's other predictions stay as committed, byte for
-    byte. Each scenario is fitted on its own, so this equals a whole retrain on those scenarios."""
+    ``scenarios``: glob patterns over scenario ids (``'*-gpu-*'``). On a track the entry
+    predicts, only the matching scenarios are fitted again and replaced; the entry's other
+    predictions stay as committed, byte for byte. Each scenario is fitted on its own, so this
+    equals a whole retrain on those scenarios. On a track the entry does not predict yet (every
+    track of a new entry), the matching scenarios are trained and no other: run.json's ``subset``
+    and the metadata's ``training_data`` name them. Patterns that match no scenario are a one-line
+    ValueError naming them and a few of the tracks' scenario ids."""
     from fnmatch import fnmatchcase
 
     from .baselines import PREDICTORS, make_predictor
@@ -314,14 +352,32 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
     params = dict(params)
     entry = slug(entry or predictor)
     out = Path(out_dir) / entry
-    out.mkdir(parents=True, exist_ok=True)
+    tracks = list(tracks)
+    from .tracks import inside_package
+
+    user = [t for t in tracks if t in TRACKS and not TRACKS.get(t).packaged]
+    if user and inside_package(Path(out_dir)):  # the board's entries: the packaged tracks only
+        raise ValueError(f"out={out_dir}: the board's entries take the packaged tracks only, not the user track "
+                         f"{user[0]} ({TRACKS.get(user[0]).path}); train it into a folder of your own")
     ok, skipped = available(tracks, roots, splits_dir)
     patterns = scenario_patterns(scenarios)
     subset: dict[str, list[str]] | None = None
+    fresh: set[str] = set()  # tracks the entry does not predict yet: trained on the matching scenarios only
     if patterns is not None:
         subset = {n: [s for s in d.scenario_ids if any(fnmatchcase(s, p) for p in patterns)] for n, (d, _) in ok.items()}
-        _check_partial(out, predictor, params, subset, patterns, {n: sp for n, (_, sp) in ok.items()})
+        if not any(subset.values()):
+            raise ValueError(_no_match(patterns, tracks, ok, skipped))
+        fresh = _check_partial(out, predictor, params, subset, {n: sp for n, (_, sp) in ok.items()})
         ok = {n: v for n, v in ok.items() if subset[n]}  # a track with no match is left as it is
+    # the scenarios each track fits: None for all of them (a new track of the entry that the
+    # patterns cover whole is trained whole)
+    only_of: dict[str, list[str] | None] = {
+        n: None if subset is None or (n in fresh and len(subset[n]) == len(d.scenario_ids)) else subset[n]
+        for n, (d, _) in ok.items()}
+    out.mkdir(parents=True, exist_ok=True)  # after the checks: a refused run leaves no folder behind
+    rp = out / "run.json"
+    old_subset = (json.loads(rp.read_text()).get("subset") or {}) if rp.is_file() else {}
+    subset_run: dict[str, Any] = {}  # run.json's subset: tracks the entry predicts on some scenarios only
     frames, failures, seconds, splits, retrained = [], {}, {}, {}, {}
     whole_done: list[Path] = []
     folds = FoldCache(out / ".partial" / FOLDS, {"predictor": predictor, "params": params}) \
@@ -330,13 +386,13 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
         t0 = time.perf_counter()
         key = {"predictor": predictor, "params": params, "split": [split.version, split.spec_hash]}
         resume = _resume_folder(out, name, key)
-        only = subset[name] if subset is not None else None
+        only = only_of[name]
         try:
             frames.append(predict_track(data, split, lambda: make_predictor(predictor, **params), resume=resume,
                                         progress=lambda sid: _progress(entry, name, resume), only=only, folds=folds))
         except Exception as e:  # noqa: BLE001 - one track failing must not lose the others; recorded below
             why = f"{type(e).__name__}: {e}"
-            if only is None:
+            if only is None or name in fresh:  # no predictions of the track to keep
                 failures[name] = why
                 if not any(p.suffix == ".parquet" for p in resume.iterdir()):
                     shutil.rmtree(resume)  # no finished scenario to resume from
@@ -353,13 +409,24 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
             # only once the entry is written (a run stopped before then resumes from it)
             whole_done.append(resume)
         else:  # other scenarios an interrupted whole run left in the folder stay for its resumption
-            retrained[name] = {"scenarios": patterns, "count": len(only), "seconds": took}
+            if name in fresh:  # a new track of the entry: these scenarios and no other
+                subset_run[name] = {"patterns": patterns, "scenarios": sorted(only), "of": len(data.scenario_ids),
+                                    "seconds": took}
+            else:
+                retrained[name] = {"scenarios": patterns, "count": len(only), "seconds": took}
+                if name in old_subset:  # a track predicted on some scenarios only: these join them
+                    was = old_subset[name]
+                    now = set(was["scenarios"]) | set(only)
+                    subset_run[name] = None if now >= set(data.scenario_ids) else {  # None: whole now
+                        "patterns": list(dict.fromkeys([*was["patterns"], *patterns])), "scenarios": sorted(now),
+                        "of": len(data.scenario_ids), "seconds": was.get("seconds")}
             for sid in only:
                 (resume / f"{slug(sid)}.parquet").unlink(missing_ok=True)
             if not any(p.suffix == ".parquet" for p in resume.iterdir()):
                 shutil.rmtree(resume)
         log(f"{entry}: {name}: {len(frames[-1])} predictions in {took} s"
-            + (f" ({len(only)} of {len(data.scenario_ids)} scenarios retrained)" if only is not None else ""))
+            + ("" if only is None else f" ({len(only)} of {len(data.scenario_ids)} scenarios "
+               + ("only: a new track of the entry)" if name in fresh else "retrained)")))
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["track", "scenario_id", "model_id", "predicted_ms"])
     doc = (cls.__doc__ or "").strip().splitlines()
     seed = params.get("random_state", 0)
@@ -374,10 +441,10 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
             "description": doc[0] if doc else predictor}
     # a track refitted whole replaces its predictions, and so does one that failed whole: the
     # code can no longer make the old ones, and the board says why instead (run.json's failed)
-    replace = {n: (None if subset is None else set(subset[n])) for n in ok if "failed" not in retrained.get(n, {})}
-    run = {"failed": failures, "skipped": skipped, "seconds": seconds, "split": splits}
-    if retrained:
-        run["retrained"] = retrained
+    replace = {n: (None if only_of[n] is None else set(only_of[n])) for n in ok if "failed" not in retrained.get(n, {})}
+    # subset and retrained: always given, so a track trained whole again leaves them (_merge_entry)
+    run = {"failed": failures, "skipped": skipped, "seconds": seconds, "split": splits, "subset": subset_run,
+           "retrained": retrained}
     _merge_entry(out, preds, meta, run, replace=replace)
     for resume in whole_done:
         shutil.rmtree(resume)
@@ -434,14 +501,19 @@ def _merge_entry(out: Path, preds: pd.DataFrame, meta: dict[str, Any], run: dict
                 preds = preds.drop(columns="fold")
         order = ["track", "scenario_id"] + (["fold"] if "fold" in preds.columns else []) + ["model_id"]
         preds.sort_values(order, kind="stable").to_parquet(path, index=False)
-        (out / "metadata.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
         rp = out / "run.json"
         old_run = json.loads(rp.read_text()) if rp.is_file() else {}
         for k, v in run.items():  # per track; a partial retrain keeps the track's whole-run record
             merged = {t: x for t, x in old_run.get(k, {}).items() if t not in whole and t not in v}
-            merged.update(v)
+            merged.update({t: x for t, x in v.items() if x is not None})  # None: the track's record goes
             old_run[k] = merged
+        for k in ("subset", "retrained"):  # only where a track has one
+            if not old_run.get(k):
+                old_run.pop(k, None)
         rp.write_text(json.dumps(old_run, indent=1, sort_keys=True) + "\n")
+        # the metadata names the tracks predicted on some scenarios only (run.json's subset)
+        meta = {**meta, "training_data": _training_data(old_run.get("subset") or {})}
+        (out / "metadata.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
 
 
 # ---------------------------------------------------------------- scoring

@@ -6,6 +6,14 @@ by. ``TRACKS`` holds every track of the registry folder (loaded on import, check
 is one line naming the file and the key). Like lm-evaluation-harness's YAML tasks, adding a
 track is adding one file.
 
+User tracks. A folder of track files of one's own (``--tracks DIR`` on the ``leaderboard``
+command, ``tracks:`` of ``leaderboard-train``, or ``LATBENCH_TRACKS``, folders separated by
+``os.pathsep``) joins the registry through :func:`use_track_folders`, checked like the packaged
+files; a user track may not take a packaged track's name (one line naming both files). Its split
+files go to the user's splits folder (``--splits`` / ``splits:`` / ``LATBENCH_SPLITS``, default
+:data:`USER_SPLITS`), never into the package; a packaged track's split stays in
+``leaderboard/splits/``.
+
 Data. A track reads one of two data roots: ``public`` (the imported public measurements,
 default ``data/public``) or ``host`` (the suite's own measurements, default the committed
 release ``datasets/host-v1``, so every machine scores the host tracks on the same data and their
@@ -17,21 +25,23 @@ a track without data is reported and skipped, it never fails the board.
 
 Splits. OGB's rule: a split is fixed once and read from a file, never recomputed differently.
 The first time a track has data, :func:`ensure_split` runs the protocol and writes
-``leaderboard/splits/<track>.v<version>.json`` (committed); from then on that file is the split.
+``leaderboard/splits/<data>/<track>.v<version>.json`` (committed; a user track's:
+``<user splits>/<data>/<track>.v<version>.json``); from then on that file is the split.
 Changing a track's protocol or parameters without bumping ``version`` is an error (the file no
 longer matches the spec); a bump writes a new file beside the old one. Split files list network
 *names* (unique within a track's slice), so they survive a re-import that rebuilds model ids.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
-import yaml
 
 from foundation.registry import Registry
 
@@ -50,6 +60,13 @@ SPLITS_DIR = HERE / "splits"
 # of its own.
 DATA_ROOTS = {"public": "data/public", "host": "datasets/host-v1"}
 ROOT_ENV = {"public": "LATBENCH_PUBLIC_DATA", "host": "LATBENCH_HOST_DATA"}
+# the user's own track folders and splits folder (use_track_folders): the environment's names and
+# the splits folder's default (relative to the working directory, beside leaderboard-train's
+# data/leaderboard/entries)
+TRACKS_ENV, SPLITS_ENV = "LATBENCH_TRACKS", "LATBENCH_SPLITS"
+USER_SPLITS = "data/leaderboard/splits"
+# leaderboard-train's track= groups (every track, every track of a data root): never a track's name
+RESERVED_NAMES = ("all", *DATA_ROOTS)
 
 
 def data_roots(public: str | Path | None = None, host: str | Path | None = None) -> dict[str, str]:
@@ -93,6 +110,14 @@ class Track:
     # it (the public sources measure some models on a few devices only)
     min_networks: int = 0
     path: str = ""  # the YAML file
+    # the folder of a user track's split files (use_track_folders); "" for a packaged track, whose
+    # splits are the package's leaderboard/splits
+    splits: str = ""
+
+    @property
+    def packaged(self) -> bool:
+        """A track of the package's ``leaderboard/tracks/`` (not a user folder's)."""
+        return not self.splits
 
     @property
     def split_file(self) -> Path:
@@ -101,8 +126,10 @@ class Track:
     def split_path(self, folder: Path | None = None) -> Path:
         """``<splits>/<data>/<track>.v<version>.json``: one folder per data root, so the public
         tracks' training stage depends on the public splits only (a host split frozen on a new
-        machine does not invalidate the public board)."""
-        return (folder or SPLITS_DIR) / self.data / f"{self.name}.v{self.version}.json"
+        machine does not invalidate the public board). ``<splits>`` is ``folder`` when given, else
+        the track's own: the package's ``leaderboard/splits``, or a user track's splits folder."""
+        own = Path(self.splits) if self.splits else SPLITS_DIR
+        return (folder or own) / self.data / f"{self.name}.v{self.version}.json"
 
     def spec_hash(self) -> str:
         """Hash of what determines the split: slice + protocol + parameters."""
@@ -131,6 +158,8 @@ def parse_track(d: Any, where: str) -> Track:
     name = d["name"]
     if not isinstance(name, str) or not name or any(c.isspace() or c in "/\\" for c in name):
         raise TrackError(f"{where}: name: expected a short id without spaces or slashes, got {name!r}")
+    if name in RESERVED_NAMES:
+        raise TrackError(f"{where}: name: {name!r} is reserved (leaderboard-train's track= groups: {', '.join(RESERVED_NAMES)})")
     if Path(where).suffix and Path(where).stem != name:
         raise TrackError(f"{where}: name: {name!r} differs from the file name {Path(where).stem!r}")
     if isinstance(d["version"], bool) or not isinstance(d["version"], int) or d["version"] < 1:
@@ -166,16 +195,27 @@ def parse_track(d: Any, where: str) -> Track:
     return track
 
 
+def read_track(path: Path) -> Track:
+    """One track file, checked (TrackError naming the file and the key). The file is named
+    relative to the checkout when it is inside it, else as given."""
+    path = Path(path)
+    rel = path.resolve().relative_to(HERE.parent).as_posix() if HERE.parent in path.resolve().parents else str(path)
+    from foundation.safeload import LoadError, load_yaml
+
+    try:  # bounded like every file from outside (a user's track file is one)
+        d = load_yaml(path, where=rel)
+    except LoadError as e:
+        raise TrackError(str(e)) from None
+    except OSError as e:
+        raise TrackError(f"{rel}: unreadable ({type(e).__name__}: {e.strerror or e})") from None
+    return parse_track(d, rel)
+
+
 def load_tracks(folder: str | Path = TRACKS_DIR) -> Registry[Track]:
     """Every ``*.yaml`` of the folder as a registry of tracks."""
     reg: Registry[Track] = Registry("track")
     for path in sorted(Path(folder).glob("*.yaml")):
-        rel = path.relative_to(HERE.parent).as_posix() if HERE.parent in path.parents else str(path)
-        try:
-            d = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise TrackError(f"{rel}: not valid YAML ({str(e).splitlines()[0]})") from None
-        t = parse_track(d, rel)
+        t = read_track(path)
         reg.register(t.name)(t)
     return reg
 
@@ -382,6 +422,131 @@ def ensure_split(data: TrackData, folder: Path | None = None, write: bool = True
 
 
 TRACKS: Registry[Track] = load_tracks()
+PACKAGED: dict[str, Track] = {n: TRACKS.get(n) for n in TRACKS.names()}  # leaderboard/tracks/, as loaded on import
+_USER: dict[str, Track] = {}  # the user tracks use_track_folders registered last
 
-__all__ = ["BLANKED", "TRACKS", "Track", "TrackData", "TrackError", "Unavailable", "Fold", "Split", "DATA_ROOTS",
-           "ROOT_ENV", "data_roots", "load_tracks", "parse_track", "resolve", "compute_split", "read_split", "ensure_split", "open_dataset"]
+
+# ---------------------------------------------------------------- user tracks
+def inside_package(p: Path) -> bool:
+    """Whether ``p`` is the package's ``leaderboard/`` folder or inside it."""
+    here = HERE.resolve()
+    q = p.resolve()
+    return q == here or here in q.parents
+
+
+def track_folders(given: str | Path | Iterable[str | Path] | None = None) -> list[Path]:
+    """The user's track folders: the given ones, else ``LATBENCH_TRACKS`` (folders separated by
+    ``os.pathsep``), else none."""
+    items = [] if given is None else [given] if isinstance(given, (str, Path)) else list(given)
+    if not items:
+        items = [p for p in os.environ.get(TRACKS_ENV, "").split(os.pathsep) if p.strip()]
+    return [Path(p) for p in items]
+
+
+def user_splits(given: str | Path | None = None) -> Path:
+    """The folder of the user tracks' split files: the given one, else ``LATBENCH_SPLITS``, else
+    :data:`USER_SPLITS` (relative to the working directory)."""
+    return Path(given or os.environ.get(SPLITS_ENV) or USER_SPLITS)
+
+
+def use_track_folders(folders: str | Path | Iterable[str | Path] | None = None,
+                      splits: str | Path | None = None) -> list[Track]:
+    """Register the tracks of the user's folders (:func:`track_folders`) in :data:`TRACKS`, their
+    split files in ``splits`` (:func:`user_splits`), in place of the user tracks registered
+    before; the packaged tracks stay. Each file is checked as the packaged ones are; a name that
+    a packaged track or another user file has is a TrackError naming both files, and so is a
+    tracks or splits folder inside the package. Returns the user tracks."""
+    dirs = track_folders(folders)
+    split_dir = user_splits(splits)
+    if dirs and inside_package(split_dir):
+        raise TrackError(f"{split_dir}: splits folder: inside the package ({HERE}); "
+                         f"user tracks' splits go to a folder of the user's (--splits / {SPLITS_ENV})")
+    new: dict[str, Track] = {}
+    for d in dirs:
+        if not d.is_dir():
+            raise TrackError(f"{d}: tracks folder: no such folder (--tracks / {TRACKS_ENV})")
+        if inside_package(d):
+            raise TrackError(f"{d}: tracks folder: inside the package ({HERE}); give a folder of your own")
+        for path in sorted(d.glob("*.yaml")):
+            t = read_track(path)
+            if t.name in PACKAGED:
+                raise TrackError(f"{t.path}: name: {t.name!r} is the packaged track {PACKAGED[t.name].path}; choose another name")
+            if t.name in new:
+                raise TrackError(f"{t.path}: name: {t.name!r} is also the track {new[t.name].path}; choose another name")
+            new[t.name] = dataclasses.replace(t, splits=str(split_dir))
+    # the user tracks of the previous call leave (the packaged tracks and whatever else was registered stay)
+    for name in list(_USER):
+        TRACKS.unregister(name, _USER.pop(name))
+    for name, t in new.items():
+        TRACKS.register(name)(t)
+        _USER[name] = t
+    return list(new.values())
+
+
+_GLOB = set("*?[")
+
+
+def derive_track(template: Track, target: str, name: str, data: str | None = None,
+                 roots: Mapping[str, str | Path] | None = None) -> dict[str, Any]:
+    """A track file's mapping for a new target from ``template`` (``leaderboard track new``): the
+    template's protocol, parameters, models, metrics and scenario filters, with the scenarios the
+    protocol predicts (its targets; the sources of a transfer protocol stay the template's)
+    replaced by ``target``: a device of the data root (the scenarios' ``device`` column), or a
+    scenario id or a glob over scenario ids. ``data``: the data root the track reads (default the
+    template's). The target is looked up in that root's scenarios table; what cannot be found is
+    a TrackError naming ``--target`` and a few of what is there."""
+    from fnmatch import fnmatchcase
+
+    data = data or template.data
+    if data not in DATA_ROOTS:
+        raise TrackError(f"--data: {data!r} is not a data root (known: {', '.join(DATA_ROOTS)})")
+    root = Path((roots or {}).get(data) or data_roots()[data])
+    if not root.is_absolute() and not root.exists() and (HERE.parent / root).is_dir():
+        root = HERE.parent / root
+    if not root.is_dir() or not any(root.glob("*.parquet")):
+        raise TrackError(f"--target: {root} ({data} data) has no dataset tables to find {target!r} in")
+    sc = open_dataset(root).scenarios
+    devices = sorted(set(sc["device"].dropna().astype(str)))
+    ids = sorted(set(sc["scenario_id"].astype(str)))
+    keep = {k: v for k, v in template.scenarios.items() if k not in ("device", "scenario_id")}
+    if target in devices:
+        scenarios, hit, what = {**keep, "device": [target]}, {target}, f"the device {target}"
+    else:
+        matched = [i for i in ids if fnmatchcase(i, target)] if _GLOB & set(target) else [i for i in ids if i == target]
+        if not matched:
+            few = lambda xs: ", ".join(xs[:5]) + (f" (+{len(xs) - 5} more)" if len(xs) > 5 else "")
+            raise TrackError(f"--target: {target!r} is no device and matches no scenario id in {root} "
+                             f"(devices: {few(devices)}; scenarios: {few(ids)})")
+        scenarios = {**keep, "scenario_id": matched}
+        hit = set(sc.loc[sc["scenario_id"].isin(matched), "device"].dropna().astype(str))
+        what = f"the scenarios {target} ({len(matched)})"
+    sources = template.params.get("sources")
+    if isinstance(sources, (list, tuple)) and hit & set(sources):
+        raise TrackError(f"--target: {sorted(hit & set(sources))[0]!r} is a source device of {template.name} "
+                         f"(params.sources: {', '.join(sources)}); a target cannot be its own source")
+    spec: dict[str, Any] = {
+        "name": name, "version": 1, "title": f"{template.title} (target: {target})",
+        "reference": template.reference,
+        "description": (f"{template.name}'s protocol ({template.protocol}), parameters, networks and metrics with "
+                        f"{what} as the target; made from {template.path} by `leaderboard track new`."),
+        "data": data, "models": dict(template.models), "scenarios": scenarios}
+    if template.min_networks:
+        spec["min_networks"] = template.min_networks
+    spec.update({"protocol": template.protocol, "params": dict(template.params), "metrics": list(template.metrics),
+                 "primary": template.primary})
+    if template.group_by:
+        spec["group_by"] = list(template.group_by)
+    if template.uses != "e2e":
+        spec["uses"] = template.uses
+    return spec
+
+
+def user_tracks() -> list[Track]:
+    """The user tracks registered now (:func:`use_track_folders`), by name."""
+    return [_USER[n] for n in sorted(_USER)]
+
+
+__all__ = ["BLANKED", "TRACKS", "PACKAGED", "Track", "TrackData", "TrackError", "Unavailable", "Fold", "Split", "DATA_ROOTS",
+           "ROOT_ENV", "TRACKS_ENV", "SPLITS_ENV", "USER_SPLITS", "RESERVED_NAMES", "data_roots", "load_tracks",
+           "read_track", "parse_track", "derive_track", "inside_package", "track_folders", "user_splits", "use_track_folders", "user_tracks", "resolve",
+           "compute_split", "read_split", "ensure_split", "open_dataset"]

@@ -10,12 +10,24 @@ selectable). Config: ``leaderboard/conf/train.yaml``; predictor hyperparameters 
                                          # refit only the matching scenarios; the entry keeps the others
     leaderboard-train predictor=all track=host out=leaderboard/entries/host   # the committed host entries
 
+    leaderboard-train predictor=flops track=my-phone-n10 tracks=my/tracks splits=my/splits
+                                         # a track of your own folder; its split goes to my/splits
+
 Data roots: ``public=`` / ``host=`` (default: ``LATBENCH_PUBLIC_DATA`` / ``LATBENCH_HOST_DATA``,
 else :data:`leaderboard.tracks.DATA_ROOTS`: the host tracks read the committed release
 ``datasets/host-v1``; ``host=data/dataset`` trains on the main job's own dataset).
+
+User tracks: ``tracks=`` (a folder, or a list of folders) and ``splits=`` (default:
+``LATBENCH_TRACKS`` / ``LATBENCH_SPLITS``, else no user tracks and ``data/leaderboard/splits``:
+:func:`leaderboard.tracks.use_track_folders`).
+
+A refused run (an unknown track or predictor, a wrong track file, ``scenarios=`` matching
+nothing, an entry of another predictor) is one line, ``leaderboard-train: error: ...``, exit
+status 2.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +62,12 @@ def run_job(cfg: DictConfig) -> str:
 
     from .baselines import PREDICTORS
     from .run import log, slug, train_entry
-    from .tracks import TRACKS, data_roots
+    from .tracks import TRACKS, data_roots, use_track_folders
 
+    folders = cfg.get("tracks")
+    if folders is not None and not isinstance(folders, str):
+        folders = [str(f) for f in OmegaConf.to_container(folders, resolve=True)]
+    use_track_folders(folders, cfg.get("splits"))
     overrides = OmegaConf.to_container(cfg.params, resolve=True) if cfg.params else {}
     if cfg.track in (None, "all"):
         tracks = TRACKS.names()
@@ -79,7 +95,15 @@ def run_job(cfg: DictConfig) -> str:
 # script `leaderboard-train` calls main(), and finds none.
 @hydra.main(version_base="1.3", config_path=str(ROOT / "leaderboard" / "conf"), config_name="train")
 def main(cfg: DictConfig) -> str:
-    return run_job(cfg)
+    from foundation.registry import UnknownName
+
+    from .tracks import TrackError
+
+    try:
+        return run_job(cfg)
+    except (TrackError, UnknownName, ValueError, FileNotFoundError) as e:  # a refused run: one line, no traceback
+        print(f"leaderboard-train: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -151,21 +151,30 @@ def _cmd_scenarios(args: argparse.Namespace) -> None:
 
 def _cmd_import_public(args: argparse.Namespace) -> None:
     """Read the public datasets selected in `public.datasets` from their folders (brought by
-    `python -m pipelines.dataset.pull`, see docs/dataset.md), rebuild their networks as IR, and
-    write the five dataset tables, import_problems.csv and DATASET.md to <data_dir>/public; a
-    dataset whose files are not there is skipped, saying why (SKIPPED.json)."""
+    `python -m pipelines.dataset.pull`, see docs/dataset.md; or folders of your own, listed in
+    `public.<dataset>.path`), rebuild their networks as IR, and write the five dataset tables,
+    import_problems.csv and DATASET.md to <data_dir>/public; a dataset whose files are not there is
+    skipped, saying why (SKIPPED.json). Devices are described from the device catalog, with yours
+    (--catalog, public.catalog or $LATBENCH_CATALOG) merged over it."""
+    from .dataset.import_public import problem_summary
     from .public import run_public_import
 
     cfg = load_params(args.params)
+    if args.catalog is not None:
+        cfg.public.catalog = args.catalog
     try:
         r = run_public_import(cfg, progress=not args.quiet)
     except (FileNotFoundError, ValueError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None
     for name, reason in r["skipped"].items():
         print(f"import-public: skipped {name}: {reason}")
+    problems_file = f"{cfg.data_dir}/{cfg.public.out}/import_problems.csv"
+    if args.quiet:  # no progress bars nor every problem line, but the problems are never hidden
+        for line in problem_summary(r["problems"], problems_file):
+            print(f"import-public: {line}" if not line.startswith(" ") else line)
     if not r["skipped"] or len(r["skipped"]) < len(cfg.public.datasets):
         print("import-public: " + ", ".join(f"{t} {n}" for t, n in r["counts"].items())
-              + f"; {len(r['problems'])} problems (see {cfg.data_dir}/{cfg.public.out}/import_problems.csv)")
+              + f"; {len(r['problems'])} problems (see {problems_file})")
 
 
 def _cmd_assemble(args: argparse.Namespace) -> None:
@@ -250,18 +259,56 @@ def _cmd_profile(args: argparse.Namespace) -> None:
     print("\n".join(summary_lines(prof, top=args.top)))
 
 
-def _cmd_devices_add(args: argparse.Namespace) -> None:
-    from .devices.adb import add_phone
-    from .devices.android import PhoneError
-    from .devices.catalog import CatalogError
+_FIELD_OPTIONS = ("model", "maker", "soc", "cluster", "os", "note", "origin", "source")  # devices add --no-adb
 
+
+def _cmd_devices_add(args: argparse.Namespace) -> None:
+    """Write a device's entry into a device catalog: the phone on adb describes itself (getprop,
+    sysfs: `devices add SERIAL NAME`), or, with --no-adb, the entry is the fields given
+    (`devices add --no-adb NAME --model ... --soc ... --cluster large:1:2.84 ...`): a phone you do not
+    have at hand, e.g. one whose measurements you import. The catalog written is --catalog, else
+    $LATBENCH_CATALOG, else the suite's pipelines/devices/catalog.yaml; a file of yours is merged over
+    the suite's by the importers (import-public --catalog, public.catalog) and the adb device kind."""
+    from .devices.android import PhoneError
+    from .devices.catalog import CATALOG_PATH, CatalogError, display_path, user_catalog_path
+
+    path = user_catalog_path(args.catalog) or CATALOG_PATH
+    given = [o for o in _FIELD_OPTIONS if getattr(args, o) not in (None, [])]
     try:
-        entry = add_phone(args.serial, args.name, adb_server=args.adb_server, gpu=args.gpu, path=args.catalog,
-                          overwrite=args.overwrite)
+        if args.no_adb:
+            entry = _fields_entry(args, path)
+        else:
+            if given:
+                raise ConfigError(f"--{given[0]}: only with --no-adb (over adb the phone describes itself)")
+            if args.serial is None:
+                raise ConfigError("devices add: give the phone's adb serial and the device name (SERIAL NAME), or "
+                                  "--no-adb NAME with the entry's fields")
+            from .devices.adb import add_phone
+
+            entry = add_phone(args.serial, args.name, adb_server=args.adb_server, gpu=args.gpu, path=path,
+                              overwrite=args.overwrite)
     except (PhoneError, CatalogError, ValueError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None
-    print(f"device catalog: {args.name}: {entry.model}, "
-          + ", ".join(f"{c.cores}x {c.tag} {c.ghz} GHz" for c in entry.clusters))
+    print(f"device catalog {display_path(path)}: {entry.name}: {entry.model}"
+          + "".join(f", {c.cores}x {c.tag}" + (f" {c.ghz} GHz" if c.ghz else "") for c in entry.clusters))
+
+
+def _fields_entry(args: argparse.Namespace, path: Path):
+    """``devices add --no-adb``: the entry of the fields given, written into ``path``."""
+    from .devices.catalog import add_device, display_path, entry_from_fields
+
+    if args.serial is not None:
+        raise ConfigError("devices add --no-adb: give the device name only (no adb serial), e.g. "
+                          "`latbench devices add --no-adb myphone --model 'My Phone' --soc ...`")
+    if args.model is None:
+        raise ConfigError("--model: required with --no-adb (the device's marketing name, e.g. 'Google Pixel 7')")
+    entry = entry_from_fields(args.name, model=args.model, file=f"{display_path(path)} (new entry)",
+                              maker=args.maker, soc=args.soc, clusters=args.cluster or (), gpu=args.gpu,
+                              os_name=args.os, note=args.note,
+                              origin=args.origin or "given by hand (latbench devices add --no-adb)",
+                              sources=args.source or ())
+    add_device(entry, path, overwrite=args.overwrite)
+    return entry
 
 
 def _cmd_show(args: argparse.Namespace) -> None:
@@ -373,7 +420,11 @@ def build_parser() -> argparse.ArgumentParser:
     ip = _command(sub, "import-public", _cmd_import_public,
                   help="stage: import public real-device measurements (USC phones, HELP)")
     _params(ip)
-    _quiet(ip, "no progress bars")
+    ip.add_argument("--catalog", default=None, metavar="FILE",
+                    help="a device catalog file of yours, merged over the suite's (default: public.catalog, "
+                         "else $LATBENCH_CATALOG)")
+    _quiet(ip, "no progress bars nor every problem line: a summary of the problems (count per kind, the first "
+               "lines, the file listing them all)")
 
     a = _command(sub, "assemble", _cmd_assemble,
                  help="stage: IR files + measurement records -> the dataset tables and card")
@@ -415,12 +466,29 @@ def build_parser() -> argparse.ArgumentParser:
                         "the importers, the adb device kind and the predictor shelf.")
     dsub = dv.add_subparsers(dest="devices_command", required=True, metavar="ACTION")
     da = _command(dsub, "add", _cmd_devices_add,
-                  help="describe an adb phone from its own getprop and sysfs and write it into the catalog")
-    da.add_argument("serial", help="the phone's adb serial (`adb devices`); not stored")
+                  help="write a device into a catalog: an adb phone from its getprop and sysfs, or (--no-adb) "
+                       "from the fields given")
+    da.add_argument("serial", nargs="?", default=None, help="the phone's adb serial (`adb devices`); not stored; "
+                    "none with --no-adb")
     da.add_argument("name", help="short lower-case device name, the first part of its scenario ids (e.g. pixel7)")
+    da.add_argument("--no-adb", action="store_true", help="no phone at hand: the entry is the fields given "
+                    "(--model required)")
+    da.add_argument("--model", default=None, help="--no-adb: marketing name ('Google Pixel 7')")
+    da.add_argument("--maker", default=None, help="--no-adb: manufacturer")
+    da.add_argument("--soc", default=None, help="--no-adb: system on chip ('Google Tensor G2')")
+    da.add_argument("--cluster", action="append", default=None, metavar="TAG:CORES[:GHZ]",
+                    help="--no-adb: a CPU cluster, fastest first, as USC core sets name them (large:2:2.85); "
+                         "repeat for each")
+    da.add_argument("--os", default=None, help="--no-adb: android | ios | linux")
+    da.add_argument("--note", default=None, help="--no-adb: a remark every scenario description of it carries")
+    da.add_argument("--origin", default=None, help="--no-adb: where the values come from (default: given by hand)")
+    da.add_argument("--source", action="append", default=None, metavar="DATASET=NAME[,NAME...]",
+                    help="--no-adb: what a public dataset's files call the device (usc=MyPhone); repeat for each")
     da.add_argument("--gpu", default=None, help="the phone's GPU name, if you want it recorded")
     da.add_argument("--adb-server", default="127.0.0.1:5037", help="adb server (default: %(default)s)")
-    da.add_argument("--catalog", default=None, help="another catalog file (default: the suite's)")
+    da.add_argument("--catalog", default=None, metavar="FILE",
+                    help="the catalog file to write, e.g. one of yours (default: $LATBENCH_CATALOG, else the "
+                         "suite's pipelines/devices/catalog.yaml)")
     da.add_argument("--overwrite", action="store_true", help="replace a different entry of that name")
 
     from .farm.cli import add_farm_parser

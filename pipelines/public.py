@@ -2,22 +2,28 @@
 
 Config section ``public`` (conf/public/default.yaml): ``datasets`` to import (``usc``,
 ``help``, ``qaihub``; empty: none, the stage then writes empty tables), one section per importer
-with the folder it reads (``pipelines/dataset/usc.py`` / ``help.py`` / ``qaihub.py`` document
-what they accept), and the output folder. The files are never part of the project: the set-up brings them into
+with the folder it reads (USC and HELP: a folder or a list of them; ``pipelines/dataset/usc.py`` /
+``help.py`` / ``qaihub.py`` document what they accept), the output folder, and ``catalog``: a
+device catalog file of the user's merged over the suite's (null: ``$LATBENCH_CATALOG`` when set;
+``pipelines.devices.catalog.device_catalog``), so phones the suite does not know are described
+without editing the package. The files are never part of the project: the set-up brings them into
 ``external/`` (:mod:`pipelines.dataset.pull`: this machine's copy, else the pinned commit's files),
 or the paths point elsewhere. A selected dataset whose folder is missing is a one-line error
 naming the folder; one whose folder holds none of its files (the pull left the reason in
 ``MISSING.txt``) is skipped, and the stage says why in its output and in ``SKIPPED.json``, which
-the leaderboard reads to say why the dataset's tracks have no data.
+the leaderboard reads to say why the dataset's tracks have no data. Of a list of folders, one
+without the files while others have them is a one-line error naming it (the dataset is skipped
+only when none has them).
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from .dataset.help import HelpConfig
+from .dataset.importers import folder_paths
 from .dataset.help import validate_config as validate_help
 from .dataset.qaihub import QaihubConfig
 from .dataset.qaihub import validate_config as validate_qaihub
@@ -35,6 +41,7 @@ class PublicConfig:
     help: HelpConfig = field(default_factory=HelpConfig)
     qaihub: QaihubConfig = field(default_factory=QaihubConfig)
     out: str = "public"  # output folder under data_dir
+    catalog: Optional[str] = None  # a device catalog file of yours merged over the suite's (null: $LATBENCH_CATALOG)
 
 
 def validate_config(cfg: PublicConfig) -> PublicConfig:
@@ -46,6 +53,8 @@ def validate_config(cfg: PublicConfig) -> PublicConfig:
             check(getattr(cfg, name))
         except ValueError as e:
             raise ValueError(f"{name}.{e}") from None
+    if cfg.catalog is not None and not cfg.catalog.strip():
+        raise ValueError("catalog: expected a catalog file path or null, got ''")
     return cfg
 
 
@@ -56,14 +65,36 @@ def skipped_datasets(p: PublicConfig) -> dict[str, str]:
 
     skipped = {}
     for name in p.datasets:
-        folder = Path(getattr(p, name).path)
-        if not folder.is_dir():
-            raise FileNotFoundError(f"public.{name}.path: {folder}: no such folder (bring the files with "
-                                    f"`python -m pipelines.dataset.pull {name}`, or drop {name!r} from public.datasets)")
-        reason = SOURCES[name].missing_reason(folder)
-        if reason is not None:
-            skipped[name] = reason
+        reasons = {}
+        folders = folder_paths(getattr(p, name).path)
+        for path in folders:
+            folder = Path(path)
+            if not folder.is_dir():
+                raise FileNotFoundError(f"public.{name}.path: {folder}: no such folder (bring the files with "
+                                        f"`python -m pipelines.dataset.pull {name}`, or drop {name!r} from "
+                                        "public.datasets)")
+            reason = SOURCES[name].missing_reason(folder)
+            if reason is not None:
+                reasons[path] = reason
+        if len(reasons) == len(folders):
+            skipped[name] = "; ".join(reasons.values())
+        elif reasons:
+            path, reason = next(iter(reasons.items()))
+            raise FileNotFoundError(f"public.{name}.path: {path}: holds none of the files ({reason}); drop it from "
+                                    "the list")
     return skipped
+
+
+def public_catalog(p: PublicConfig) -> Any:
+    """The device catalog of the import: the suite's with ``public.catalog`` (else
+    ``$LATBENCH_CATALOG``) merged over it; a ValueError naming the key and the file when that
+    file is missing or malformed."""
+    from .devices.catalog import USER_ENV, CatalogError, device_catalog
+
+    try:
+        return device_catalog(p.catalog)
+    except CatalogError as e:
+        raise ValueError(f"{'public.catalog' if p.catalog else '$' + USER_ENV}: {e}") from None
 
 
 def run_public_import(cfg: Any, progress: bool = True) -> dict[str, Any]:
@@ -78,6 +109,7 @@ def run_public_import(cfg: Any, progress: bool = True) -> dict[str, Any]:
     p: PublicConfig = cfg.public
     out = Path(cfg.data_dir) / p.out
     skipped = skipped_datasets(p)
+    catalog = public_catalog(p)
     present = [d for d in p.datasets if d not in skipped]
     if not present:
         out.mkdir(parents=True, exist_ok=True)
@@ -88,7 +120,8 @@ def run_public_import(cfg: Any, progress: bool = True) -> dict[str, Any]:
         r: dict[str, Any] = {"counts": {t: 0 for t in TABLES}, "problems": [],
                              "notes": [] if p.datasets else ["no public dataset selected"]}
     else:
-        r = run_import(**{f"cfg_{d}": getattr(p, d) for d in present}, out_dir=out, progress=progress)
+        r = run_import(**{f"cfg_{d}": getattr(p, d) for d in present}, out_dir=out, progress=progress,
+                       catalog=catalog)
     write_text(out / SKIPPED, json.dumps(skipped, indent=1, sort_keys=True) + "\n")
     r["skipped"] = skipped
     return r

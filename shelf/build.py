@@ -233,8 +233,14 @@ def build(out: Path = SHELF_DIR, scenarios: Iterable[str] | None = None, results
     index_path = out / INDEX
     index = json.loads(index_path.read_text()) if index_path.is_file() else {"schema": INDEX_SCHEMA, "scenarios": {}}
     # a scenario the board no longer has results for has no data behind it any more (e.g. the
-    # host's old per-machine scenarios, now that the host tracks read the release): drop it
+    # host's old per-machine scenarios, now that the host tracks read the release): drop it. Only
+    # entries fitted on a track these results speak for go: a calibration's (`latbench
+    # calibrate`) and another track's entries in a user's shelf stay.
+    considered = {s.track for s in sources} | set(SHELF_TRACKS)
     for sid in sorted(set(index["scenarios"]) - board):
+        e = index["scenarios"][sid]
+        if e.get("origin") == "calibration" or (e.get("training") or {}).get("track") not in considered:
+            continue
         shutil.rmtree(out / index["scenarios"].pop(sid)["folder"], ignore_errors=True)
         if progress:
             progress(f"{sid}: dropped (no board result for it any more)")

@@ -36,16 +36,14 @@ def _cmd_predict(args: argparse.Namespace) -> None:
     from pipelines.predict import load_model
 
     from . import ShelfError
-    from .report import report_lines, training_networks
+    from .report import list_line, report_lines
     from .store import Shelf
 
     try:
-        shelf = Shelf(args.shelf) if args.shelf else Shelf()
+        shelf = Shelf.open(args.shelf)
         if args.list:
             for sid in shelf.scenarios():
-                e = shelf.entry(sid)
-                print(f"{sid:<42} {e['predictor']:<12} MAPE {e['accuracy']['mape']:6.2f}%  "
-                      f"trained on {training_networks(e)} ({e['training']['track']})")
+                print(list_line(shelf, sid))
             return
         if not args.model or not args.scenario:
             raise ConfigError("predict: give a model file and at least one --scenario (or --list)")
@@ -79,11 +77,19 @@ def _cmd_shelf_build(args: argparse.Namespace) -> None:
     from .readers import CANDIDATES
     from .store import SHELF_DIR
 
+    from leaderboard.tracks import TrackError, data_roots, use_track_folders
+
+    from .build import RESULTS_DIR
+
     out = Path(args.out) if args.out else SHELF_DIR
     try:
+        if args.tracks:
+            use_track_folders(args.tracks, args.splits)
         index = build(out=out, scenarios=args.scenario or None, progress=None if args.quiet else print,
-                      candidates=args.candidate or CANDIDATES, tracks=args.track or None)
-    except ShelfError as e:
+                      candidates=args.candidate or CANDIDATES, tracks=args.track or None,
+                      results_dir=Path(args.results) if args.results else RESULTS_DIR,
+                      roots=data_roots(public=args.public, host=args.host))
+    except (ShelfError, TrackError) as e:
         raise ConfigError(str(e)) from None
     print(f"shelf: {len(index['scenarios'])} scenarios in {out}")
 
@@ -125,7 +131,8 @@ def add_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=8, help="op types in the breakdown (0: none; default: %(default)s)")
     p.add_argument("--shelf", default=None, metavar="DIR",
                    help="another shelf folder, e.g. one `latbench shelf build --out DIR` wrote (default: the "
-                   "committed shelf, shelf/data/)")
+                   "committed shelf, shelf/data/); your own shelf ($LATBENCH_SHELF, else data/shelf: `latbench "
+                   "calibrate` writes it) is read over it")
 
 
 def add_shelf(sub: argparse._SubParsersAction) -> None:
@@ -151,6 +158,17 @@ def add_shelf(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--track", action="append", default=[],
                    help="choose from and fit on these board tracks instead of the shelf's own (repeatable), e.g. "
                    "host-transformer-random for a shelf of transformer specialists")
+    b.add_argument("--results", default=None, metavar="DIR",
+                   help="board results to choose from (default: the committed board's leaderboard/results/; "
+                   "yours: data/leaderboard/results, what `leaderboard evaluate --entries` writes)")
+    b.add_argument("--tracks", action="append", default=[], metavar="DIR",
+                   help="a folder of your own track files (repeat; as `leaderboard --tracks`)")
+    b.add_argument("--splits", default=None, metavar="DIR", help="your tracks' splits folder (default: "
+                   "$LATBENCH_SPLITS, else data/leaderboard/splits)")
+    b.add_argument("--public", default=None, metavar="DIR", help="the public data root (default: $LATBENCH_PUBLIC_DATA, "
+                   "else data/public)")
+    b.add_argument("--host", default=None, metavar="DIR", help="the host data root (default: $LATBENCH_HOST_DATA, "
+                   "else datasets/host-v1)")
     b.add_argument("-q", "--quiet", action="store_true", help="no line per scenario")
     d = _command(ssub, "describe", _cmd_shelf_describe,
                  help="record what each entry was trained on (op types, generator sources, release) again from "

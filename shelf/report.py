@@ -40,9 +40,13 @@ def report_lines(shelf: Any, graph: Any, scenario_ids: list[str], top: int = 8,
     entries = {}
     for sid in scenario_ids:
         try:
-            entries[sid] = shelf.entry(sid)
+            e = shelf.entry(sid)
         except ShelfError:
-            pass  # named in the error lines below
+            continue  # named in the error lines below
+        if e.get("origin") == "calibration":  # measured on the device it names, not priced on a release
+            lines.append(f"{sid}: {origin(e)}, {training_networks(e)}")
+        else:
+            entries[sid] = e
     ratios: dict[str, float | None] = {}
     try:
         comparisons = compare(entries)
@@ -115,6 +119,26 @@ def unseen_ops(entry: dict[str, Any], graph: Any) -> str | None:
     return f"{', '.join(sorted({c.op for c in new}))} ({len(new)} of {len(costs)} ops{share})"
 
 
+def origin(entry: dict[str, Any]) -> str:
+    """Where an entry came from: ``board track usc-real-kfold`` or ``calibrated 2026-12-07 on host
+    (4 rounds)``."""
+    t = entry.get("training", {})
+    if entry.get("origin") == "calibration":
+        how = f", rescaled from {t['transfer_from']}" if t.get("transfer_from") else ""
+        return (f"calibrated {entry.get('built', {}).get('date', '?')} on {t.get('device', '?')} "
+                f"({t.get('rounds', '?')} rounds{how})")
+    return f"board track {t.get('track', '?')}"
+
+
+def list_line(shelf: Any, scenario_id: str) -> str:
+    """One line of ``latbench predict --list``: scenario, predictor, held-out MAPE, what it was
+    trained on and where it came from (a user's entry that replaces a committed one says so)."""
+    e = shelf.entry(scenario_id)
+    over = f"; replaces the entry in {shelf.shadowed[scenario_id]}" if scenario_id in shelf.shadowed else ""
+    return (f"{scenario_id:<42} {e['predictor']:<12} MAPE {e['accuracy']['mape']:6.2f}%  trained on "
+            f"{training_networks(e)} ({origin(e)}{over})")
+
+
 def training_networks(entry: dict[str, Any]) -> str:
     """What an entry was trained on: ``915 networks: synthetic 915``; the count alone where the
     entry does not record its generator sources."""
@@ -142,4 +166,5 @@ def unseen_kind(entry: dict[str, Any], graph: Any) -> str | None:
             f"({graph.source})")
 
 
-__all__ = ["DESIGNED", "SPACES", "network_kind", "report_lines", "training_networks", "unseen_kind", "unseen_ops"]
+__all__ = ["DESIGNED", "SPACES", "list_line", "network_kind", "origin", "report_lines", "training_networks", "unseen_kind",
+           "unseen_ops"]

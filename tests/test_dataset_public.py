@@ -87,7 +87,7 @@ def test_import_report_is_clean(imported):
     assert report["problems"] == []
     assert report["counts"] == {"models": 102 + 15625, "scenarios": 135 + 7, "e2e": 13618 + 109375,
                                 "ops": 42387, "kernels": 41160}
-    assert (out / "import_problems.csv").read_text() == "file,row,column,message\n"
+    assert (out / "import_problems.csv").read_text() == "file,row,column,message,kind\n"
 
 
 @pytest.mark.parametrize("name", TABLES)
@@ -355,6 +355,12 @@ def test_insight1_heterogeneous_cores_can_be_slower_than_the_large_core_alone(ds
 
 
 # ================================================================ bad input
+def _faults(result) -> list[str]:
+    """The problem lines but the assumptions (a copy in a test folder states no set-up:
+    tests/test_public_user_data.py checks the assumptions)."""
+    return [str(p) for p in result.problems if p.kind != "assumption"]
+
+
 def _copy_usc(src: Path, dst: Path, lines: int = 12) -> Path:
     """The first ``lines`` lines of each USC file (header + models)."""
     dst.mkdir(parents=True, exist_ok=True)
@@ -375,7 +381,7 @@ def test_truncated_csv_names_file_and_row_and_the_rest_imports(tmp_path, usc_dir
     cut = lines[40].index("'Output_shape'")
     ops.write_text("".join(lines[:40]) + lines[40][:cut])  # line 41 cut inside the quoted feature
     r = import_usc(UscConfig(path=str(d), rebuild_ir=False))
-    msgs = [str(p) for p in r.problems]
+    msgs = _faults(r)
     assert any(m.startswith("cnn_real_e2e_tflite.csv line 12: ") and "truncated" in m for m in msgs), msgs
     assert any(m.startswith("cnn_real_ops_gpu_tflite.csv line 41: malformed CSV") for m in msgs), msgs
     assert len(msgs) == 2, msgs
@@ -394,7 +400,7 @@ def test_renamed_columns_name_file_and_column(tmp_path, usc_dir):
     tfl = d / "cnn_real_e2e_tflite.csv"
     tfl.write_text(tfl.read_text().replace("pixel4|1large|float|mean", "pixel4|1large|float|avg", 1))
     r = import_usc(UscConfig(path=str(d), rebuild_ir=False))
-    msgs = [str(p) for p in r.problems]
+    msgs = _faults(r)
     assert any(m.startswith("cnn_real_e2e_torch.csv line 1, column 'model': required column missing (found 'Model'")
                for m in msgs), msgs
     assert any(m.startswith("cnn_real_e2e_tflite.csv line 1, column 'pixel4|1large|float|avg'") for m in msgs), msgs
@@ -411,7 +417,7 @@ def test_unknown_model_name_names_file_and_row(tmp_path, usc_dir):
     lines[4] = "no_such_net" + lines[4][lines[4].index(","):]
     tfl.write_text("".join(lines))
     r = import_usc(UscConfig(path=str(d), rebuild_ir=False))
-    msgs = [str(p) for p in r.problems]
+    msgs = _faults(r)
     assert msgs == ["cnn_real_e2e_tflite.csv line 5, column 'model': model 'no_such_net': unknown pytorchcv model "
                     "(pytorchcv.model_provider has no such name); its 1 row(s) in this file skipped"], msgs
     assert "no_such_net" not in set(r["models"]["name"])
@@ -424,7 +430,7 @@ def test_unknown_model_name_names_file_and_row(tmp_path, usc_dir):
     small.joinpath("cnn_real_e2e_tflite.csv").write_text("".join([lines[0], lines[4]] + [
         ln for ln in full if ln.startswith("mobilenet_wd4,")]))
     r = import_usc(UscConfig(path=str(small), devices=["pixel4"]))
-    msgs = [str(p) for p in r.problems if "not found" not in str(p)]
+    msgs = [m for m in _faults(r) if "not found" not in m]
     assert msgs == ["cnn_real_e2e_tflite.csv line 2, column 'model': model 'no_such_net': unknown pytorchcv model "
                     "(pytorchcv.model_provider has no such name); its 1 row(s) in this file skipped"]
     assert list(r["models"]["name"]) == ["mobilenet_wd4"] and ":" not in r["models"]["model_id"][0]
@@ -442,7 +448,7 @@ def test_bad_cells_and_missing_files(tmp_path, usc_dir):
     lines[2] = ",".join(f)
     tfl.write_text("".join(lines))
     r = import_usc(UscConfig(path=str(d), rebuild_ir=False))
-    msgs = [str(p) for p in r.problems]
+    msgs = _faults(r)
     assert "cnn_real_e2e_tflite.csv line 3, column 'pixel4|1large|float|mean': not a number: 'fast'; cell skipped" in msgs
     assert "cnn_real_e2e_tflite.csv line 3, column 'pixel4|1med|float|mean': latency must be > 0, got -12; cell skipped" in msgs
     assert any(m.startswith("cnn_real_ops_gpu_torch.csv: file not found") for m in msgs)
@@ -484,7 +490,7 @@ def test_help_bad_rows(tmp_path, help_dir):
     d.mkdir()
     (d / "latency.csv").write_text("".join(lines[:-1]) + lines[-1][:15])  # last row cut
     r = import_help(HelpConfig(path=str(d), rebuild_ir=False))
-    msgs = [str(p) for p in r.problems]
+    msgs = _faults(r)
     assert msgs[0] == "latency.csv line 1, column 'raspi4_us': not a latency column <device>_ms (milliseconds); column skipped"
     assert msgs[1].startswith("latency.csv line 6, column 'arch_str': cell string does not match index 4")
     assert msgs[2] == "latency.csv line 8, column 'pixel2_ms': not a number: 'n/a'; cell skipped"
@@ -506,7 +512,7 @@ def test_help_original_pt_layout(tmp_path, help_dir):
     torch.save({a: int(i) for a, i in zip(csv["arch_str"][:10], csv["nb201_index"][:10])},
                tmp_path / "help" / "str_arch2idx.pt")
     r = import_help(HelpConfig(path=str(tmp_path / "help"), rebuild_ir=False, indices=[3, 50, 150]))
-    msgs = [str(p) for p in r.problems]
+    msgs = _faults(r)
     assert msgs == ["latency/titanxp_1.pt: 100 values where NAS-Bench-201 has 15625 architectures (truncated?); "
                     "the values present are imported by position"], msgs
     e = r["e2e"].set_index(["model_id", "scenario_id"])["latency_ms"]
@@ -523,9 +529,10 @@ def test_problems_file_lists_problems(tmp_path, usc_dir, help_dir):
     out = tmp_path / "out"
     rep = run_import(UscConfig(path=str(d), rebuild_ir=False), None, out, progress=False, card=False)
     rows = pd.read_csv(out / "import_problems.csv")
-    assert list(rows.columns) == ["file", "row", "column", "message"]
-    assert rows.iloc[0].tolist()[:3] == ["cnn_real_e2e_tflite.csv", 3, "model"]
-    assert len(rep["problems"]) == 1
+    assert list(rows.columns) == ["file", "row", "column", "message", "kind"]
+    rows = rows[rows["kind"] != "assumption"]  # the copy's folder states no set-up (test_public_user_data.py)
+    assert rows.iloc[0].tolist()[:3] == ["cnn_real_e2e_tflite.csv", 3, "model"] and rows.iloc[0]["kind"] == "input"
+    assert len([p for p in rep["problems"] if p.kind != "assumption"]) == 1
     ds = load_dataset(out)
     assert "bn_inception" not in set(ds.models["name"]) and len(ds.e2e) and len(ds.ops)
     assert json.loads(ds.models["meta"].iloc[0]) == {"pytorchcv": "bagnet9"}
@@ -541,7 +548,7 @@ def test_original_repository_file_names(tmp_path, usc_dir):
         (orig / original).write_bytes((small / local).read_bytes())
     a = import_usc(UscConfig(path=str(small), rebuild_ir=False))
     b = import_usc(UscConfig(path=str(tmp_path / "orig"), rebuild_ir=False))
-    assert b.problems == [] and set(b["e2e"]["source_file"]) == {"dataset/tflite_cnn_e2e.csv", "dataset/torch_cnn_e2e.csv"}
+    assert _faults(b) == [] and set(b["e2e"]["source_file"]) == {"dataset/tflite_cnn_e2e.csv", "dataset/torch_cnn_e2e.csv"}
     for name in TABLES:
         pd.testing.assert_frame_equal(a[name].drop(columns=["source_file"]), b[name].drop(columns=["source_file"]))
 

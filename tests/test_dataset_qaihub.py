@@ -158,7 +158,7 @@ def test_through_import_public_into_a_folder(tmp_path, qaihub_dir):
     assert m["ir"].isna()["resnet18"] and m.loc["resnet18", "arch"] == "resnet18"  # arch rebuilds it
     assert ds.graph(m.loc["resnet18", "model_id"]).model_id == m.loc["resnet18", "model_id"]
     assert not m["ir"].isna()["inceptionv3_gp"] and not m["ir"].isna()["vit_b_16"]  # no arch rebuilds them: kept
-    assert (out / "import_problems.csv").read_text() == "file,row,column,message\n"
+    assert (out / "import_problems.csv").read_text() == "file,row,column,message,kind\n"
     assert "qai-hub-models" in (out / "DATASET.md").read_text()
 
 

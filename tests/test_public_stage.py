@@ -55,7 +55,7 @@ def test_import_public_cli_writes_the_subset(tmp_path, shared_dir):
     assert len(usc.e2e) and set(usc.e2e["model_id"]) == set(usc.models["model_id"])
     assert len(ds.e2e_for("help-pixel3-tflite-cpu")) == len(HELP_INDICES)
     assert len(ds.ops) > 0 and len(ds.kernels) > 0  # the Pixel 4 GPU op records of the two networks
-    assert (out / "import_problems.csv").read_text() == "file,row,column,message\n"
+    assert (out / "import_problems.csv").read_text() == "file,row,column,message,kind\n"
     text = (out / "DATASET.md").read_text()
     assert all(f"| `{t}` |" in text for t in TABLES) and (out / "latency_distribution.png").is_file()
 

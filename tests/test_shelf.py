@@ -239,16 +239,21 @@ def test_a_shelf_of_the_op_wise_candidates_alone(public, mobilenet, tmp_path):
 
 
 def test_latbench_takes_the_shelf_commands_from_its_registry():
-    """pipelines/cli.py imports nothing of the shelf: `predict` and `shelf build` come from the
-    entry-point group latbench.commands (pyproject.toml), as a third party's command would."""
+    """pipelines/cli.py imports nothing of the shelf: `predict`, `shelf build` and `calibrate` come
+    from the entry-point group latbench.commands (pyproject.toml), as a third party's command would."""
     from importlib import metadata
 
     from pipelines.cli import COMMANDS, build_parser
+    from shelf.calibrate.cli import add_calibrate
     from shelf.cli import add_predict, add_shelf
 
     eps = {ep.name: ep.value for ep in metadata.entry_points(group="latbench.commands")}
-    assert eps == {"predict": "shelf.cli:add_predict", "shelf": "shelf.cli:add_shelf"}
+    assert eps == {"predict": "shelf.cli:add_predict", "shelf": "shelf.cli:add_shelf",
+                   "calibrate": "shelf.calibrate.cli:add_calibrate"}
     assert COMMANDS.get("predict") is add_predict and COMMANDS.get("shelf") is add_shelf
+    assert COMMANDS.get("calibrate") is add_calibrate
+    args = build_parser().parse_args(["calibrate", "--budget", "20m", "--pool", "zoo=3", "--device", "emulator-5554"])
+    assert (args.budget, args.pool, args.device, args.framework) == ("20m", ["zoo=3"], "emulator-5554", "tflite")
     args = build_parser().parse_args(["shelf", "build", "--out", "elsewhere", "--candidate", "usc_rf", "-q"])
     assert (args.shelf_command, args.out, args.candidate, args.quiet) == ("build", "elsewhere", ["usc_rf"], True)
 

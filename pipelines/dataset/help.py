@@ -2,7 +2,9 @@
 
 What it reads
 -------------
-From the folder ``HelpConfig.path``, one of two layouts:
+From the folder ``HelpConfig.path`` (or each folder of a list: the rows are combined, and the
+same architecture on the same device in two folders is a PublicDataError naming both files), one
+of two layouts:
 
 - ``latency.csv`` (the converted copy in ../shared/external/help-nasbench201): columns
   ``nb201_index``, ``arch_str``, then ``<device>_ms`` (milliseconds, batch 1 unless the device
@@ -32,9 +34,15 @@ What it produces
   the names HELP uses, e.g. ``1080ti_{batch}`` for the 1080ti at each batch size
   (``1080ti_32`` -> ``help-1080ti-gpu-b32``; the scenarios' ``device`` is the catalog's name). A
   device the catalog does not have is imported all the same, accelerator ``unknown``, with a
-  blank description and a problem line naming it and the catalog file to add it to.
+  blank description and a problem line naming it and how to describe it in a catalog of yours.
 - ``e2e``: latency_ms = the published value (latency_stat ``reported``: the source gives one
   number per architecture and device, not its statistic).
+
+Rows carry the commit their folder states (:func:`.importers.data_folders`: the pull's record for
+the pulled copy; ``COMMIT``, none, for this machine's converted copy; else ``"unknown"``). In a
+folder that is not the pulled copy, what HELP's convention supplies and the files do not state
+(batch 1 for a name without one; for .pt files milliseconds and NAS-Bench-201's index order) is
+a problem line of kind ``assumption``.
 """
 from __future__ import annotations
 
@@ -44,9 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .importers import CsvTable, Device, ImportProblem, ImportResult, PublicDataError, check_config_fields
-from .importers import blank_device, data_folder, device_from_entry, finish, not_in_catalog, parse_number
-from .importers import latency_fault, select_devices
+from .importers import CATALOG, CsvTable, Device, Folder, ImportProblem, ImportResult, PublicDataError
+from .importers import assumed, blank_device, check_config_fields, data_folders, device_from_entry, finish
+from .importers import latency_fault, not_in_catalog, parse_number, select_devices
 from .schema import TableBuilder
 from foundation.configs import coerce
 from generators.importers.common import UnsupportedModelError, check_torch_file
@@ -68,6 +76,7 @@ class HelpDevice:
     framework: str | None = None
     batch: int = 1
     graph_passes: tuple[str, ...] = ()
+    batch_in_name: bool = False  # the batch comes from the name (1080ti_32); else batch 1 is HELP's convention
 
 
 def help_device(name: str, catalog: Catalog | str | Path | None = None) -> HelpDevice | None:
@@ -88,13 +97,13 @@ def _describe(name: str, catalog: Catalog) -> HelpDevice | None:
     src = match.entry.source("help")
     d = device_from_entry(match.entry, note=src.note if src else "")
     return HelpDevice(d, (src.accelerator if src else None) or "unknown", src.framework if src else None, match.batch,
-                      src.graph_passes if src else ())
+                      src.graph_passes if src else (), match.batch_in_name)
 
 
 # ---------------------------------------------------------------- config
 @dataclass
 class HelpConfig:
-    path: str = "external/help-nasbench201"  # folder with latency.csv, or HELP's latency/<device>.pt
+    path: Any = "external/help-nasbench201"  # folder with latency.csv, or HELP's latency/<device>.pt; or a list of folders
     rebuild_ir: bool = True  # build each network: model ids are IR hashes
     store_ir: bool = False  # keep the IR JSON in models.ir (43 kB per network; the cell string rebuilds it)
     devices: list[str] = field(default_factory=list)  # only these devices (HELP's or the catalog's names; empty: all)
@@ -127,9 +136,10 @@ class _Column:
     file: str
     column: str
     rows: dict[int, int]  # index -> line (CSV) ; empty for .pt
+    commit: str | None = None  # its folder's
 
 
-_Seen = dict[int, tuple[str, int]]  # index -> (file, line; -1 for .pt files)
+_Seen = dict[int, tuple[str, int, str | None]]  # index -> (file, line; -1 for .pt files, the folder's commit)
 
 
 class _Devices:
@@ -168,17 +178,28 @@ class _Devices:
         for n in self.found:
             if n in selected and not self.found[n].device.in_catalog:
                 for file, row, column in self.where[n]:
-                    problems.append(ImportProblem(file, row, column, not_in_catalog(n, self.catalog)))
+                    problems.append(ImportProblem(file, row, column, not_in_catalog(n, self.catalog), CATALOG))
         return selected
 
+    def batch_assumed(self, names: list[str], selected: set[str]) -> list[str]:
+        """The selected ``names`` whose batch (1) is HELP's convention, not stated by the name."""
+        return [n for n in names if n in selected and not self.found[n].batch_in_name]
 
-def _read_csv(path: Path, root: Path, cfg: HelpConfig, problems: list[ImportProblem],
-              devices: _Devices) -> tuple[list[_Column], _Seen]:
-    from generators.nasbench201 import NUM_ARCHS, arch_str
 
-    t = CsvTable(path, path.relative_to(root).as_posix(), problems)
+@dataclass
+class _CsvFile:
+    """latency.csv of one folder: its table and the device columns it holds."""
+
+    table: CsvTable
+    folder: Folder
+    columns: list[_Column]
+
+
+def _csv_header(path: Path, folder: Folder, problems: list[ImportProblem], devices: _Devices) -> _CsvFile | None:
+    """latency.csv read, its device columns recorded (``devices.add``); None when unusable."""
+    t = CsvTable(path, folder.name(path), problems)
     if not t.require("nb201_index", "arch_str"):
-        return [], {}
+        return None
     cols: list[_Column] = []
     for c in t.header:
         if c in ("nb201_index", "arch_str"):
@@ -191,9 +212,22 @@ def _read_csv(path: Path, root: Path, cfg: HelpConfig, problems: list[ImportProb
         if why:
             t.problem(1, c, f"{why}; column skipped")
             continue
-        cols.append(_Column(dev, {}, t.name, c, {}))
-    selected = devices.select(cfg.devices, problems)
-    cols = [c for c in cols if c.device in selected]
+        cols.append(_Column(dev, {}, t.name, c, {}, folder.commit))
+    return _CsvFile(t, folder, cols)
+
+
+def _csv_rows(f: _CsvFile, cfg: HelpConfig, selected: set[str], devices: _Devices,
+              problems: list[ImportProblem]) -> tuple[list[_Column], _Seen]:
+    """The values of the selected devices' columns of ``f``, row by row (each row checked)."""
+    from generators.nasbench201 import NUM_ARCHS, arch_str
+
+    t = f.table
+    cols = [c for c in f.columns if c.device in selected]
+    if not f.folder.pinned:
+        batch1 = devices.batch_assumed([c.device for c in cols], selected)
+        if batch1:
+            problems.append(assumed(t.name, f"HELP's convention, which the file does not state: batch 1 for "
+                                    f"{', '.join(batch1)} (the name states no batch)"))
     wanted = set(cfg.indices)
     seen: _Seen = {}
     for line, row in t.rows:
@@ -214,7 +248,7 @@ def _read_csv(path: Path, root: Path, cfg: HelpConfig, problems: list[ImportProb
             continue
         if wanted and idx not in wanted:
             continue
-        seen[idx] = (t.name, line)
+        seen[idx] = (t.name, line, f.folder.commit)
         for col in cols:
             v = parse_number(row[col.column], t, line, col.column, unit="ms")
             if v is not None:
@@ -223,19 +257,25 @@ def _read_csv(path: Path, root: Path, cfg: HelpConfig, problems: list[ImportProb
     return cols, seen
 
 
-def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[ImportProblem],
-             devices: _Devices) -> tuple[list[_Column], _Seen]:
-    import math
+@dataclass
+class _PtFiles:
+    """HELP's ``<device>.pt`` files of one folder (those whose device can be imported)."""
 
+    files: list[Path]
+    folder: Folder
+
+
+def _pt_files(files: list[Path], folder: Folder, problems: list[ImportProblem], devices: _Devices) -> _PtFiles:
+    """The .pt files of one folder, their devices recorded (``devices.add``); ``str_arch2idx.pt``
+    beside them, when present, cross-checked."""
     import torch
 
     from generators.nasbench201 import NUM_ARCHS, arch_str
 
-    cols: list[_Column] = []
-    wanted = set(cfg.indices)
+    root = folder.root
     index_file = next((p for p in (root / "str_arch2idx.pt", root.parent / "str_arch2idx.pt") if p.is_file()), None)
     if index_file is not None:
-        name = index_file.relative_to(root).as_posix() if root in index_file.parents else index_file.name
+        name = folder.name(index_file) if root in index_file.parents else folder.prefix + index_file.name
         try:
             check_torch_file(index_file)
             mapping = torch.load(index_file, map_location="cpu", weights_only=True)
@@ -251,18 +291,38 @@ def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[Impo
                                           f"{str(e).splitlines()[0] if str(e) else ''}); not cross-checked"))
     kept = []
     for path in files:
-        fname = path.relative_to(root).as_posix()
+        fname = folder.name(path)
         why = devices.add(path.stem, fname, None, None)
         if why:
             problems.append(ImportProblem(fname, None, None, f"{why}; file skipped"))
         else:
             kept.append(path)
-    selected = devices.select(cfg.devices, problems)
-    for path in kept:
+    return _PtFiles(kept, folder)
+
+
+def _pt_values(f: _PtFiles, cfg: HelpConfig, selected: set[str], devices: _Devices,
+               problems: list[ImportProblem]) -> tuple[list[_Column], _Seen]:
+    """The latencies of the selected devices' .pt files of one folder (each file bounded, then
+    loaded as plain data, each value checked)."""
+    import math
+
+    import torch
+
+    from generators.nasbench201 import NUM_ARCHS
+
+    chosen = [p for p in f.files if p.stem in selected]
+    if chosen and not f.folder.pinned:
+        batch1 = devices.batch_assumed([p.stem for p in chosen], selected)
+        what = "values in milliseconds, in NAS-Bench-201's index order"
+        if batch1:
+            what += f"; batch 1 for {', '.join(batch1)} (the name states no batch)"
+        files = f.folder.name(chosen[0].with_name("*.pt"))  # latency/*.pt
+        problems.append(assumed(files, f"HELP's layout, which .pt files do not state: {what}", row=None))
+    cols: list[_Column] = []
+    wanted = set(cfg.indices)
+    for path in chosen:
         dev = path.stem
-        fname = path.relative_to(root).as_posix()
-        if dev not in selected:
-            continue
+        fname = f.folder.name(path)
         try:
             check_torch_file(path)
         except UnsupportedModelError as e:  # beyond the bounds: reported, never inflated
@@ -283,7 +343,7 @@ def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[Impo
         if len(data) != NUM_ARCHS:
             problems.append(ImportProblem(fname, None, None, f"{len(data)} values where NAS-Bench-201 has {NUM_ARCHS} "
                                           "architectures (truncated?); the values present are imported by position"))
-        col = _Column(dev, {}, fname, f"[index]", {})
+        col = _Column(dev, {}, fname, f"[index]", {}, f.folder.commit)
         for i, v in enumerate(data[:NUM_ARCHS]):
             if wanted and i not in wanted:
                 continue
@@ -297,7 +357,7 @@ def _read_pt(files: list[Path], root: Path, cfg: HelpConfig, problems: list[Impo
                 continue
             col.values[i] = float(v)
         cols.append(col)
-    seen = {i: (c.file, -1) for c in cols for i in c.values}
+    seen = {i: (c.file, -1, c.commit) for c in cols for i in c.values}
     return cols, dict(sorted(seen.items()))
 
 
@@ -362,69 +422,114 @@ def _rebuild_all(indices: list[int], store: bool, workers: int, progress: bool) 
 
 # ---------------------------------------------------------------- the importer
 def import_help(cfg: Any = None, progress: bool = False, catalog: Catalog | str | Path | None = None) -> ImportResult:
-    """Read HELP's NAS-Bench-201 latencies from ``cfg.path``; return the five tables.
-    ``catalog`` and the errors: as every importer's (:mod:`.importers`)."""
-    from generators.nasbench201 import arch_str
-
+    """Read HELP's NAS-Bench-201 latencies from ``cfg.path`` (a folder or a list of them); return
+    the five tables. ``catalog`` and the errors: as every importer's (:mod:`.importers`)."""
     cfg = validate_config(cfg)
     catalog = as_catalog(catalog)
     devices = _Devices(catalog)
-    root = data_folder(cfg.path, "help")
     problems: list[ImportProblem] = []
     notes: list[str] = []
-    kind, found = find_layout(root, catalog)
-    if kind == "csv":
-        cols, seen = _read_csv(found, root, cfg, problems, devices)
-    elif kind == "pt":
-        cols, seen = _read_pt(found, root, cfg, problems, devices)
-    else:
-        raise PublicDataError(f"{root}: neither latency.csv nor latency/<device>.pt found")
-
+    folders = data_folders(cfg.path, "help", COMMIT, problems, notes)
+    opened = [_open(folder, catalog, problems, devices) for folder in folders]
+    selected = devices.select(cfg.devices, problems)  # once, over the devices of every folder
+    cols: list[_Column] = []
+    seen: _Seen = {}
+    for f in opened:
+        if f is None:
+            continue
+        c, s = (_csv_rows if isinstance(f, _CsvFile) else _pt_values)(f, cfg, selected, devices, problems)
+        cols += c
+        for i, where in s.items():
+            seen.setdefault(i, where)
     indices = sorted(seen)
+    ids, models = _model_rows(indices, seen, cfg, progress)
+    scenarios, e2e = _measurements(cols, indices, ids, devices, notes)
+    tables = {"models": models.frame(), "scenarios": scenarios.frame(), "e2e": e2e.frame(),
+              "ops": TableBuilder("ops").frame(), "kernels": TableBuilder("kernels").frame()}
+    return finish(DATASET, tables, problems, notes, cfg.strict)
+
+
+def _open(folder: Folder, catalog: Catalog, problems: list[ImportProblem], devices: _Devices) -> _CsvFile | _PtFiles | None:
+    """One folder's files in the layout it holds (:func:`find_layout`), their devices recorded."""
+    kind, found = find_layout(folder.root, catalog)
+    if kind == "csv":
+        return _csv_header(found, folder, problems, devices)
+    if kind == "pt":
+        return _pt_files(found, folder, problems, devices)
+    raise PublicDataError(f"{folder.root}: neither latency.csv nor latency/<device>.pt found")
+
+
+def _model_rows(indices: list[int], seen: _Seen, cfg: HelpConfig, progress: bool) -> tuple[dict[int, str], TableBuilder]:
+    """The models table of the architectures seen, and their ids by index."""
+    from generators.nasbench201 import arch_str
+
     built = _rebuild_all(indices, cfg.store_ir, cfg.workers, progress) if cfg.rebuild_ir else {}
     models = TableBuilder("models")
     ids: dict[int, str] = {}
     for i in indices:
         name = f"nb201-{i:05d}"
-        file, line = seen[i]
+        file, line, commit = seen[i]
         arch = arch_str(i)
         row = dict(name=name, source=SOURCE, family="nasbench201", arch=arch, input_shape=INPUT_SHAPE,
                    meta=json.dumps({"arch_str": arch, "index": i}, sort_keys=True), dataset=DATASET,
                    source_file=file, source_row=line if line > 0 else None,
-                   source_column="nb201_index" if line > 0 else None, source_commit=COMMIT)
+                   source_column="nb201_index" if line > 0 else None, source_commit=commit)
         if cfg.rebuild_ir:
             row.update(built[i])
         else:
             row["model_id"] = f"{SOURCE}:{name}"
         ids[i] = row["model_id"]
         models.add(**row)
+    return ids, models
 
+
+def _measurements(cols: list[_Column], indices: list[int], ids: dict[int, str], devices: _Devices,
+                  notes: list[str]) -> tuple[TableBuilder, TableBuilder]:
+    """The scenarios (one per device: the first column of it describes it) and e2e rows of the
+    columns; PublicDataError naming both files when two columns (of two folders) hold the same
+    architecture on the same device."""
     scenarios = TableBuilder("scenarios")
     e2e = TableBuilder("e2e")
+    owner: dict[tuple[str, int], _Column] = {}  # (scenario_id, index) -> the column that holds it
+    described: set[str] = set()
     for col in cols:
         hd = devices.found[col.device]
         sid = make_scenario_id(hd.device.name, hd.accelerator, framework=hd.framework, batch=hd.batch, prefix=PREFIX)
-        d = hd.device
-        what = d.note or {"cpu": "CPU", "gpu": "GPU", "asic": "ASIC", "fpga": "FPGA"}.get(hd.accelerator,
-                                                                                   "processor not stated")
-        fw = {"tflite": "TFLite"}.get(hd.framework or "", hd.framework)
-        head = f"{d.model} ({what})" if d.in_catalog else d.label
-        desc = (head + (f", {fw}" if fw else "")
-                + f", batch {hd.batch}, NAS-Bench-201 CIFAR network (32x32 input), latency as published by HELP")
-        scenarios.add(scenario_id=sid, device=d.name, device_model=d.model, soc=d.soc, cpu=d.cpu, gpu=d.gpu,
-                      framework=hd.framework, accelerator=hd.accelerator, precision=None, batch=hd.batch,
-                      description=desc, graph_passes=",".join(hd.graph_passes) or None, dataset=DATASET,
-                      source_file=col.file, source_row=1 if col.rows else None,
-                      source_column=col.column, source_commit=COMMIT)
+        if sid not in described:
+            described.add(sid)
+            scenarios.add(**_scenario_row(sid, hd, col))
         for i in indices:
             v = col.values.get(i)
             if v is None:
                 continue
+            other = owner.setdefault((sid, i), col)
+            if other is not col:
+                raise PublicDataError(f"help.path: nb201-{i:05d} on {sid} is in both {_at(other, i)} and {_at(col, i)}: "
+                                      "two folders hold the same measurement; keep one")
             e2e.add(model_id=ids[i], scenario_id=sid, latency_ms=v, latency_stat="reported", dataset=DATASET,
                     source_file=col.file, source_row=col.rows.get(i), source_column=col.column if col.rows else f"[{i}]",
-                    source_commit=COMMIT)
+                    source_commit=col.commit)
         if col.values and all(float(v).is_integer() for v in col.values.values()):
             notes.append(f"{col.file}: {col.device}: all values are whole milliseconds (rank ties)")
-    tables = {"models": models.frame(), "scenarios": scenarios.frame(), "e2e": e2e.frame(),
-              "ops": TableBuilder("ops").frame(), "kernels": TableBuilder("kernels").frame()}
-    return finish(DATASET, tables, problems, notes, cfg.strict)
+    return scenarios, e2e
+
+
+def _at(col: _Column, index: int) -> str:
+    """Where a column holds an index: ``latency.csv line 5, column 'pixel3_ms'`` / ``latency/pixel3.pt [5]``."""
+    return f"{col.file} line {col.rows[index]}, column {col.column!r}" if col.rows else f"{col.file} [{index}]"
+
+
+def _scenario_row(sid: str, hd: HelpDevice, col: _Column) -> dict[str, Any]:
+    """The scenario of a HELP device, with the provenance of ``col``."""
+    d = hd.device
+    what = d.note or {"cpu": "CPU", "gpu": "GPU", "asic": "ASIC", "fpga": "FPGA"}.get(hd.accelerator,
+                                                                               "processor not stated")
+    fw = {"tflite": "TFLite"}.get(hd.framework or "", hd.framework)
+    head = f"{d.model} ({what})" if d.in_catalog else d.label
+    desc = (head + (f", {fw}" if fw else "")
+            + f", batch {hd.batch}, NAS-Bench-201 CIFAR network (32x32 input), latency as published by HELP")
+    return dict(scenario_id=sid, device=d.name, device_model=d.model, soc=d.soc, cpu=d.cpu, gpu=d.gpu,
+                framework=hd.framework, accelerator=hd.accelerator, precision=None, batch=hd.batch,
+                description=desc, graph_passes=",".join(hd.graph_passes) or None, dataset=DATASET,
+                source_file=col.file, source_row=1 if col.rows else None,
+                source_column=col.column, source_commit=col.commit)

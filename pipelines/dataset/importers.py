@@ -1,17 +1,19 @@
 """Importing public latency datasets into the dataset schema: what the importers share.
 
 Each importer is ``import_<name>(cfg=None, progress=False, catalog=None) -> ImportResult``
-(:func:`.usc.import_usc`, :func:`.help.import_help`): it reads the files in ``cfg.path``;
-``catalog`` is the device catalog (a Catalog or a path; default pipelines/devices/catalog.yaml);
-it raises PublicDataError when ``cfg.devices`` names a device in neither the files nor the
-catalog, or selects no device of the files.
+(:func:`.usc.import_usc`, :func:`.help.import_help`): it reads the files in ``cfg.path`` (USC
+and HELP: one folder or a list of them, :func:`data_folders`); ``catalog`` is the device catalog
+(a Catalog or a path; default ``pipelines.devices.catalog.device_catalog()``: the suite's, with
+``$LATBENCH_CATALOG`` merged over it); it raises PublicDataError when ``cfg.devices`` names a
+device in neither the files nor the catalog, or selects no device of the files.
 
 Shared by the importers (:mod:`.usc`, :mod:`.help`):
 
-- :class:`ImportProblem`: one fault in the input, naming file, line and column. Importers do
-  not stop at a bad row: they record a problem, skip what cannot be read (a cell, a row, a
-  column, a whole file when its header is unusable) and import the rest. ``strict=True`` in
-  a config turns any problem into a :class:`PublicDataError` at the end of the import.
+- :class:`ImportProblem`: one fault in the input, or one thing the importer assumed that the
+  files do not state (kind ``assumption``), naming file, line and column. Importers do not stop
+  at a bad row: they record a problem, skip what cannot be read (a cell, a row, a column, a whole
+  file when its header is unusable) and import the rest. ``strict=True`` in a config turns any
+  problem but an assumption into a :class:`PublicDataError` at the end of the import.
 - :class:`ImportResult`: a ``dict`` of DataFrames (``models``, ``scenarios``, ``e2e``,
   ``ops``, ``kernels``, each conformed to :mod:`.schema`) with ``problems`` and ``notes``
   (observations about the data that are not faults, e.g. cells left empty by the source).
@@ -22,9 +24,12 @@ Shared by the importers (:mod:`.usc`, :mod:`.help`):
   and imports its rows); :func:`select_devices` applies a config's ``devices`` filter.
 
 :func:`check_config_fields` checks the fields every importer's config has and
-:func:`data_folder` finds the folder it names. :func:`merge_tables` joins the tables of several
-imports. The importers use this module and
-this module uses none of them: :mod:`.import_public` (``run_import``) runs both into a folder.
+:func:`data_folder` finds the folder it names; :func:`data_folders` finds each folder of a list
+and reads what it states of its origin (:class:`Folder`: the commit its rows carry, and whether
+it is the pulled copy of the source's pinned files, whose conventions the source documents);
+:func:`assumed` makes the problem line of an assumption. :func:`merge_tables` joins the tables
+of several imports. The importers use this module and this module uses none of them:
+:mod:`.import_public` (``run_import``) runs both into a folder.
 """
 from __future__ import annotations
 
@@ -46,12 +51,22 @@ class PublicDataError(ValueError):
     """Input that cannot be imported (strict mode, or nothing readable); lists the problems."""
 
 
+# the kinds of problem (ImportProblem.kind)
+INPUT = "input"  # a fault in a file: what cannot be read is skipped
+ASSUMPTION = "assumption"  # what the importer assumed that the file does not state
+CATALOG = "catalog"  # a device the device catalog does not describe
+CONFIG = "config"  # a config filter naming what the files do not hold
+PROVENANCE = "provenance"  # a folder's statement of its origin that cannot be read
+KINDS = (INPUT, ASSUMPTION, CATALOG, CONFIG, PROVENANCE)
+
+
 @dataclass(frozen=True)
 class ImportProblem:
     file: str  # file name relative to the imported folder
     row: int | None  # line number in the file (1 = header); None: the whole file
     column: str | None
     message: str
+    kind: str = INPUT  # one of KINDS
 
     def __str__(self) -> str:
         where = self.file + (f" line {self.row}" if self.row is not None else "")
@@ -78,21 +93,36 @@ class ImportResult(dict):
 def finish(dataset: str, tables: dict[str, pd.DataFrame], problems: list[ImportProblem], notes: list[str],
            strict: bool) -> ImportResult:
     """Check the tables against the schema (a failure here is a bug of the importer, not of the
-    input) and apply ``strict``."""
+    input) and apply ``strict`` (to every problem but the assumptions)."""
     check_tables(tables)
     problems = sorted(problems, key=lambda p: (p.file, p.row or 0))  # stable: order of discovery within a line
-    if strict and problems:
-        raise PublicDataError(f"{dataset}: {len(problems)} problem(s) in the input (strict mode):\n"
-                              + "\n".join(str(p) for p in problems))
+    faults = [p for p in problems if p.kind != ASSUMPTION]
+    if strict and faults:
+        raise PublicDataError(f"{dataset}: {len(faults)} problem(s) in the input (strict mode):\n"
+                              + "\n".join(str(p) for p in faults))
     return ImportResult(tables, problems, notes, dataset)
 
 
 # ---------------------------------------------------------------- config and folder
 def check_config_fields(cfg: Any) -> None:
     """The value checks of the fields every importer's config has (their types are the schema's,
-    checked by ``foundation.configs.coerce``): ValueError("<field>: ...") on the first fault."""
-    if not cfg.path:
-        raise ValueError(f"path: expected a folder path, got {cfg.path!r}")
+    checked by ``foundation.configs.coerce``): ValueError("<field>: ...") on the first fault.
+    ``path`` is a folder, or (USC, HELP: a config whose ``path`` is typed Any) a list of them."""
+    path = cfg.path
+    if isinstance(path, (list, tuple)):
+        if not path:
+            raise ValueError("path: expected a folder path or a non-empty list of them, got []")
+        bad = [p for p in path if not isinstance(p, str) or not p.strip()]
+        if bad:
+            raise ValueError(f"path: expected folder paths (text), got {bad[0]!r} in the list")
+        return
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"path: expected a folder path or a list of them, got {path!r}")
+
+
+def folder_paths(path: str | list[str]) -> list[str]:
+    """A config's ``path`` as the list of folders it names (one folder: a list of one)."""
+    return [path] if isinstance(path, str) else list(path)
 
 
 def data_folder(path: str, section: str) -> Path:
@@ -103,6 +133,100 @@ def data_folder(path: str, section: str) -> Path:
         raise PublicDataError(f"{root}: folder not found ({section}.path); bring the files with "
                               f"`python -m pipelines.dataset.pull {section}` (docs/dataset.md)")
     return root
+
+
+# ---------------------------------------------------------------- folders and their origin
+UNKNOWN_COMMIT = "unknown"  # source_commit of the rows of a folder that states no commit
+
+
+@dataclass(frozen=True)
+class Folder:
+    """One folder of a dataset's files and what it states of its origin (:func:`data_folders`)."""
+
+    root: Path
+    prefix: str  # before its files' names in problems and source_file: "" for the only folder, else "<path>/"
+    commit: str | None  # the source_commit its rows carry
+    pinned: bool  # the source's own files at the pinned commit: their conventions are the source's documented ones
+
+    def name(self, path: Path) -> str:
+        """A file of the folder as problems and ``source_file`` name it."""
+        return self.prefix + path.relative_to(self.root).as_posix()
+
+
+def data_folders(path: str | list[str], section: str, copy_commit: str | None,
+                 problems: list[ImportProblem], notes: list[str]) -> list[Folder]:
+    """The folders of ``<section>.path`` (:func:`folder_paths`), each with its origin.
+
+    A folder holding the pull's ``PULLED.json`` (:mod:`.pull`; a user's folder may hold one too:
+    ``{"rev": "<commit>"}``) states the commit its rows carry; it is the pinned copy when that is
+    the source's pinned commit. This machine's copy, which the pull links
+    (``<shared>/external/<folder>``, :func:`.pull.shared_external`), is the pinned copy and carries
+    ``copy_commit``. Any other folder's rows carry ``"unknown"`` (a note says so). PublicDataError
+    for a missing folder, or one listed twice."""
+    paths = folder_paths(path)
+    seen: dict[Path, str] = {}
+    out = []
+    for p in paths:
+        root = data_folder(p, section)
+        key = root.resolve()
+        if key in seen:
+            raise PublicDataError(f"{section}.path: {seen[key]} and {p} are the same folder; list it once")
+        seen[key] = p
+        prefix = "" if len(paths) == 1 else p.rstrip("/") + "/"
+        commit, pinned = _origin(root, prefix, section, copy_commit, problems, notes)
+        out.append(Folder(root, prefix, commit, pinned))
+    return out
+
+
+def _origin(root: Path, prefix: str, section: str, copy_commit: str | None, problems: list[ImportProblem],
+            notes: list[str]) -> tuple[str | None, bool]:
+    """(commit, pinned) of one folder (:func:`data_folders`)."""
+    from .pull import PULLED, SOURCES
+
+    src = SOURCES[section]
+    marker = root / PULLED
+    if marker.is_file():
+        rev = _stated_commit(marker, prefix + PULLED, problems)
+        return (rev, rev == src.rev) if rev else (UNKNOWN_COMMIT, False)
+    if _is_machine_copy(root, src.folder):
+        return copy_commit, True
+    notes.append(f"{prefix or str(root) + '/'}: no {PULLED} states the commit of these files: their rows carry "
+                 f"source_commit {UNKNOWN_COMMIT!r}")
+    return UNKNOWN_COMMIT, False
+
+
+def _stated_commit(marker: Path, name: str, problems: list[ImportProblem]) -> str | None:
+    """The ``rev`` a PULLED.json states; None, with a problem line, when it states none."""
+    from foundation.safeload import LoadError, load_json
+
+    try:
+        data = load_json(marker, where=name)
+    except LoadError as e:
+        why = str(e)[len(name) + 2:] if str(e).startswith(f"{name}: ") else str(e)
+    else:
+        rev = data.get("rev") if isinstance(data, dict) else None
+        if isinstance(rev, str) and rev.strip() and len(rev) <= 200:
+            return rev.strip()
+        why = "not a JSON object with a 'rev' text (the commit the files come from)"
+    problems.append(ImportProblem(name, None, None, f"{why}; the folder's rows carry source_commit "
+                                  f"{UNKNOWN_COMMIT!r}", PROVENANCE))
+    return None
+
+
+def _is_machine_copy(root: Path, folder: str) -> bool:
+    """Whether ``root`` is this machine's copy of a source (``<shared>/external/<folder>``),
+    reached directly or through the pull's link ``external/<folder>``."""
+    from .pull import shared_external
+
+    checkout_shared = Path(__file__).resolve().parents[3] / "shared" / "external"
+    copies = {(base / folder).resolve() for base in (shared_external(), checkout_shared)}
+    return root.resolve() in copies
+
+
+def assumed(file: str, message: str, column: str | None = None, row: int | None = 1) -> ImportProblem:
+    """A problem line of kind ``assumption``: what the importer took for ``file`` that it does not
+    state (at its header line, ``row`` 1; None for a file without lines)."""
+    return ImportProblem(file, row, column, f"assumed {message}", ASSUMPTION)
 
 
 # ---------------------------------------------------------------- CSV
@@ -286,9 +410,18 @@ def blank_device(name: str) -> Device:
 
 
 def not_in_catalog(name: str, catalog: Any) -> str:
-    """The warning an importer records for a device missing from the catalog."""
+    """The warning an importer records for a device missing from the catalog: it names the way to
+    describe the device without editing the package (an entry in a catalog of the user's)."""
+    user = getattr(catalog, "user", None)
+    if user is not None:
+        from pipelines.devices.catalog import display_path
+
+        target, then = display_path(user), ""
+    else:
+        target, then = "FILE", " (a catalog of yours; the import reads it with public.catalog or $LATBENCH_CATALOG)"
     return (f"device {name!r} is not in the device catalog ({catalog.where}): imported with a blank device "
-            f"description; add an entry for {name!r} to {catalog.where} to describe it")
+            f"description; describe it with `latbench devices add --no-adb --catalog {target} {name} --model ...`"
+            f"{then}")
 
 
 def select_devices(wanted: list[str], present: dict[str, Any], catalog: Any,
@@ -314,7 +447,8 @@ def select_devices(wanted: list[str], present: dict[str, Any], catalog: Any,
                 raise PublicDataError(f"devices: unknown device {item!r}: in neither the data (devices in the "
                                       f"files: {in_data}) nor the device catalog ({catalog.where})")
             problems.append(ImportProblem("(config)", None, "devices",
-                                          f"device {item!r} is not in the files (devices in the files: {in_data})"))
+                                          f"device {item!r} is not in the files (devices in the files: {in_data})",
+                                          CONFIG))
         selected |= hits
     if not selected:
         raise PublicDataError(f"devices: the filter {list(wanted)} matches no device in the data "

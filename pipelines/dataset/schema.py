@@ -107,10 +107,12 @@ def _provenance(what: str) -> tuple[Column, ...]:
     return (
         _c("dataset", "string", "where the row comes from: `latbench` (measured by this suite) or a public dataset "
            "(`usc-mobile-ml-benchmark`, `help-nasbench201`, `qai-hub-models`)", required=True),
-        _c("source_file", "string", f"file the {what} was read from (path relative to the dataset root)"),
+        _c("source_file", "string", f"file the {what} was read from (path relative to the dataset root; "
+           "`<folder>/<file>` when the import read several folders)"),
         _c("source_row", "Int64", "line number in `source_file` (1 = header line)", nonnegative=True),
         _c("source_column", "string", "column(s) of `source_file` the value was read from"),
-        _c("source_commit", "string", "commit of the public repository the file was taken from"),
+        _c("source_commit", "string", "commit of the public repository the file was taken from, as its folder "
+           "states it (`unknown`: the folder states none)"),
     )
 
 

@@ -10,6 +10,14 @@ per column group described by the device catalog, the source's means as e2e late
 GPU files' op and kernel rows. A cell that cannot be read or is out of bounds
 (``limits.LATENCY_MS``) is a problem line and is skipped; the import goes on. docs/dataset.md
 (*The USC importer*) has the file table and what each table holds.
+
+``path`` is one folder or a list of them (a user's own files in the USC layout beside the
+study's): each is read, the rows are combined, and the same network in the same scenario in two
+folders is a PublicDataError naming both files. Rows carry the commit their folder states
+(:func:`.importers.data_folders`: the pinned commit for the pulled copy, else ``"unknown"``); in a
+folder that is not the pulled copy, what the study's set-up supplies and the files do not state
+(units, batch and input, threads, GPU precision and backend) is a problem line of kind
+``assumption`` per file and device.
 """
 from __future__ import annotations
 
@@ -21,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .importers import CsvTable, Device, ImportProblem, ImportResult, PublicDataError, check_config_fields
-from .importers import blank_device, data_folder, device_from_entry, finish, not_in_catalog, parse_cores
-from .importers import latency_fault, parse_number, select_devices
+from .importers import CATALOG, CONFIG, CsvTable, Device, Folder, ImportProblem, ImportResult, PublicDataError
+from .importers import assumed, blank_device, check_config_fields, data_folders, device_from_entry, finish
+from .importers import latency_fault, not_in_catalog, parse_cores, parse_number, select_devices
 from .schema import TableBuilder
 from foundation import limits
 from foundation.configs import coerce
@@ -68,7 +76,8 @@ OP_TYPES = {
 # ---------------------------------------------------------------- config
 @dataclass
 class UscConfig:
-    path: str = "external/usc-mobile-ml-benchmark"  # folder with the CSVs (docs/dataset.md, The USC importer)
+    # folder with the CSVs (docs/dataset.md, The USC importer), or a list of folders (text or list of text)
+    path: Any = "external/usc-mobile-ml-benchmark"
     rebuild_ir: bool = True  # rebuild each network from pytorchcv: model ids are IR hashes
     store_ir: bool = True  # keep the IR JSON in models.ir (only with rebuild_ir)
     models: list[str] = field(default_factory=list)  # only these pytorchcv names (empty: all)
@@ -123,7 +132,7 @@ class _Scenarios:
     rows: dict[str, dict] = field(default_factory=dict)
 
     def get(self, device: Device, framework: str, cores: str, prec: str, file: str, column: str,
-            parts: list[tuple[int, str]] | None) -> str:
+            parts: list[tuple[int, str]] | None, commit: str | None) -> str:
         gpu = cores == "gpu"
         precision = ("fp16" if prec == "float" else "int8") if gpu else ("fp32" if prec == "float" else "int8")
         sid = make_scenario_id(device.name, "gpu" if gpu else "cpu", framework=framework,
@@ -131,10 +140,8 @@ class _Scenarios:
         if sid in self.rows:
             return sid
         fw = FRAMEWORKS[framework]
-        ios = device.os == "ios" if device.os else device.name.startswith("iphone")
         if gpu:
-            backend = ("GPU delegate (Metal)" if ios else "GPU delegate (OpenCL)") if framework == "tflite" else \
-                ("Metal backend" if ios else "Vulkan backend")
+            backend = gpu_backend(device, framework)[0]
             on = f"the {device.gpu} GPU" if device.gpu else "the GPU"
             desc = f"{device.label}, {fw} {backend} on {on}, {precision}, batch 1, 224x224 input"
             count = threads = None
@@ -157,9 +164,25 @@ class _Scenarios:
             gpu=device.gpu, framework=framework, framework_version=None, accelerator="gpu" if gpu else "cpu",
             cores=None if gpu else cores, core_count=count, threads=threads, heterogeneous=hetero,
             precision=precision, batch=1, description=desc, dataset=DATASET, source_file=file,
-            source_row=1, source_column=column, source_commit=COMMIT,
+            source_row=1, source_column=column, source_commit=commit,
         )
         return sid
+
+
+def gpu_backend(device: Device, framework: str) -> tuple[str, str | None]:
+    """The GPU backend the USC study ran ``framework`` with on ``device`` (``GPU delegate
+    (OpenCL)``, ``Vulkan backend``; Metal on iOS), and how the OS was told from the name when the
+    device catalog states none (else None)."""
+    guess = None
+    if device.os:
+        ios = device.os == "ios"
+    else:
+        ios = device.name.startswith("iphone")
+        guess = (f"iOS: the device catalog states no OS for {device.name!r} and the name starts with 'iphone'" if ios
+                 else f"Android: the device catalog states no OS for {device.name!r}")
+    if framework == "tflite":
+        return ("GPU delegate (Metal)" if ios else "GPU delegate (OpenCL)"), guess
+    return ("Metal backend" if ios else "Vulkan backend"), guess
 
 
 # ---------------------------------------------------------------- parsing
@@ -171,12 +194,13 @@ _OPS_COL = re.compile(r"([^|]+)\|gpu\|(float|kernel)")
 class _E2eFile:
     framework: str
     table: CsvTable
+    folder: Folder
     groups: dict[tuple[str, str, str], dict[str, str]]  # (device, cores, prec) -> {"mean": col, "std": col}
     parts: dict[tuple[str, str], list[tuple[int, str]]]  # (device, cores) -> parsed cores
     flops_col: str | None
 
 
-def _parse_e2e_header(t: CsvTable, framework: str, devices: dict[str, Device]) -> _E2eFile | None:
+def _parse_e2e_header(t: CsvTable, framework: str, devices: dict[str, Device], folder: Folder) -> _E2eFile | None:
     """The column groups of an e2e file, for the devices of ``devices`` (the others were
     reported, or left out by the config's filter, by :func:`_devices`)."""
     if not t.require("model"):
@@ -211,17 +235,18 @@ def _parse_e2e_header(t: CsvTable, framework: str, devices: dict[str, Device]) -
         if "mean" not in cols:
             t.problem(1, cols["std"], "a std column without its mean column; skipped")
             del groups[key]
-    return _E2eFile(framework, t, groups, parts, flops_col)
+    return _E2eFile(framework, t, folder, groups, parts, flops_col)
 
 
 @dataclass
 class _OpsFile:
     framework: str
     table: CsvTable
+    folder: Folder
     devices: dict[str, dict[str, str]]  # device -> {"float": col, "kernel": col}
 
 
-def _parse_ops_header(t: CsvTable, framework: str, devices: dict[str, Device]) -> _OpsFile | None:
+def _parse_ops_header(t: CsvTable, framework: str, devices: dict[str, Device], folder: Folder) -> _OpsFile | None:
     if not t.require("model", "operation", "feature"):
         return None
     devs: dict[str, dict[str, str]] = {}
@@ -240,7 +265,7 @@ def _parse_ops_header(t: CsvTable, framework: str, devices: dict[str, Device]) -
         if "float" not in cols:
             t.problem(1, cols["kernel"], "kernel names without a latency column; skipped")
             del devs[dev]
-    return _OpsFile(framework, t, devs)
+    return _OpsFile(framework, t, folder, devs)
 
 
 def _header_devices(t: CsvTable, kind: str) -> dict[str, str]:
@@ -296,7 +321,7 @@ def _devices(tables: list[tuple[str, CsvTable]], wanted: list[str], catalog: Cat
     for dev in found:
         if dev in selected and not found[dev].in_catalog:
             for t, col in first[dev]:
-                t.problem(1, col, not_in_catalog(dev, catalog))
+                problems.append(ImportProblem(t.name, 1, col, not_in_catalog(dev, catalog), CATALOG))
     return {dev: d for dev, d in found.items() if dev in selected}
 
 
@@ -419,90 +444,51 @@ def _known_pytorchcv() -> set[str]:
 
 # ---------------------------------------------------------------- the importer
 def import_usc(cfg: Any = None, progress: bool = False, catalog: Catalog | str | Path | None = None) -> ImportResult:
-    """Read the USC CSVs from ``cfg.path``; return the five tables (see the module doc).
-    ``catalog`` and the errors: as every importer's (:mod:`.importers`)."""
+    """Read the USC CSVs from ``cfg.path`` (a folder or a list of them); return the five tables
+    (see the module doc). ``catalog`` and the errors: as every importer's (:mod:`.importers`)."""
     cfg = validate_config(cfg)
     catalog = as_catalog(catalog)
-    root = data_folder(cfg.path, "usc")
     problems: list[ImportProblem] = []
     notes: list[str] = []
-    files = find_files(root)
-    if not any(files.values()):
-        looked = ", ".join(n for names in FILES.values() for n in names[:2])
-        raise PublicDataError(f"{root}: none of the USC files found (looked for {looked})")
-    for key, p in files.items():
-        if p is None:
-            problems.append(ImportProblem(FILES[key][0], None, None,
-                                          f"file not found in {root} (also looked for {', '.join(FILES[key][1:])}); "
-                                          f"its {key[1]} {'e2e' if key[0] == 'e2e' else 'GPU op'} data is missing"))
-
+    folders = data_folders(cfg.path, "usc", COMMIT, problems, notes)
+    read = _read_files(folders, problems)
+    devices = _devices([(kind, t) for kind, _, t, _ in read], cfg.devices, catalog, problems)
     e2e_files: list[_E2eFile] = []
     ops_files: list[_OpsFile] = []
-    read = [(kind, fw, CsvTable(p, p.relative_to(root).as_posix(), problems)) for (kind, fw), p in files.items()
-            if p is not None]
-    devices = _devices([(kind, t) for kind, _, t in read], cfg.devices, catalog, problems)
-    for kind, fw, t in read:
-        parsed = _parse_e2e_header(t, fw, devices) if kind == "e2e" else _parse_ops_header(t, fw, devices)
+    for kind, fw, t, folder in read:
+        parsed = (_parse_e2e_header(t, fw, devices, folder) if kind == "e2e"
+                  else _parse_ops_header(t, fw, devices, folder))
         if parsed is not None:
             (e2e_files if kind == "e2e" else ops_files).append(parsed)
+    for f in [*e2e_files, *ops_files]:
+        if not f.folder.pinned:
+            problems.extend(_assumptions(f, devices))
 
     # -------- which models: first appearance over the files, checked (and rebuilt) once
-    first_seen: dict[str, tuple[str, int]] = {}
+    first_seen: dict[str, tuple[str, int, str | None]] = {}
     for f in [*e2e_files, *ops_files]:
         for line, row in f.table.rows:
             name = row["model"]
             if not name:
                 f.table.problem(line, "model", "empty model name; row skipped")
                 continue
-            first_seen.setdefault(name, (f.table.name, line))
+            first_seen.setdefault(name, (f.table.name, line, f.folder.commit))
     wanted = [n for n in first_seen if not cfg.models or n in cfg.models]
     for m in cfg.models:
         if m not in first_seen:
-            problems.append(ImportProblem("(config)", None, "models", f"model {m!r} is in no USC file"))
+            problems.append(ImportProblem("(config)", None, "models", f"model {m!r} is in no USC file", CONFIG))
     model_rows, ok = _models(wanted, first_seen, e2e_files, ops_files, cfg, problems, progress)
     ids = {name: r["model_id"] for name, r in model_rows.items()}
 
-    # -------- e2e
     scen = _Scenarios()
+    owner: dict[tuple[str, str], tuple[str, int]] = {}  # (model_id, scenario_id) -> (file, line) that holds it
     e2e = TableBuilder("e2e")
     for f in e2e_files:
-        t = f.table
-        seen: dict[str, int] = {}
-        empty = 0
-        for line, row in t.rows:
-            name = row["model"]
-            if name not in ok:
-                continue
-            if name in seen:
-                t.problem(line, "model", f"model {name!r} listed again (first at line {seen[name]}); row skipped")
-                continue
-            seen[name] = line
-            for (dev, cores, prec), cols in f.groups.items():
-                mean = parse_number(row[cols["mean"]], t, line, cols["mean"], unit="us")
-                if mean is None:
-                    empty += row[cols["mean"]].strip() in ("", "-")
-                    continue
-                std = parse_number(row[cols["std"]], t, line, cols["std"], positive=False) if "std" in cols else None
-                if std is not None and std < 0:
-                    t.problem(line, cols["std"], f"negative standard deviation {std}; std left empty")
-                    std = None
-                if std is not None and latency_fault(std, "us"):
-                    t.problem(line, cols["std"], f"standard deviation: {latency_fault(std, 'us')}; std left empty")
-                    std = None
-                sid = scen.get(devices[dev], f.framework, cores, prec, t.name,
-                               f"{dev}|{cores}|{prec}", f.parts.get((dev, cores)))
-                e2e.add(model_id=ids[name], scenario_id=sid, latency_ms=mean / US_PER_MS, latency_stat="mean",
-                        mean_ms=mean / US_PER_MS, std_ms=None if std is None else std / US_PER_MS,
-                        dataset=DATASET, source_file=t.name, source_row=line,
-                        source_column=";".join(cols[s] for s in ("mean", "std") if s in cols), source_commit=COMMIT)
-        if empty:
-            notes.append(f"{t.name}: {empty} empty latency cell(s) (not measured by the source)")
-
-    # -------- ops and kernels
+        _import_e2e(f, ok, ids, scen, e2e, notes, devices, owner)
     ops = TableBuilder("ops")
     kernels = TableBuilder("kernels")
     for f in ops_files:
-        _import_ops(f, ok, ids, scen, ops, kernels, notes, devices)
+        _import_ops(f, ok, ids, scen, ops, kernels, notes, devices, owner)
 
     models = TableBuilder("models")
     for name in wanted:
@@ -516,7 +502,120 @@ def import_usc(cfg: Any = None, progress: bool = False, catalog: Catalog | str |
     return finish(DATASET, tables, problems, notes, cfg.strict)
 
 
-def _models(wanted: list[str], first_seen: dict[str, tuple[str, int]], e2e_files: list[_E2eFile],
+def _read_files(folders: list[Folder], problems: list[ImportProblem]) -> list[tuple[str, str, CsvTable, Folder]]:
+    """The USC files of every folder, read: (kind, framework, table, folder). A folder holding none
+    of them is a PublicDataError; a file no folder holds is a problem line."""
+    read = []
+    found: set[tuple[str, str]] = set()
+    for folder in folders:
+        files = find_files(folder.root)
+        if not any(files.values()):
+            looked = ", ".join(n for names in FILES.values() for n in names[:2])
+            raise PublicDataError(f"{folder.root}: none of the USC files found (looked for {looked})")
+        for (kind, fw), p in files.items():
+            if p is not None:
+                found.add((kind, fw))
+                read.append((kind, fw, CsvTable(p, folder.name(p), problems), folder))
+    where = str(folders[0].root) if len(folders) == 1 else f"any of {', '.join(str(f.root) for f in folders)}"
+    for key in FILES:
+        if key not in found:
+            problems.append(ImportProblem(FILES[key][0], None, None,
+                                          f"file not found in {where} (also looked for {', '.join(FILES[key][1:])}); "
+                                          f"its {key[1]} {'e2e' if key[0] == 'e2e' else 'GPU op'} data is missing"))
+    return read
+
+
+STUDY = "the USC study's set-up, which the file does not state"
+
+
+def _assumptions(f: "_E2eFile | _OpsFile", devices: dict[str, Device]) -> list[ImportProblem]:
+    """The problem lines (kind ``assumption``) of a file outside the pulled copy: what the USC
+    study's set-up supplies that the file does not state; the GPU columns' precision and backend
+    in a line of their own, naming each device."""
+    t, fw = f.table, FRAMEWORKS[f.framework]
+    version = f"{fw}'s version is not stated (framework_version left empty)"
+    if isinstance(f, _OpsFile):
+        if not f.devices:
+            return []
+        return [assumed(t.name, f"{STUDY}: op times in microseconds, 'float' = fp16, batch 1, 224x224 input; "
+                        f"{_backends(f.devices, devices, f.framework)}; {version}",
+                        column=next(iter(next(iter(f.devices.values())).values())))]
+    if not f.groups:
+        return []
+    gpu: dict[str, dict[str, str]] = {}
+    for (dev, cores, _), cols in f.groups.items():
+        if cores == "gpu":
+            gpu.setdefault(dev, cols)  # the device's first GPU column group
+    what = ["latencies in microseconds", "batch 1, 224x224 input"]
+    if any(cores != "gpu" for _, cores, _ in f.groups):
+        what.append("CPU columns: threads = cores, 'float' = fp32, 'quant' = int8")
+    out = [assumed(t.name, f"{STUDY}: {'; '.join(what)}; {version}")]
+    if gpu:
+        out.append(assumed(t.name, f"the USC study's set-up for the GPU columns, which the file does not state: "
+                           f"'float' = fp16, 'quant' = int8; {_backends(gpu, devices, f.framework)}",
+                           column=next(iter(next(iter(gpu.values())).values()))))
+    return out
+
+
+def _backends(columns: dict[str, Any], devices: dict[str, Device], framework: str) -> str:
+    """``pixel4 on the GPU delegate (OpenCL), iphonexs on the GPU delegate (Metal)`` for the
+    devices of ``columns`` (how the OS was told, where the catalog states none)."""
+    parts = []
+    for dev in columns:
+        backend, guess = gpu_backend(devices[dev], framework)
+        parts.append(f"{dev} on the {FRAMEWORKS[framework]} {backend}" + (f" ({guess})" if guess else ""))
+    return ", ".join(parts)
+
+
+def _claim(owner: dict[tuple[str, str], tuple[str, int]], model_id: str, sid: str, name: str, file: str,
+           line: int) -> None:
+    """Record that ``file`` holds network ``name`` in scenario ``sid``; PublicDataError naming both
+    files when another file (of another folder) holds it already."""
+    other = owner.setdefault((model_id, sid), (file, line))
+    if other[0] != file:
+        raise PublicDataError(f"usc.path: network {name!r} in scenario {sid} is in both {other[0]} line {other[1]} "
+                              f"and {file} line {line}: two folders hold the same measurement; keep one")
+
+
+def _import_e2e(f: _E2eFile, ok: set[str], ids: dict[str, str], scen: _Scenarios, e2e: TableBuilder,
+                notes: list[str], devices: dict[str, Device], owner: dict[tuple[str, str], tuple[str, int]]) -> None:
+    """The e2e rows of one file: the mean (and std) of each column group of each network."""
+    t = f.table
+    seen: dict[str, int] = {}
+    empty = 0
+    for line, row in t.rows:
+        name = row["model"]
+        if name not in ok:
+            continue
+        if name in seen:
+            t.problem(line, "model", f"model {name!r} listed again (first at line {seen[name]}); row skipped")
+            continue
+        seen[name] = line
+        for (dev, cores, prec), cols in f.groups.items():
+            mean = parse_number(row[cols["mean"]], t, line, cols["mean"], unit="us")
+            if mean is None:
+                empty += row[cols["mean"]].strip() in ("", "-")
+                continue
+            std = parse_number(row[cols["std"]], t, line, cols["std"], positive=False) if "std" in cols else None
+            if std is not None and std < 0:
+                t.problem(line, cols["std"], f"negative standard deviation {std}; std left empty")
+                std = None
+            if std is not None and latency_fault(std, "us"):
+                t.problem(line, cols["std"], f"standard deviation: {latency_fault(std, 'us')}; std left empty")
+                std = None
+            sid = scen.get(devices[dev], f.framework, cores, prec, t.name, f"{dev}|{cores}|{prec}",
+                           f.parts.get((dev, cores)), f.folder.commit)
+            _claim(owner, ids[name], sid, name, t.name, line)
+            e2e.add(model_id=ids[name], scenario_id=sid, latency_ms=mean / US_PER_MS, latency_stat="mean",
+                    mean_ms=mean / US_PER_MS, std_ms=None if std is None else std / US_PER_MS,
+                    dataset=DATASET, source_file=t.name, source_row=line,
+                    source_column=";".join(cols[s] for s in ("mean", "std") if s in cols),
+                    source_commit=f.folder.commit)
+    if empty:
+        notes.append(f"{t.name}: {empty} empty latency cell(s) (not measured by the source)")
+
+
+def _models(wanted: list[str], first_seen: dict[str, tuple[str, int, str | None]], e2e_files: list[_E2eFile],
             ops_files: list[_OpsFile], cfg: UscConfig, problems: list[ImportProblem],
             progress: bool) -> tuple[dict[str, dict], set[str]]:
     """Model rows by name, and the names that imported (the others are reported per file)."""
@@ -536,10 +635,10 @@ def _models(wanted: list[str], first_seen: dict[str, tuple[str, int]], e2e_files
 
         names = tqdm(wanted, desc="usc: rebuild IR", unit="net")
     for name in names:
-        file, line = first_seen[name]
+        file, line, commit = first_seen[name]
         base = dict(name=name, source=SOURCE, family=usc_family(name), arch=name, input_shape=INPUT_SHAPE,
                     reported_flops=flops.get(name), dataset=DATASET, source_file=file, source_row=line,
-                    source_column="model", source_commit=COMMIT)
+                    source_column="model", source_commit=commit)
         if name not in known:
             failed[name] = "unknown pytorchcv model (pytorchcv.model_provider has no such name)"
             continue
@@ -568,7 +667,9 @@ def _models(wanted: list[str], first_seen: dict[str, tuple[str, int]], e2e_files
 
 
 def _import_ops(f: _OpsFile, ok: set[str], ids: dict[str, str], scen: _Scenarios, ops: TableBuilder,
-                kernels: TableBuilder, notes: list[str], devices: dict[str, Device]) -> None:
+                kernels: TableBuilder, notes: list[str], devices: dict[str, Device],
+                owner: dict[tuple[str, str], tuple[str, int]]) -> None:
+    """The op and kernel rows of one GPU op file."""
     t = f.table
     unique_names = KERNEL_NAMES_UNIQUE[f.framework]
     op_counter: dict[str, int] = {}
@@ -597,12 +698,14 @@ def _import_ops(f: _OpsFile, ok: set[str], ids: dict[str, str], scen: _Scenarios
         parsed.append((line, name, k, {"row": row, "features": features, "config": config}))
     not_measured: dict[str, int] = {}
     for dev, cols in f.devices.items():
-        sid = scen.get(devices[dev], f.framework, "gpu", "float", t.name, f"{dev}|gpu|float", None)
+        sid = scen.get(devices[dev], f.framework, "gpu", "float", t.name, f"{dev}|gpu|float", None, f.folder.commit)
         kernel_of: dict[tuple[str, str], int] = {}  # (model, kernel name) -> kernel_index
         kernel_lat: dict[tuple[str, int], float] = {}
         next_kernel: dict[str, int] = {}
         for line, name, op_index, item in parsed:
             row = item["row"]
+            if op_index == 0:
+                _claim(owner, "ops:" + ids[name], sid, name, t.name, line)
             lat = parse_number(row[cols["float"]], t, line, cols["float"], unit="us")
             kname = row[cols["kernel"]].strip() if "kernel" in cols else ""
             kname = kname or None
@@ -633,11 +736,11 @@ def _import_ops(f: _OpsFile, ok: set[str], ids: dict[str, str], scen: _Scenarios
                     kernels.add(model_id=ids[name], scenario_id=sid, kernel_index=kidx, kernel_name=kname,
                                 kernel_type=kernel_type(kname), op_index=op_index, n_ops=1, latency_ms=lat_ms,
                                 dataset=DATASET, source_file=t.name, source_row=line,
-                                source_column=";".join(cols.values()), source_commit=COMMIT)
+                                source_column=";".join(cols.values()), source_commit=f.folder.commit)
             ops.add(model_id=ids[name], scenario_id=sid, op_index=op_index, framework_op=row["operation"],
                     config=item["config"], latency_ms=lat_ms, fused=fused, kernel_index=kidx,
                     kernel_name=kname, dataset=DATASET, source_file=t.name, source_row=line,
-                    source_column=";".join(cols.values()), source_commit=COMMIT, **item["features"])
+                    source_column=";".join(cols.values()), source_commit=f.folder.commit, **item["features"])
     _count_kernel_ops(ops, kernels)
     for dev, n in not_measured.items():
         notes.append(f"{t.name}: {dev}: {n} op row(s) name a kernel but have no time (not measured by the source); skipped")

@@ -14,16 +14,25 @@ The layout is documented at the top of ``catalog.yaml``.
   HELP's ``1080ti_32``, the batch size); :meth:`Catalog.source_names` lists that mapping as one
   table.
 - :func:`add_device` writes an entry into a catalog file, keeping the rest of the file (its
-  comments too) as it is.
+  comments too) as it is; :func:`entry_from_fields` makes an entry from fields given by hand
+  (``latbench devices add --no-adb``).
+
+A user's own catalog (same layout, same checks) is merged over the suite's: :func:`device_catalog`
+reads the file given, else ``$LATBENCH_CATALOG`` (:data:`USER_ENV`); its entries replace the
+suite's entries of the same name and add the others, and a name or a scenario-id spelling that
+two devices of the merged catalog would share is a CatalogError naming the user's file and key.
+:func:`as_catalog` (``None``) is that merged catalog, so the importers and the adb device kind
+describe a device from the user's entry without a change to the package.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import yaml
 
@@ -31,6 +40,7 @@ from foundation import limits
 from foundation.atomic import write_text
 
 CATALOG_PATH = Path(__file__).resolve().with_name("catalog.yaml")
+USER_ENV = "LATBENCH_CATALOG"  # a user's catalog file, merged over the suite's (device_catalog)
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = 1
 DATASETS = ("usc", "help", "qaihub")  # the public datasets with a `sources` section
@@ -291,20 +301,32 @@ def parse_entry(name: Any, data: Any, file: str = "<catalog>") -> CatalogEntry:
 # ---------------------------------------------------------------- the catalog
 @dataclass(frozen=True)
 class SourceMatch:
-    """A dataset's device name resolved: the entry, and the batch its name carries (else 1)."""
+    """A dataset's device name resolved: the entry, and the batch its name carries (else 1;
+    ``batch_in_name``: whether the name carries it, through a ``{batch}`` name)."""
 
     entry: CatalogEntry
     batch: int = 1
+    batch_in_name: bool = False
 
 
 @dataclass(frozen=True)
 class Catalog:
+    """The entries of a catalog file (``path``), or of the suite's with a user's file (``user``)
+    merged over it (:func:`merge_catalogs`); ``user_names`` are the entries the user's file gives."""
+
     path: Path
     entries: Mapping[str, CatalogEntry]
+    user: Path | None = None
+    user_names: frozenset[str] = frozenset()
 
     @property
     def where(self) -> str:
-        return display_path(self.path)
+        """The file(s) of the catalog as messages show them (``a.yaml + b.yaml`` when merged)."""
+        return display_path(self.path) + (f" + {display_path(self.user)}" if self.user is not None else "")
+
+    def file_of(self, name: str) -> str:
+        """The file the entry ``name`` comes from, as messages show it."""
+        return display_path(self.user if self.user is not None and name in self.user_names else self.path)
 
     def __contains__(self, name: object) -> bool:
         return name in self.entries
@@ -346,7 +368,7 @@ class Catalog:
                 if m:
                     digits = m.group(1)
                     if len(digits) <= 6 and 1 <= int(digits) <= MAX_BATCH:
-                        return SourceMatch(e, int(digits))
+                        return SourceMatch(e, int(digits), batch_in_name=True)
                     pattern_hit = (e, n, digits)
         if pattern_hit is not None:
             e, n, digits = pattern_hit
@@ -378,7 +400,7 @@ class Catalog:
     def with_entry(self, entry: CatalogEntry) -> "Catalog":
         entries = dict(self.entries)
         entries[entry.name] = entry
-        return Catalog(self.path, entries)
+        return dataclasses.replace(self, entries=entries)
 
 
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -415,22 +437,45 @@ def parse_catalog(data: Any, file: str, path: Path) -> Catalog:
     for name, body in devices.items():
         e = parse_entry(name, body, file)
         entries[e.name] = e
-    # a dataset's name may mean one device only
+    _check_together(entries.values(), lambda name: file)
+    return Catalog(path, entries)
+
+
+def _check_together(entries: Iterable[CatalogEntry], file_of: Callable[[str], str]) -> None:
+    """The checks across entries: a dataset's name means one device only, and no two devices
+    share a scenario-id spelling. The later entry of a clash is the one reported (in its file)."""
+    entries = list(entries)
     claimed: dict[tuple[str, str], str] = {}
-    for e in entries.values():
+    for e in entries:
         for ds, s in e.sources.items():
             for n in s.names:
                 other = claimed.setdefault((ds, n), e.name)
                 if other != e.name:
-                    raise _Where(file, f"devices.{e.name}.sources.{ds}.names").error(
-                        f"{n!r} already names device {other!r} in {ds}")
+                    raise _Where(file_of(e.name), f"devices.{e.name}.sources.{ds}.names").error(
+                        f"{n!r} already names device {other!r}{_elsewhere(other, e.name, file_of)} in {ds}")
     slugs: dict[str, str] = {}
-    for e in entries.values():
+    for e in entries:
         other = slugs.setdefault(_slug(e.name), e.name)
         if other != e.name:
-            raise _Where(file, f"devices.{e.name}").error(
-                f"spelled {_slug(e.name)!r} in scenario ids, as device {other!r} is: rename one")
-    return Catalog(path, entries)
+            raise _Where(file_of(e.name), f"devices.{e.name}").error(
+                f"spelled {_slug(e.name)!r} in scenario ids, as device {other!r}{_elsewhere(other, e.name, file_of)} "
+                "is: rename one")
+
+
+def _elsewhere(other: str, name: str, file_of: Callable[[str], str]) -> str:
+    """`` (in <file>)`` when entry ``other`` is in another file than entry ``name``."""
+    return f" (in {file_of(other)})" if file_of(other) != file_of(name) else ""
+
+
+def merge_catalogs(base: Catalog, user: Catalog) -> Catalog:
+    """``base`` with ``user``'s entries merged over it: an entry of ``user`` replaces ``base``'s of
+    the same name, the others are added. CatalogError (the user's file and key) when a name of a
+    dataset, or a scenario-id spelling, would mean two devices of the result."""
+    names = frozenset(user.entries)
+    entries = {**base.entries, **user.entries}
+    merged = Catalog(base.path, entries, user.path, names)
+    _check_together([e for n, e in entries.items() if n not in names] + list(user.entries.values()), merged.file_of)
+    return merged
 
 
 _CACHE: dict[Path, tuple[tuple[int, int], Catalog]] = {}
@@ -445,6 +490,9 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
         st = p.stat()
     except OSError as e:
         raise CatalogError(f"{file}: device catalog not readable ({e.strerror or e})") from None
+    if st.st_size > limits.TEXT_FILE_BYTES:
+        raise CatalogError(f"{file}: device catalog of {st.st_size} bytes, above limits.TEXT_FILE_BYTES "
+                           f"({limits.TEXT_FILE_BYTES})")
     stamp = (st.st_mtime_ns, st.st_size)
     key = p.resolve()
     hit = _CACHE.get(key)
@@ -465,9 +513,31 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
     return cat
 
 
+def user_catalog_path(path: str | os.PathLike | None = None) -> Path | None:
+    """The user's catalog file: ``path`` when given, else ``$LATBENCH_CATALOG`` when set, else None."""
+    if path is not None and str(path).strip():
+        return Path(path)
+    env = os.environ.get(USER_ENV, "").strip()
+    return Path(env) if env else None
+
+
+def device_catalog(user: str | os.PathLike | None = None) -> Catalog:
+    """The suite's catalog with the user's catalog file (``user``, else ``$LATBENCH_CATALOG``; see
+    :func:`user_catalog_path`) merged over it (:func:`merge_catalogs`); the suite's alone when
+    there is none. CatalogError naming the user's file (and key) when it is missing or malformed."""
+    base = load_catalog()
+    p = user_catalog_path(user)
+    if p is None or p.resolve() == CATALOG_PATH:
+        return base
+    return merge_catalogs(base, load_catalog(p))
+
+
 def as_catalog(catalog: "Catalog | str | os.PathLike | None") -> Catalog:
-    """A Catalog given as itself, a path, or None (the default file)."""
-    return catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    """A Catalog given as itself, a path (that file alone), or None (:func:`device_catalog`: the
+    suite's, with ``$LATBENCH_CATALOG`` merged over it when set)."""
+    if isinstance(catalog, Catalog):
+        return catalog
+    return device_catalog() if catalog is None else load_catalog(catalog)
 
 
 def lookup(name: str, path: str | os.PathLike | None = None) -> CatalogEntry | None:
@@ -526,7 +596,8 @@ def _devices_is_last(lines: list[str]) -> bool:
 
 def add_device(entry: CatalogEntry, path: str | os.PathLike | None = None, *, overwrite: bool = False) -> Path:
     """Writes ``entry`` into the catalog file at ``path`` (default: the suite's catalog.yaml; a
-    missing file is created) and returns the path.
+    missing file is created) and returns the path. A file other than the suite's is a user's
+    catalog: it must also merge over the suite's (:func:`merge_catalogs`).
 
     An entry of the same name that differs is kept and CatalogError raised, unless
     ``overwrite``; an identical one leaves the file untouched. Other entries and the file's
@@ -565,6 +636,59 @@ def add_device(entry: CatalogEntry, path: str | os.PathLike | None = None, *, ov
             check[n].same_as(expected[n]) for n in expected.entries):
         raise CatalogError(f"{file}: writing devices.{entry.name} would not give the expected catalog "
                            "(the file's layout is unusual); add the entry by hand")
+    if p.resolve() != CATALOG_PATH:  # a user's catalog: it must merge over the suite's
+        merge_catalogs(load_catalog(), check)
     write_text(p, new_text)
     _CACHE.pop(p.resolve(), None)
     return p
+
+
+# ---------------------------------------------------------------- an entry from fields given by hand
+def cluster_fields(text: str) -> dict[str, Any]:
+    """``large:1:2.84`` (TAG:CORES[:GHZ]) as a cluster's YAML mapping; ValueError (one line)
+    when it has another form. The values are checked with the entry (:func:`parse_entry`)."""
+    parts = text.split(":")
+    try:
+        if len(parts) not in (2, 3):
+            raise ValueError
+        out: dict[str, Any] = {"tag": parts[0].strip(), "cores": int(parts[1])}
+        if len(parts) == 3:
+            out["ghz"] = float(parts[2])
+    except ValueError:
+        raise ValueError(f"cluster {text!r}: expected TAG:CORES[:GHZ] (e.g. large:1:2.84)") from None
+    return out
+
+
+def source_fields(text: str) -> tuple[str, list[str]]:
+    """``usc=MyPhone,MyPhone2`` (DATASET=NAME[,NAME...]) as (dataset, names); ValueError (one
+    line) when it has another form."""
+    ds, eq, names = text.partition("=")
+    listed = [n.strip() for n in names.split(",") if n.strip()]
+    if not eq or ds.strip() not in DATASETS or not listed:
+        raise ValueError(f"source {text!r}: expected DATASET=NAME[,NAME...] with DATASET one of {', '.join(DATASETS)}")
+    return ds.strip(), listed
+
+
+def entry_from_fields(name: str, *, model: str, file: str = "<fields>", maker: str | None = None,
+                      soc: str | None = None, clusters: Iterable[str] = (), gpu: str | None = None,
+                      os_name: str | None = None, note: str | None = None, origin: str | None = None,
+                      sources: Iterable[str] = ()) -> CatalogEntry:
+    """A catalog entry from fields given by hand (``latbench devices add --no-adb``): clusters as
+    ``TAG:CORES[:GHZ]`` (:func:`cluster_fields`), sources as ``DATASET=NAME[,NAME...]``
+    (:func:`source_fields`). Checked as an entry of ``file`` is (:func:`parse_entry`)."""
+    data: dict[str, Any] = {"model": model}
+    for key, value in (("maker", maker), ("soc", soc), ("gpu", gpu), ("os", os_name), ("note", note), ("origin", origin)):
+        if value is not None:
+            data[key] = value
+    cl = [cluster_fields(c) for c in clusters]
+    if cl:
+        data["clusters"] = cl
+    src: dict[str, Any] = {}
+    for text in sources:
+        ds, names = source_fields(text)
+        if ds in src:
+            raise ValueError(f"source {text!r}: {ds} given twice (list its names after one {ds}=)")
+        src[ds] = {"names": names}
+    if src:
+        data["sources"] = src
+    return parse_entry(name, data, file)
