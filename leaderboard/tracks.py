@@ -85,6 +85,13 @@ class TrackError(ValueError):
 #: ``uses`` -> the tables whose times in the track's scenario a predictor does not see.
 BLANKED: dict[str, tuple[str, ...]] = {"e2e": ("ops", "kernels"), "ops": (), "kernels": ("ops",)}
 
+#: ``target`` -> (the e2e column a track's predictors predict, its unit). A track of another target
+#: than latency puts that column in ``latency_ms`` of its slice's e2e rows (the one column every
+#: predictor learns and the evaluator scores) and leaves out the rows without it; every scenario of
+#: the slice reads it, a transfer protocol's sources too. Peak memory is the upper end of the range
+#: the source gives (Qualcomm AI Hub: the peak over its runs lies within [min, max] MB).
+TARGETS: dict[str, tuple[str, str]] = {"latency": ("latency_ms", "ms"), "peak_memory": ("peak_memory_max_mb", "MB")}
+
 
 # ---------------------------------------------------------------- the spec
 @dataclass(frozen=True)
@@ -113,6 +120,7 @@ class Track:
     # the folder of a user track's split files (use_track_folders); "" for a packaged track, whose
     # splits are the package's leaderboard/splits
     splits: str = ""
+    target: str = "latency"  # what the predictors predict (TARGETS)
 
     @property
     def packaged(self) -> bool:
@@ -136,12 +144,14 @@ class Track:
         spec = {"models": self.models, "scenarios": self.scenarios, "protocol": self.protocol, "params": self.params}
         if self.min_networks:  # only when set, so the tracks without it keep their hashes
             spec["min_networks"] = self.min_networks
+        if self.target != "latency":
+            spec["target"] = self.target
         blob = json.dumps(spec, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 _FIELDS = {"name", "version", "title", "description", "data", "models", "scenarios", "protocol", "params",
-           "metrics", "primary", "group_by", "uses", "reference", "min_networks"}
+           "metrics", "primary", "group_by", "uses", "reference", "min_networks", "target"}
 _REQUIRED = ("name", "version", "title", "data", "scenarios", "protocol")
 
 
@@ -183,11 +193,14 @@ def parse_track(d: Any, where: str) -> Track:
         raise TrackError(f"{where}: min_networks: expected an int >= 0, got {mn!r}")
     if d.get("uses", "e2e") not in BLANKED:
         raise TrackError(f"{where}: uses: expected one of {', '.join(BLANKED)}, got {d['uses']!r}")
+    if d.get("target", "latency") not in TARGETS:
+        raise TrackError(f"{where}: target: expected one of {', '.join(TARGETS)}, got {d['target']!r}")
     track = Track(name=name, version=d["version"], title=str(d["title"]), description=str(d.get("description", "")).strip(),
                   data=d["data"], models=dict(d.get("models") or {}), scenarios=dict(d["scenarios"] or {}),
                   protocol=d["protocol"], params=dict(d.get("params") or {}), metrics=metrics, primary=primary,
                   group_by=tuple(d.get("group_by") or ()), uses=d.get("uses", "e2e"),
-                  reference=str(d.get("reference", "")), min_networks=mn, path=where)
+                  reference=str(d.get("reference", "")), min_networks=mn, path=where,
+                  target=d.get("target", "latency"))
     try:
         PROTOCOLS.get(track.protocol).check(track.params)
     except (TypeError, ValueError) as e:
@@ -298,7 +311,7 @@ def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> Trac
     skipped = f"import-public skipped {', '.join(skipped)} ({root / 'SKIPPED.json'} says why)" if skipped else ""
     if not root.is_dir() or not any(root.glob("*.parquet")):
         return Unavailable(track.name, f"no {track.data} data: " + (skipped or f"{root} has no dataset tables yet"))
-    ds = open_dataset(root)
+    ds = with_target(open_dataset(root), track.target)
     scen = _match(ds.scenarios, track.scenarios, "scenarios", track)
     models = _match(ds.models, track.models, "models", track)
     e2e = ds.e2e[ds.e2e["scenario_id"].isin(set(scen["scenario_id"])) & ds.e2e["model_id"].isin(set(models["model_id"]))]
@@ -325,6 +338,20 @@ def resolve(track: Track, roots: Mapping[str, str | Path] | None = None) -> Trac
     sub = ds.subset(sources) if set(ds.models["dataset"]) - sources else ds
     nets = models[["model_id", "name", "source", "family", "dataset"]].sort_values("name").reset_index(drop=True)
     return TrackData(track, sub, sids, nets)
+
+
+def with_target(ds: Any, target: str) -> Any:
+    """``ds`` with the ``target``'s column as every e2e row's ``latency_ms`` (:data:`TARGETS`); the
+    rows without it left out. Latency: ``ds`` itself."""
+    column = TARGETS[target][0]
+    if column == "latency_ms":
+        return ds
+    from pipelines.dataset.load import Dataset
+
+    e = ds.e2e
+    e = e[e[column].notna() & (e[column] > 0)].copy()
+    e["latency_ms"] = e[column].astype("float64")
+    return Dataset({**ds.tables(), "e2e": e.reset_index(drop=True)}, path=ds.path, check=False)
 
 
 # ---------------------------------------------------------------- split files
@@ -538,6 +565,8 @@ def derive_track(template: Track, target: str, name: str, data: str | None = Non
         spec["group_by"] = list(template.group_by)
     if template.uses != "e2e":
         spec["uses"] = template.uses
+    if template.target != "latency":
+        spec["target"] = template.target
     return spec
 
 
@@ -546,7 +575,7 @@ def user_tracks() -> list[Track]:
     return [_USER[n] for n in sorted(_USER)]
 
 
-__all__ = ["BLANKED", "TRACKS", "PACKAGED", "Track", "TrackData", "TrackError", "Unavailable", "Fold", "Split", "DATA_ROOTS",
+__all__ = ["BLANKED", "TARGETS", "TRACKS", "with_target", "PACKAGED", "Track", "TrackData", "TrackError", "Unavailable", "Fold", "Split", "DATA_ROOTS",
            "ROOT_ENV", "TRACKS_ENV", "SPLITS_ENV", "USER_SPLITS", "RESERVED_NAMES", "data_roots", "load_tracks",
            "read_track", "parse_track", "derive_track", "inside_package", "track_folders", "user_splits", "use_track_folders", "user_tracks", "resolve",
            "compute_split", "read_split", "ensure_split", "open_dataset"]

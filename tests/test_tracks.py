@@ -35,6 +35,7 @@ BASE = {"name": "t", "version": 1, "title": "x", "data": "public", "scenarios": 
     ({"colour": "red"}, "t.yaml: colour: unknown key"),
     ({"version": 0}, "t.yaml: version: expected an int >= 1"),
     ({"uses": "kernel"}, "t.yaml: uses: expected one of e2e, ops, kernels, got 'kernel'"),
+    ({"target": "energy"}, "t.yaml: target: expected one of latency, peak_memory, got 'energy'"),
     ({"protocol": "leave-one-out", "params": {"column": "family", "groups": "vit"}},
      "t.yaml: params: groups: expected a list of the column's values"),
 ])
@@ -181,3 +182,21 @@ def test_host_tracks_read_the_committed_release(monkeypatch, tmp_path):
     # without the override's folder the host tracks wait for data, saying where they looked
     missing = resolve(TRACKS.get("host-random"), data_roots(host=str(tmp_path / "none")))
     assert isinstance(missing, Unavailable) and str(tmp_path / "none") in missing.reason
+
+
+def test_a_peak_memory_track_scores_the_upper_end_of_the_range(public):
+    """target: peak_memory puts each row's peak_memory_max_mb in latency_ms (what every predictor
+    learns and the evaluator scores) and leaves out rows without it; the spec hash says so."""
+    from leaderboard.tracks import with_target
+    from pipelines.dataset.load import Dataset, load_dataset
+
+    ds = load_dataset(public["public"])
+    e = ds.e2e.head(3).copy()
+    e["peak_memory_max_mb"] = [12.0, None, 40.0]
+    mem = with_target(Dataset({**ds.tables(), "e2e": e}, check=False), "peak_memory")
+    assert mem.e2e["latency_ms"].tolist() == [12.0, 40.0] and with_target(ds, "latency") is ds
+    lat, memt = _track(protocol="kfold", params={"k": 5, "seed": 0}), _track(protocol="kfold", params={"k": 5, "seed": 0},
+                                                                             target="peak_memory")
+    assert lat.spec_hash() != memt.spec_hash() and memt.target == "peak_memory"
+    out = resolve(memt, public)  # the USC study states no memory: nothing to score
+    assert isinstance(out, Unavailable) and "no measurements" in out.reason

@@ -63,7 +63,7 @@ def spatial_mode(node: Node, in_shape: list[int], out_shape: list[int], dilation
     dims = []
     for i in range(2):
         eff = dilation[i] * (a["kernel"][i] - 1) + 1
-        size, k, s, p, out = in_shape[2 + i], a["kernel"][i], a["stride"][i], a["padding"][i], out_shape[2 + i]
+        size, s, p, out = in_shape[2 + i], a["stride"][i], a["padding"][i], out_shape[2 + i]
         after = max((out - 1) * s + eff - size - p, 0)
         valid = p == 0 and size >= eff and (size - eff) // s + 1 == out
         same_out = _ceil_div(size, s)
@@ -941,16 +941,21 @@ def _plan_layernorm(s: Site, pl: Plan) -> None:
     pl.tail, pl.tail_fusable = "ADD_CONST", True
 
 
+def _normalise(tf, x, axes, node, weights, shape, scalar):
+    """TF's decomposition of a normalisation over ``axes`` (what the converter lowers to MEAN + SUB +
+    SQUARED_DIFFERENCE + MEAN + ADD + RSQRT + MUL + MUL + ADD), the node's gain and shift reshaped to
+    ``shape`` to broadcast over the normalised axis (layer norm) or the channels (instance norm)."""
+    p = weights[node.name]
+    d = x - tf.reduce_mean(x, axis=axes, keepdims=True)
+    var = tf.reduce_mean(tf.square(d), axis=axes, keepdims=True)
+    y = d * tf.math.rsqrt(var + scalar(float(node.attrs["eps"]))) * tf.constant(p["weight"].reshape(shape))
+    return y + tf.constant(p["bias"].reshape(shape))
+
+
 def _build_layernorm(tf, graph, node, pl, xs, weights, scalar):
     rank = len(node.shapes[0])
     ax = tf_axis(node.attrs["axis"], rank, pl.layout)
-    shape = [-1] + [1] * (rank - 1 - ax)
-    p = weights[node.name]
-    x = xs[0]
-    d = x - tf.reduce_mean(x, axis=ax, keepdims=True)
-    var = tf.reduce_mean(tf.square(d), axis=ax, keepdims=True)
-    y = d * tf.math.rsqrt(var + scalar(float(node.attrs["eps"]))) * tf.constant(p["weight"].reshape(shape))
-    return [y + tf.constant(p["bias"].reshape(shape))]
+    return [_normalise(tf, xs[0], ax, node, weights, [-1] + [1] * (rank - 1 - ax), scalar)]
 
 
 register_lowering(TFLiteLowering(
@@ -971,13 +976,7 @@ def _plan_instancenorm(s: Site, pl: Plan) -> None:
 
 def _build_instancenorm(tf, graph, node, pl, xs, weights, scalar):
     axes = [tf_axis(2, 4, pl.layout), tf_axis(3, 4, pl.layout)]
-    shape = [-1, 1, 1] if pl.layout == PLAIN else [-1]
-    p = weights[node.name]
-    x = xs[0]
-    d = x - tf.reduce_mean(x, axis=axes, keepdims=True)
-    var = tf.reduce_mean(tf.square(d), axis=axes, keepdims=True)
-    y = d * tf.math.rsqrt(var + scalar(float(node.attrs["eps"]))) * tf.constant(p["weight"].reshape(shape))
-    return [y + tf.constant(p["bias"].reshape(shape))]
+    return [_normalise(tf, xs[0], axes, node, weights, [-1, 1, 1] if pl.layout == PLAIN else [-1], scalar)]
 
 
 register_lowering(TFLiteLowering(

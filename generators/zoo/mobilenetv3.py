@@ -43,10 +43,11 @@ LAST = 960
 HIDDEN = 1280
 
 
-def _width_keys() -> list[str]:
-    """One key per run of blocks joined by residual adds (the stem belongs to the first)."""
-    keys, ref_in, run = [], STEM, 0
-    for _, _, out, _, _, stride in BLOCKS:
+def width_keys(blocks: list[tuple], stem: int = STEM) -> list[str]:
+    """One key per run of blocks joined by residual adds: a block starts a run unless it adds its
+    input (stride 1, width kept)."""
+    keys, ref_in, run = [], stem, 0
+    for _, _, out, _, _, stride in blocks:
         if not (stride == 1 and ref_in == out):
             run += 1
         keys.append(f"width{run}")
@@ -54,17 +55,20 @@ def _width_keys() -> list[str]:
     return keys
 
 
-WIDTH_KEYS = _width_keys()
+WIDTH_KEYS = width_keys(BLOCKS)
 
 
-@register_family("mobilenetv3", reference="MobileNetV3-Large 1.0 (torchvision mobilenet_v3_large)", params=5_483_032)
-def build(g: Graph, x: str, choose: Sampler) -> str:
+def body(g: Graph, x: str, choose: Sampler, blocks: list[tuple], keys: list[str], last: int, hidden: int,
+         stem_key: str, stem: int = STEM) -> str:
+    """A MobileNetV3 from the stem to the classifier (the module doc's layers), one definition for
+    the Large and Small networks. ``keys``: :func:`width_keys` of ``blocks``; ``stem_key``: the
+    sampler key of the stem's width (the Large network shares its first run's)."""
     with g.block("stem"):
-        x = conv(g, x, choose, "stem", choose.channels(WIDTH_KEYS[0], STEM), 3, 2, act="hswish", eps=EPS)
-    ref_in = STEM
-    for i, (k, exp, c, se, act, stride) in enumerate(BLOCKS):
+        x = conv(g, x, choose, "stem", choose.channels(stem_key, stem), 3, 2, act="hswish", eps=EPS)
+    ref_in = stem
+    for i, (k, exp, c, se, act, stride) in enumerate(blocks):
         key = f"block{i + 1}"
-        out = choose.channels(WIDTH_KEYS[i], c)
+        out = choose.channels(keys[i], c)
         with g.block(key):
             y = x
             if exp != ref_in:
@@ -77,5 +81,10 @@ def build(g: Graph, x: str, choose: Sampler) -> str:
                 y = g.add("add", [x, y])
         x, ref_in = y, c
     with g.block("last"):
-        x = conv(g, x, choose, "last", choose.channels("last", LAST), 1, act="hswish", eps=EPS)
-    return head(g, x, NUM_CLASSES, [choose.channels("hidden", HIDDEN)], act="hswish")
+        x = conv(g, x, choose, "last", choose.channels("last", last), 1, act="hswish", eps=EPS)
+    return head(g, x, NUM_CLASSES, [choose.channels("hidden", hidden)], act="hswish")
+
+
+@register_family("mobilenetv3", reference="MobileNetV3-Large 1.0 (torchvision mobilenet_v3_large)", params=5_483_032)
+def build(g: Graph, x: str, choose: Sampler) -> str:
+    return body(g, x, choose, BLOCKS, WIDTH_KEYS, LAST, HIDDEN, stem_key=WIDTH_KEYS[0])

@@ -14,13 +14,11 @@ residual-connected blocks, the stem's and the last conv's widths, and every spat
 """
 from __future__ import annotations
 
-from ..blocks import make_divisible
 from ..ir import Graph
-from .registry import NUM_CLASSES, register_family
-from .sampler import Sampler, conv, dwconv, head, squeeze_excite
+from .mobilenetv3 import body, width_keys
+from .registry import register_family
+from .sampler import Sampler
 
-EPS = 1e-3
-STEM = 16
 # kernel, expanded, out, SE, activation, stride
 BLOCKS = [
     (3, 16, 16, True, "relu", 2),
@@ -37,42 +35,10 @@ BLOCKS = [
 ]
 LAST = 576
 HIDDEN = 1024
-
-
-def _width_keys() -> list[str]:
-    """One key per run of blocks joined by residual adds."""
-    keys, ref_in, run = [], STEM, 0
-    for _, _, out, _, _, stride in BLOCKS:
-        if not (stride == 1 and ref_in == out):
-            run += 1
-        keys.append(f"width{run}")
-        ref_in = out
-    return keys
-
-
-WIDTH_KEYS = _width_keys()
+WIDTH_KEYS = width_keys(BLOCKS)
 
 
 @register_family("mobilenetv3_small", reference="MobileNetV3-Small 1.0 (torchvision mobilenet_v3_small)",
                  params=2_542_856)
 def build(g: Graph, x: str, choose: Sampler) -> str:
-    with g.block("stem"):
-        x = conv(g, x, choose, "stem", choose.channels("stem", STEM), 3, 2, act="hswish", eps=EPS)
-    ref_in = STEM
-    for i, (k, exp, c, se, act, stride) in enumerate(BLOCKS):
-        key = f"block{i + 1}"
-        out = choose.channels(WIDTH_KEYS[i], c)
-        with g.block(key):
-            y = x
-            if exp != ref_in:
-                y = conv(g, y, choose, key + ".expand", choose.channels(key + ".expand", exp), 1, act=act, eps=EPS)
-            y = dwconv(g, y, choose, key + ".dw", k, stride, act=act, eps=EPS)
-            if se:
-                y = squeeze_excite(g, y, choose, key + ".se", make_divisible(exp // 4, 8), act="relu", gate="hsigmoid")
-            y = conv(g, y, choose, key + ".project", out, 1, act=None, eps=EPS)
-            if stride == 1 and ref_in == c:
-                y = g.add("add", [x, y])
-        x, ref_in = y, c
-    with g.block("last"):
-        x = conv(g, x, choose, "last", choose.channels("last", LAST), 1, act="hswish", eps=EPS)
-    return head(g, x, NUM_CLASSES, [choose.channels("hidden", HIDDEN)], act="hswish")
+    return body(g, x, choose, BLOCKS, WIDTH_KEYS, LAST, HIDDEN, stem_key="stem")

@@ -134,9 +134,8 @@ def run_rounds(bench: Any, pool: Pool, state: State, budget_s: float, reserve_s:
                     if state.spent_s + per_net * (k + n_ho) + reserve_s > budget_s:
                         break
                 taken = set(state.ids("calibration")) | set(state.ids("held_out"))
-                ho_all = set(order[:len(state.ids("held_out")) + n_ho])
-                new_ho = [m for m in order if m in ho_all and m not in taken][:n_ho]
-                excluded = [index[m] for m in taken | ho_all]
+                new_ho = [m for m in order if m not in taken][:n_ho]  # the draw goes on down its order
+                excluded = [index[m] for m in taken | set(new_ho)]
                 if not state.rounds:
                     cal = [pool.ids[i] for i in spread(X, k, exclude=excluded)]
                 else:
