@@ -204,7 +204,7 @@ def test_list_and_caveats_say_what_an_entry_was_trained_on(capsys):
         assert (t.get("release") == "datasets/host-v1") == sid.startswith("host-"), sid
     assert main(["predict", "--list"]) == 0
     out = capsys.readouterr().out
-    assert "trained on 915 networks: synthetic 915 (host-per-scenario)" in \
+    assert "trained on 915 networks: synthetic 915 (board track host-per-scenario)" in \
         next(line for line in out.splitlines() if line.startswith("host-pytorch-cpu-1large-fp32 "))
     onnx, synthetic = Graph("resnet", source="onnx"), Graph("s", source="synthetic")
     assert unseen_kind(shelf.entry("host-pytorch-cpu-1large-fp32"), onnx) == \

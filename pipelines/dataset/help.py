@@ -11,14 +11,11 @@ of two layouts:
   name says otherwise);
 - HELP's own files (repository HayeonLee/HELP, ``data/nasbench201/``): ``latency/<device>.pt``
   (also accepted directly in the folder), each a ``torch.save``-d list of 15,625 latencies in ms
-  in NAS-Bench-201 index order, read with ``torch.load(weights_only=True)`` (plain data, no
-  pickled code) after the file's size and, for the zip format, its archive directory are held
-  to foundation/limits.py (``generators.importers.common.check_torch_file``); ``str_arch2idx.pt``
-  beside them, when present, is cross-checked.
+  in NAS-Bench-201 index order, read with ``torch.load(weights_only=True)`` after its size and
+  archive are held to foundation/limits.py; ``str_arch2idx.pt`` beside them is cross-checked.
 
-Each row is checked: the index is in 0..15624 and its cell string equals
-``generators.nasbench201.arch_str(index)`` (NAS-Bench-201's own shuffled order); a latency must
-be positive and at most ``limits.LATENCY_MS`` (else the value is a problem and skipped).
+Each row is checked: the index is in 0..15624, its cell string equals ``arch_str(index)`` and a
+latency is positive and at most ``limits.LATENCY_MS`` (else a problem, skipped).
 
 What it produces
 ----------------
@@ -27,7 +24,7 @@ What it produces
   by ``generators.nasbench201.build`` so ``model_id`` is the IR hash and costs come from the IR
   (all 15,625 networks: ``workers`` processes share the work); without it
   rows are keyed ``nasbench201:nb201-<index:05d>`` and the cost columns are empty. The IR is
-  not stored by default (``store_ir``): the cell string rebuilds it exactly.
+  not stored by default (``store_ir``).
 - ``scenarios``: one per device, ``help-<device>-[<framework>-]<accelerator>[-b<batch>]``.
   Devices are described by the device catalog (``pipelines/devices/catalog.yaml``): its
   ``sources.help`` section of an entry holds what HELP says (accelerator, framework, remark) and
@@ -35,14 +32,10 @@ What it produces
   (``1080ti_32`` -> ``help-1080ti-gpu-b32``; the scenarios' ``device`` is the catalog's name). A
   device the catalog does not have is imported all the same, accelerator ``unknown``, with a
   blank description and a problem line naming it and how to describe it in a catalog of yours.
-- ``e2e``: latency_ms = the published value (latency_stat ``reported``: the source gives one
-  number per architecture and device, not its statistic).
+- ``e2e``: latency_ms = the published value (latency_stat ``reported``).
 
-Rows carry the commit their folder states (:func:`.importers.data_folders`: the pull's record for
-the pulled copy; ``COMMIT``, none, for this machine's converted copy; else ``"unknown"``). In a
-folder that is not the pulled copy, what HELP's convention supplies and the files do not state
-(batch 1 for a name without one; for .pt files milliseconds and NAS-Bench-201's index order) is
-a problem line of kind ``assumption``.
+Rows carry the commit their folder states (:func:`.importers.data_folders`); in a folder of the
+user's, what HELP's convention supplies is a problem line of kind ``assumption`` (docs/dataset.md).
 """
 from __future__ import annotations
 
