@@ -5,7 +5,7 @@ memory access cost.
 FLOPs are the IR's multiply-accumulates of convolutions and FC layers (``models.flops``), memory
 access the bytes read and written at fp32 (``models.memory_bytes_fp32``: feature maps in and out of
 every node plus parameters); both from the models table where filled, else computed from the IR
-graph (cached per dataset and model). The fit is least squares with non-negative coefficients
+graph (cached per graph object, which the views of a dataset that train each scenario share). The fit is least squares with non-negative coefficients
 and intercept (``scipy.optimize.nnls``): a cost per FLOP, per byte or per inference cannot be
 negative, and an unconstrained fit over latencies spanning 100x puts small networks below zero
 (on the USC real CNNs it predicted negative ms for ~190 of them, which the leaderboard rejects).
@@ -25,6 +25,17 @@ import pandas as pd
 from .base import Networks, Predictor, register_predictor
 
 _COSTS: "weakref.WeakKeyDictionary[Any, dict[str, tuple[float, float]]]" = weakref.WeakKeyDictionary()
+_GRAPH_COSTS: "weakref.WeakKeyDictionary[Any, tuple[int, tuple[int, int]]]" = weakref.WeakKeyDictionary()
+
+
+def graph_costs(graph: Any) -> tuple[int, int]:
+    """(MACs, bytes of memory access at fp32) of an IR graph, remembered per graph object (a
+    graph that grew since is counted again, as :func:`.features.ir_config_ids` does)."""
+    hit = _GRAPH_COSTS.get(graph)
+    if hit is None or hit[0] != len(graph.nodes):
+        s = graph.summary()  # one pass over the nodes for both
+        hit = _GRAPH_COSTS[graph] = (len(graph.nodes), (s["flops"], s["memory_bytes"]["fp32"]))
+    return hit[1]
 
 
 def network_costs(X: Networks) -> np.ndarray:
@@ -39,8 +50,7 @@ def network_costs(X: Networks) -> np.ndarray:
         rows = models.loc[missing, ["flops", "memory_bytes_fp32"]]
         for mid, f, mem in zip(missing, rows["flops"], rows["memory_bytes_fp32"]):
             if pd.isna(f) or pd.isna(mem):  # imported without IR costs: count them on the graph
-                g = X.dataset.graph(mid)
-                f, mem = g.flops, g.memory_access("fp32")
+                f, mem = graph_costs(X.dataset.graph(mid))
             cache[mid] = (float(f) / 1e9, float(mem) / 1e9)
     return np.asarray([cache[m] for m in X.model_ids], dtype="float64").reshape(-1, 2)
 

@@ -15,6 +15,7 @@ Tables are pandas DataFrames with the dtypes of :mod:`.schema` (checked on load)
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -64,6 +65,17 @@ def _py(v: Any) -> Any:
     if hasattr(v, "item"):
         return v.item()
     return v
+
+
+@functools.lru_cache(maxsize=256)
+def pytorchcv_graph(name: str) -> Any:
+    """The IR of the pytorchcv model ``name`` at its default input (``models.arch`` of a
+    ``pytorch`` row). A pure function of the name that takes a third of a second to trace, so
+    it is built once per process and shared by every dataset and view that reads it (and by
+    the USC importer); callers never modify it (graph passes build new graphs)."""
+    from generators.importers.pytorch import import_pytorchcv
+
+    return import_pytorchcv(name)
 
 
 def save_tables(tables: Mapping[str, pd.DataFrame], out_dir: str | Path) -> Path:
@@ -278,9 +290,7 @@ class Dataset:
         if row.get("ir"):
             g = Graph.from_json(row["ir"], where=f"models.ir of {model_id}")
         elif row.get("arch") and row["source"] == "pytorch":
-            from generators.importers.pytorch import import_pytorchcv
-
-            g = import_pytorchcv(row["arch"])
+            g = pytorchcv_graph(row["arch"])
         elif row.get("arch") and row["source"] == "nasbench201":
             from generators.nasbench201 import build
 
@@ -326,4 +336,4 @@ def load_dataset(path: str | Path, check: bool = True) -> Dataset:
     return Dataset(tables, path=root, check=check)
 
 
-__all__ = ["Dataset", "Scenario", "load_dataset", "save_tables"]
+__all__ = ["Dataset", "Scenario", "load_dataset", "pytorchcv_graph", "save_tables"]

@@ -424,16 +424,11 @@ def _groups_from_filter(cin: int | None, cout: int | None, k: int | None, filter
 
 
 # ---------------------------------------------------------------- models
-_IR_CACHE: dict[str, Any] = {}
-
-
 def _rebuild(name: str) -> Any:
-    """The IR of a pytorchcv model (cached per process: the same name always gives the same graph)."""
-    if name not in _IR_CACHE:
-        from generators.importers.pytorch import import_pytorchcv
+    """The IR of a pytorchcv model (built once per process: :func:`.load.pytorchcv_graph`)."""
+    from .load import pytorchcv_graph
 
-        _IR_CACHE[name] = import_pytorchcv(name)
-    return _IR_CACHE[name]
+    return pytorchcv_graph(name)
 
 
 def _known_pytorchcv() -> set[str]:
