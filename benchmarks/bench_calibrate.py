@@ -107,26 +107,20 @@ def main() -> None:
     if a.emulator:
         return emulated(a)
 
-    import copy
-
     from leaderboard.baselines import Networks
     from leaderboard.metrics import compute
-    from pipelines.config import compose, validate
     from pipelines.devices import make_device
     from pipelines.measure import stage_scenario
     from pipelines.profile import device_config
     from shelf.calibrate import calibrate, fitting
-    from shelf.calibrate.cli import RELEASE_GENERATORS
-    from shelf.calibrate.measuring import Bench
+    from shelf.calibrate.measuring import Bench, calibration_config
     from shelf.calibrate.pool import DEFAULT_SEED, DEFAULT_SIZES, build_pool, graph_pool
     from shelf.calibrate.session import STATE, parse_budget
+    from shelf.readers import graph_networks
     from shelf.store import SHELF_DIR, Shelf
 
     work = Path(a.work)
-    cfg = validate(compose(["measure=release", f"generator={RELEASE_GENERATORS}"]))
-    m = copy.deepcopy(cfg.measure)
-    m.points, m.sources, m.runner_sources, m.models, m.granularities = {}, [], {}, [], ["e2e"]
-    cfg.measure = m
+    cfg = calibration_config()
     dev_cfg, _ = device_config("host")
     device = make_device(dev_cfg)
     scenario = stage_scenario(device, "tflite", "fp32", "1large").scenario
@@ -172,7 +166,7 @@ def main() -> None:
         tf = time.perf_counter()
         est = fitting.fit_scratch("additive_mlp", data, sid, cal)
         t_fit = time.perf_counter() - tf
-        graphs_eval = Networks(_GraphsData(eval_graphs, data), tuple(str(i) for i in range(len(eval_graphs))), sid)
+        graphs_eval = graph_networks(eval_graphs, sid)
         scratch = compute(y, np.asarray(est.predict(graphs_eval)), METRICS)
         y_cal = Networks(data, tuple(cal), sid).y()
         p_cal = np.asarray(zoo.predict([pool.graph(m) for m in cal], sid))
@@ -221,17 +215,14 @@ def main() -> None:
 
 def emulated(a: argparse.Namespace) -> None:
     """A calibration through adb, the adbd emulator playing a Pixel 4 (see the module doc)."""
-    import copy
-
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from adbd_emulator import AdbServer, EmulatorProcess
     from support.native import build_native
 
-    from pipelines.config import compose, validate
     from pipelines.devices import make_device
     from pipelines.measure import stage_scenario
     from shelf.calibrate import calibrate
-    from shelf.calibrate.cli import RELEASE_GENERATORS
+    from shelf.calibrate.measuring import calibration_config
     from shelf.calibrate.pool import DEFAULT_SEED, DEFAULT_SIZES
     from shelf.calibrate.session import parse_budget
     from shelf.store import SHELF_DIR, Shelf
@@ -241,12 +232,8 @@ def emulated(a: argparse.Namespace) -> None:
     server = AdbServer().start()
     emu = EmulatorProcess(work / "phone").start()
     try:
-        cfg = validate(compose(["measure=release", f"generator={RELEASE_GENERATORS}", "device=pixel4",
-                                f"device.serial={emu.serial}", f"device.adb_server={server.address}"]))
-        m = copy.deepcopy(cfg.measure)
-        m.points, m.sources, m.runner_sources, m.models, m.granularities = {}, [], {}, [], ["e2e"]
-        m.load.check = False
-        cfg.measure = m
+        cfg = calibration_config(overrides=["device=pixel4", f"device.serial={emu.serial}",
+                                             f"device.adb_server={server.address}"], check_load=False)
         device = make_device(cfg.device)
         scenario = stage_scenario(device, "tflite", "fp32", "1large").scenario
         t0 = time.perf_counter()
@@ -265,16 +252,6 @@ def emulated(a: argparse.Namespace) -> None:
                                                          if v is not None))
     print(f"entry: {e['predictor']}" + (f" rescaled from {e['scale']['source']}" if e.get("scale") else "")
           + f", held-out MAPE {e['accuracy']['mape']:.2f}% on {e['accuracy']['held_out_networks']} networks")
-
-
-class _GraphsData:
-    """The evaluation graphs as :class:`leaderboard.baselines.Networks` reads a dataset (by index)."""
-
-    def __init__(self, graphs: list, data) -> None:
-        self.graphs, self.models = graphs, data.models
-
-    def graph(self, model_id: str, scenario_id: str | None = None):
-        return self.graphs[int(model_id)]
 
 
 if __name__ == "__main__":

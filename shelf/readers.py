@@ -31,7 +31,9 @@ class _UserGraphs:
         return self.graphs[int(model_id)]
 
 
-def _networks(graphs: Sequence[Any], scenario_id: str):
+def graph_networks(graphs: Sequence[Any], scenario_id: str):
+    """IR graphs that are in no dataset as the :class:`leaderboard.baselines.Networks` of
+    ``scenario_id`` a predictor takes (ids ``"0"``, ``"1"``, ...: the graphs' positions)."""
     from leaderboard.baselines import Networks
 
     return Networks(_UserGraphs(graphs), tuple(str(i) for i in range(len(graphs))), scenario_id)
@@ -106,14 +108,14 @@ def _deducing(est: Any, scenario_id: str) -> Iterator[None]:
 
 def _operators_predict(est: Any, scenario_id: str, graphs: Sequence[Any]) -> np.ndarray:
     with _deducing(est, scenario_id):
-        return est.predict(_networks(graphs, scenario_id))
+        return est.predict(graph_networks(graphs, scenario_id))
 
 
 def _operators_breakdown(est: Any, scenario_id: str, graph: Any) -> pd.DataFrame:
     import pandas as pd
 
     with _deducing(est, scenario_id):
-        parts = est.predict_parts(_networks([graph], scenario_id))
+        parts = est.predict_parts(graph_networks([graph], scenario_id))
     rows = pd.DataFrame({"op_index": parts["kernel_index"].to_numpy(), "node": parts["nodes"].astype(str).to_numpy(),
                          "op_type": parts["kernel_type"].astype(str).to_numpy(),
                          "predicted_ms": parts["predicted_ms"].to_numpy(dtype="float64")})
@@ -131,4 +133,4 @@ OPERATORS = Reader(predict=_operators_predict, breakdown=_operators_breakdown)
 READERS: dict[str, Reader] = {"usc_lasso": OPWISE, "lookup": OPWISE, "usc_rf": OPWISE, "additive_mlp": OPERATORS}
 CANDIDATES = tuple(READERS)
 
-__all__ = ["CANDIDATES", "OPERATORS", "OPWISE", "READERS", "Reader", "graph_frame"]
+__all__ = ["CANDIDATES", "OPERATORS", "OPWISE", "READERS", "Reader", "graph_frame", "graph_networks"]

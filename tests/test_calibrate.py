@@ -125,6 +125,28 @@ def test_transfer_sources_match_framework_accelerator_and_precision():
         "usc-pixel4-tflite-cpu-1large-fp32"]
 
 
+def test_failed_networks_are_named_with_their_reason(tmp_path):
+    """A round's failures are reported by name and reason: the sweep's <model>.error.json and the
+    exporter's artifacts/<model>/<format>.error.json."""
+    from types import SimpleNamespace as NS
+
+    from shelf.calibrate.measuring import Bench
+    from shelf.calibrate.session import failures_line
+
+    bench = Bench(NS(measure=NS(load=NS(check=True))), NS(name="host"),
+                  NS(scenario_id="host-tflite-cpu-1large-fp32", framework="tflite", accelerator="cpu", precision="fp32"),
+                  tmp_path, NS(ids=["m1", "m2", "m3"]))
+    assert bench.failures() == {} and failures_line({}, bench.out).startswith("no failure on record")
+    bench.out.mkdir(parents=True)
+    (bench.out / "m1.error.json").write_text(json.dumps({"model_id": "m1", "kind": "runtime", "error": "SIGSEGV"}))
+    art = tmp_path / "artifacts" / "m2"
+    art.mkdir(parents=True)
+    (art / f"{bench.format}.error.json").write_text(json.dumps({"error": "IRError: no lowering"}))
+    assert bench.failures() == {"m1": "runtime: SIGSEGV", "m2": "export: IRError: no lowering"}
+    line = failures_line(bench.failures(), bench.out)
+    assert line.startswith("2 network(s) failed") and "m1: runtime: SIGSEGV" in line and str(bench.out) in line
+
+
 # ---------------------------------------------------------------- the user's shelf
 def test_a_user_shelf_is_read_over_the_committed_one_with_its_scale(gen_cfg, tmp_path, monkeypatch):
     from shelf import ShelfError

@@ -309,7 +309,10 @@ def test_a_malformed_entry_is_an_error_naming_file_and_key(tmp_path, old, new, w
 def test_other_catalog_faults(tmp_path):
     p = tmp_path / "catalog.yaml"
     p.write_text(GOOD + "  s10:\n    model: [unclosed\n")
-    with pytest.raises(CatalogError, match=rf"^{re.escape(str(p))}: line \d+: not valid YAML"):
+    with pytest.raises(CatalogError, match=rf"^{re.escape(str(p))}: malformed YAML: line \d+"):
+        load_catalog(p)
+    p.write_text(GOOD + "  s10:\n    model: " + "[" * 200 + "]" * 200 + "\n")  # bounded like every input
+    with pytest.raises(CatalogError, match=rf"^{re.escape(str(p))}: line \d+: nested deeper than"):
         load_catalog(p)
     p.write_text(GOOD + "  other:\n    model: X\n    sources:\n      usc: {names: [pixel4]}\n")
     with pytest.raises(CatalogError, match=r"devices\.other\.sources\.usc\.names: 'pixel4' already names device 'pixel4'"):

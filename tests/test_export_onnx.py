@@ -75,6 +75,17 @@ def test_every_operator_has_an_onnx_entry():
     assert FORMATS.get("onnx_int8").filename == "onnx_int8.onnx"
 
 
+def _run_qdq(model, g, x) -> list:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.log_severity_level = 1, 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    feed = {i.name: np.asarray(x[n.name], dtype=np.float32) for i, n in zip(sess.get_inputs(), g.input_nodes)}
+    return sess.run(None, feed)
+
+
 def _int8_check(g, tmp_path) -> None:
     import onnx
     import onnxruntime as ort
@@ -85,7 +96,10 @@ def _int8_check(g, tmp_path) -> None:
     assert all(verify_onnx(g, facts, "int8").values()), verify_onnx(g, facts, "int8")
     assert facts["calibration_samples"] == 8 and facts["op_counts"]["QuantizeLinear"] > 0
     x = example_input(g, sample=100)  # outside the calibration set
-    for a, b in zip(run_onnx(fp32, g, x), run_onnx(q, g, x)):
+    # the quantized model as its QDQ nodes define it (ORT's optimizations off): on an x86 core
+    # without VNNI, ORT's fused u8s8 kernels saturate 16-bit sums (its documented limitation),
+    # which is the runtime's arithmetic on this machine, not the export's
+    for a, b in zip(run_onnx(fp32, g, x), _run_qdq(q, g, x)):
         assert np.corrcoef(a.ravel(), b.ravel())[0, 1] >= 0.99
         assert np.max(np.abs(a - b)) <= 0.1 * np.max(np.abs(a))
     # ORT fuses the QDQ pairs into quantized kernels (uint8 activations, int8 weights): no float conv left

@@ -502,12 +502,12 @@ def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise CatalogError(f"{file}: device catalog not readable ({e})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise CatalogError(f"{file}:{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    from foundation.safeload import LoadError, load_yaml_text
+
+    try:  # the bounded loader: a user's catalog is input like any other file (depth, nodes, aliases)
+        data = load_yaml_text(text, str(file))
+    except LoadError as e:
+        raise CatalogError(str(e)) from None
     cat = parse_catalog(data, file, p)
     _CACHE[key] = (stamp, cat)
     return cat

@@ -8,7 +8,6 @@ from pathlib import Path
 from pipelines.config import ConfigError
 
 MEASURE_CHOICES = ("release", "full", "tour")
-RELEASE_GENERATORS = "[synthetic,zoo,nasbench201,pytorch,transformer,release]"  # conf/generator/release.yaml's overlay
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> None:
@@ -24,11 +23,9 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
     --scenario` reads it over the committed one). A process taken under load is measured again,
     then refused, as the measure stage does (--allow-load keeps it). Stopped, it resumes: run the
     same command again (a larger --budget adds rounds)."""
-    import copy
 
     from tqdm import tqdm
 
-    from pipelines.config import compose, validate
     from pipelines.devices import DeviceBusy, make_device
     from pipelines.measure import stage_scenario
     from pipelines.profile import ProfileError, device_config
@@ -37,6 +34,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
     from .. import ShelfError
     from ..store import USER_SHELF, USER_SHELF_ENV, Shelf
     from . import CalibrateError, calibrate
+    from .measuring import calibration_config
     from .pool import parse_sizes
     from .session import parse_budget
 
@@ -44,12 +42,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> None:
     try:
         budget = parse_budget(args.budget)
         sizes = parse_sizes(args.pool)
-        # the release's generator sections: the pool draws from the spaces and zoo families the release measured
-        cfg = validate(compose([f"measure={args.measure}", f"generator={RELEASE_GENERATORS}"]))
-        m = copy.deepcopy(cfg.measure)
-        m.points, m.sources, m.runner_sources, m.models = {}, [], {}, []
-        m.granularities = ["e2e", *[g for g in args.granularity if g != "e2e"]]
-        cfg.measure = m
+        cfg = calibration_config(args.measure, args.granularity)
         dev_cfg, accelerator = device_config(args.device, args.adb_server)
         device = make_device(dev_cfg)
         st = stage_scenario(device, args.framework, args.precision, args.cores if accelerator == "cpu" else None,

@@ -83,7 +83,7 @@ def cv_scratch(name: str, dataset: Any, scenario_id: str, ids: Sequence[str], k:
     y = Networks(dataset, tuple(ids), scenario_id).y()
     pred = np.full(len(ids), np.nan)
     for test in folds(len(ids), k, seed):
-        train = [ids[i] for i in range(len(ids)) if i not in set(test.tolist())]
+        train = [ids[i] for i in np.setdiff1d(np.arange(len(ids)), test)]
         est = fit_scratch(name, dataset, scenario_id, train, overrides)
         pred[test] = est.predict(Networks(dataset, tuple(ids[i] for i in test), scenario_id))
     return Scored(name, mape(y, pred), time.perf_counter() - t0)

@@ -20,6 +20,29 @@ from typing import Any, Callable, Sequence
 from . import CalibrateError
 from .pool import Pool
 
+# the generator sections of conf/generator/release.yaml's overlay: the pool draws from the spaces
+# and zoo families the release measured
+RELEASE_GENERATORS = "[synthetic,zoo,nasbench201,pytorch,transformer,release]"
+
+
+def calibration_config(measure: str = "release", granularities: Sequence[str] = (),
+                       overrides: Sequence[str] = (), check_load: bool = True) -> Any:
+    """The composed configuration a calibration measures under: the ``measure`` protocol (its
+    processes, stopping rule, load checks and probe) with nothing of its own to measure (no
+    points, sources or models: the calibration chooses the networks), e2e plus
+    ``granularities``, the release's generator sections, and the ``overrides`` (``device=...``).
+    ``check_load=False`` keeps processes measured under load (``--allow-load``)."""
+    from pipelines.config import compose, validate
+
+    cfg = validate(compose([f"measure={measure}", f"generator={RELEASE_GENERATORS}", *overrides]))
+    m = copy.deepcopy(cfg.measure)
+    m.points, m.sources, m.runner_sources, m.models = {}, [], {}, []
+    m.granularities = ["e2e", *[g for g in granularities if g != "e2e"]]
+    if not check_load:
+        m.load.check = False
+    cfg.measure = m
+    return cfg
+
 
 class Bench:
     """One scenario of one device, measured into ``<work>`` (see the module doc)."""
@@ -88,7 +111,8 @@ class Bench:
         return out
 
     def failures(self) -> dict[str, str]:
-        """model_id -> the kind and message of its failure on record."""
+        """model_id -> the kind and message of its failure on record (the measurement's
+        ``.error.json``, else its export's)."""
         import json
 
         out = {}
@@ -113,4 +137,4 @@ class Bench:
         return Dataset(a.tables, path=self.work)
 
 
-__all__ = ["Bench"]
+__all__ = ["Bench", "RELEASE_GENERATORS", "calibration_config"]

@@ -166,15 +166,27 @@ def run_rounds(bench: Any, pool: Pool, state: State, budget_s: float, reserve_s:
             bar.set_postfix_str(f"{n_cal} calibration + {n_ho} held out")
             bar.refresh()
             left = budget_s - state.spent_s - reserve_s
+            failed = counts.get("failed", 0) + counts.get("export_failed", 0)
             say(f"round {r['round']}: measured {counts.get('ok', 0)} of {len(r['calibration']) + len(r['held_out'])} "
-                f"({counts.get('failed', 0)} failed, {counts.get('refused', 0)} refused under load) in "
+                f"({failed} failed, {counts.get('refused', 0)} refused under load) in "
                 f"{_fmt_s(dt)}; {n_cal} calibration + {n_ho} held-out networks; spent {_fmt_s(state.spent_s)} of "
                 f"{_fmt_s(budget_s)}, ETA {_fmt_s(max(0.0, left) + reserve_s)}")
+            if failed:
+                say(failures_line(bench.failures(), bench.out))
             if counts.get("refused", 0) and counts.get("refused", 0) >= max(1, len(r["calibration"]) // 2):
                 raise CalibrateError(f"round {r['round']}: {counts['refused']} networks refused as measured under "
                                      "load: the device is busy (quiet it, or --allow-load to keep such data)")
     finally:
         bar.close()
+
+
+def failures_line(failures: dict[str, str], where: Path) -> str:
+    """One line on the networks that failed: how many, the first one's reason, where the rest are."""
+    if not failures:
+        return f"no failure on record in {where}"
+    mid, why = next(iter(failures.items()))
+    return (f"{len(failures)} network(s) failed so far (they are left out), e.g. {mid}: {why}; "
+            f"each one's .error.json is in {where} or under its artifact")
 
 
 def finish(bench: Any, pool: Pool, state: State, shelf_dir: Path, zoo: Any, budget_s: float,
@@ -248,4 +260,4 @@ def finish(bench: Any, pool: Pool, state: State, shelf_dir: Path, zoo: Any, budg
     return Outcome(sid, entry, len(cal), len(ho), len(state.rounds), state.spent_s, scored)
 
 
-__all__ = ["Outcome", "STATE", "Spec", "State", "finish", "parse_budget", "run_rounds"]
+__all__ = ["Outcome", "STATE", "Spec", "State", "failures_line", "finish", "parse_budget", "run_rounds"]
