@@ -432,18 +432,23 @@ def _infer_shuffle(a: dict, ins: list[Shape]) -> list[Shape]:
 register_op(OpSpec("channel_shuffle", _infer_shuffle, {"groups": REQUIRED}, category="shuffle", types={"groups": POS_INT}))
 
 
+PADS = "four non-negative ints [top, bottom, left, right], or six [top, bottom, left, right, front, back]"
+
+
 def _infer_pad(a: dict, ins: list[Shape]) -> list[Shape]:
     x = ins[0]
     _need_rank(x, 4)
     pads = a["pads"]
-    if not isinstance(pads, list) or len(pads) != 4 or any(not isinstance(p, int) or p < 0 for p in pads):
-        raise OpError(f"pads must be four non-negative ints [top, bottom, left, right], got {pads!r}")
-    t, b, l, r = pads
-    return [[1, x[1], x[2] + t + b, x[3] + l + r]]
+    if not isinstance(pads, list) or len(pads) not in (4, 6) or any(not isinstance(p, int) or p < 0 for p in pads):
+        raise OpError(f"pads must be {PADS}, got {pads!r}")
+    t, b, l, r, front, back = pads + [0, 0] * (len(pads) == 4)
+    return [[1, x[1] + front + back, x[2] + t + b, x[3] + l + r]]
 
 
+# Constant padding of an image: of H and W, and with six pads of the channels too (``front``
+# channels before, ``back`` after: PyramidNet's shortcut widens its identity with zero channels).
 register_op(OpSpec("pad", _infer_pad, {"pads": REQUIRED, "value": 0.0}, category="pad",
-                   types={"pads": int_list_kind(0, 4, what="four non-negative ints [top, bottom, left, right]"), "value": float_kind}))
+                   types={"pads": int_list_kind(0, min_len=4, what=PADS), "value": float_kind}))
 
 
 def _infer_reshape(a: dict, ins: list[Shape]) -> list[Shape]:
@@ -652,6 +657,37 @@ def _infer_cls_token(a: dict, ins: list[Shape]) -> list[Shape]:
 
 # Class token: a learned [1, 1, C] token concatenated in front of the tokens [1, N, C].
 register_op(OpSpec("cls_token", _infer_cls_token, params=lambda a, i, o: i[0][-1], category="concat"))
+
+
+# ---------------------------------------------------------------- added for imported CNNs' zoos
+def _infer_lrn(a: dict, ins: list[Shape]) -> list[Shape]:
+    _need_rank(ins[0], 4)
+    return [list(ins[0])]
+
+
+# Local response normalisation across channels with PyTorch's definition (nn.LocalResponseNorm,
+# AlexNet and ZFNet): y_c = x_c / (bias + alpha / size * sum of x_k^2 over the channels k in
+# [c - size // 2, c + (size - 1) // 2] within the input)^beta. ONNX's LRN divides alpha by size
+# too; TFLite's LOCAL_RESPONSE_NORMALIZATION does not, and its window 2 * radius + 1 is odd:
+# for an odd size the three agree (an even-sized window is centred differently by each).
+register_op(OpSpec("lrn", _infer_lrn, {"size": REQUIRED, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}, category="norm",
+                   types={"size": POS_INT, "alpha": float_kind, "beta": float_kind, "bias": float_kind}))
+# Element-wise quotient of two tensors, broadcasting as add and mul do (torch.div, ONNX Div,
+# TFLite DIV); a quotient by a constant scalar is a ``scale``.
+register_op(OpSpec("div", _broadcast, arity=(2, 2)))
+
+
+def _infer_resize(a: dict, ins: list[Shape]) -> list[Shape]:
+    _need_rank(ins[0], 4)
+    h, w = a["size"]
+    return [[1, ins[0][1], h, w]]
+
+
+# Nearest-neighbour resize of an image to an output size [H, W] of any ratio, with PyTorch's
+# 'nearest' (source index floor(dst * in / out), TFLite's legacy rule): SCNet's self-calibration
+# brings a pooled map back to its input's size (3 -> 14 at 14 x 14). An integer ratio is an upsample.
+register_op(OpSpec("resize", _infer_resize, {"size": REQUIRED}, category="resize", types={"size": pair_kind(1)}))
+
 
 # ---------------------------------------------------------------- op configurations
 # An op's *configuration* is what a per-op latency model keys on: the USC study's Table 2 layout

@@ -165,6 +165,8 @@ def _lower_node(b: _Builder, n: Node, xs: list[int], graph: Graph) -> list[int]:
         for x in xs[1:]:
             y = add(ADD if op == "add" else MUL, name, [y, x], rank)
         return [y]
+    if op == "div":
+        return [add(DIV, name, xs, rank)]
     if op == "scale":
         return [add(MUL, name, [xs[0], b.const(name)], rank)]
     if op == "shift":
@@ -196,7 +198,7 @@ def _lower_node(b: _Builder, n: Node, xs: list[int], graph: Graph) -> list[int]:
         return [y]
     if op == "upsample" and a["mode"] != "nearest":  # XNNPACK's bilinear resize takes it
         return [add("aten.upsample_bilinear2d.vec", name, xs, rank)]
-    if op == "upsample":
+    if op in ("upsample", "resize"):
         return [add(UPSAMPLE, name, xs, rank, supported=False)]
     if op in ("reshape", "flatten"):
         return [add(VIEW, name, xs, rank)]
@@ -542,7 +544,8 @@ def _xnnpack_names(seq: Sequence[_L]) -> list[tuple[str, str, str]]:
         if n.kind != "call":
             continue
         op = n.op
-        if op == PAD and n.attrs.get("value") == 0.0 and single(n) and cons[id(n)][0].op == CONV:
+        if op == PAD and n.attrs.get("value") == 0.0 and single(n) and cons[id(n)][0].op == CONV \
+                and not any(n.attrs["pads"][4:]):  # (zero channels are no convolution's padding)
             if any(n.attrs["pads"]):
                 padded.add(id(cons[id(n)][0]))
             continue

@@ -276,13 +276,14 @@ DELEGATE_OP_BUILDERS: dict[str, Callable[[_Builder, Node], None]] = {
     "swish": lambda b, n: b.emit(n, [("sigmoid", "LOGISTIC", [], {}), ("mul", "MUL", [n.inputs[0]], {})]),
     "clip": _clip, "scale": lambda b, n: b.emit(n, [("mul", "MUL", [], {"const": True})]),
     "shift": lambda b, n: b.emit(n, [("add", "ADD", [], {"const": True})]),
-    "add": _binary("add", "ADD"), "mul": _binary("mul", "MUL"),
+    "add": _binary("add", "ADD"), "mul": _binary("mul", "MUL"), "div": _binary("div", "DIV"),
     "avgpool": _pool, "maxpool": _pool, "global_avgpool": _act("mean", "MEAN"),
     "concat": _concat, "split": _split,
     "channel_shuffle": lambda b, n: b.emit(n, [("reshape", "RESHAPE", [], {}), ("transpose", "TRANSPOSE", [], {}),
                                                ("reshape", "RESHAPE", [], {})]),
     "pad": _act("padding", "PAD"), "crop": _act("slice", "SLICE"), "upsample": lambda b, n: b.emit(n, [("resize", "RESIZE_NEAREST_NEIGHBOR" if n.attrs["mode"] == "nearest"
                                                    else "RESIZE_BILINEAR", [], {})]),
+    "resize": _act("resize", "RESIZE_NEAREST_NEIGHBOR"),
     "reshape": _act("reshape", "RESHAPE"), "flatten": _act("reshape", "RESHAPE"), "softmax": _act("softmax", "SOFTMAX"),
 }
 

@@ -22,8 +22,9 @@ Three stages:
    GELU ``GELU (NC)``, BATCH_MATMUL of two activations ``Batch Matrix Multiply (NC, F32) GEMM``
    (a folded transpose is its flag, no operator), SOFTMAX ``Softmax (NC, F32)``, attention's
    RESHAPE / TRANSPOSE (up to rank 6) ``Static Reshape (NC)`` / ``Transpose (ND, X32) Transpose``.
-   Operators XNNPACK does not take (MIRROR_PAD, RESIZE_NEAREST_NEIGHBOR) stay with
-   LiteRT's builtin kernels and are named by their TFLite operator.
+   Operators XNNPACK does not take (MIRROR_PAD, RESIZE_NEAREST_NEIGHBOR,
+   LOCAL_RESPONSE_NORMALIZATION) stay with LiteRT's builtin kernels and are named by their
+   TFLite operator.
 
 3. LiteRT's partitioning (:func:`partitions`): the delegate takes every operator it supports,
    and the runtime splits the graph into subsets of one kind (delegated or builtin) the way
@@ -172,6 +173,7 @@ def _pool(op: TfliteOp, node: Node, graph: Graph) -> list[str]:
 XNN_KERNELS: dict[str, Callable[[TfliteOp, Node, Graph], list[str]]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "FULLY_CONNECTED": _fc,
     "ADD": _binary("Add (ND)"), "MUL": _binary("Multiply (ND)"), "SUB": _binary("Subtract (ND)"),
+    "DIV": _binary("Divide (ND)"),
     "MINIMUM": _binary("Minimum (ND)"), "MAXIMUM": _binary("Maximum (ND)"),
     "RELU": _same("Clamp (NC)"), "RELU6": _same("Clamp (NC)"), "RELU_N1_TO_1": _same("Clamp (NC)"),
     "LOGISTIC": _same("Sigmoid (NC)"), "HARD_SWISH": _same("HardSwish (NC)"), "TANH": _same("TanH (NC)"),
@@ -184,7 +186,7 @@ XNN_KERNELS: dict[str, Callable[[TfliteOp, Node, Graph], list[str]]] = {
     "RESHAPE": _same("Static Reshape (NC)"), "TRANSPOSE": _same("Transpose (ND, X32) Transpose"),
     "SLICE": _slice, "SPLIT": _same("Copy (NC, X32)"), "SPLIT_V": _builtin,
     "PAD": _same("Constant Pad (ND, X32)"), "PADV2": _same("Constant Pad (ND, X32)"),
-    "MIRROR_PAD": _builtin, "RESIZE_NEAREST_NEIGHBOR": _builtin,
+    "MIRROR_PAD": _builtin, "RESIZE_NEAREST_NEIGHBOR": _builtin, "LOCAL_RESPONSE_NORMALIZATION": _builtin,
     "RESIZE_BILINEAR": _same("Resize Bilinear (NHWC)"),  # the name LiteRT's profiler gives it (seen)
 }
 #: A zero PAD is absorbed into the padding of these readers.

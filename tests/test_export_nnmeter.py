@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -60,6 +59,9 @@ TYPES = {
     "reduce_max": "reducemax",
     "reduce_sum": "reducesum",
     "instancenorm": "instancenorm",
+    "lrn": "lrn",
+    "resize": "upsample",
+    "div": "div",
     "pos_embed": "add",  # an Add whose other operand is a weight
     "cls_token": "concat",  # a Concat whose other operand is a weight
 }
@@ -86,7 +88,9 @@ def all_ops_graph() -> Graph:
     x = g.add("clip", g.add("shift", g.add("scale", x, factor=0.5), value=0.25), min=0.0, max=1.0)
     x = g.add("reshape", x, shape=[1, 32, 12, 16])
     x = B.conv_bn_act(g, x, 32, 3, groups=4)  # grouped, not depthwise: conv
-    x = g.add("instancenorm", x)
+    x = g.add("lrn", g.add("instancenorm", x), size=5)
+    x = g.add("div", [x, g.add("shift", g.add("sigmoid", x), value=0.5)])
+    x = g.add("add", [x, g.add("resize", g.add("avgpool", x, kernel=5, stride=5), size=g.shape(x)[2:])])
     x = g.add("mul", [x, g.add("sigmoid", g.add("reduce_max", x, axis=1, keepdim=True))])
     x = g.add("reduce_sum", g.add("reshape", x, shape=[1, 2, 16, 12, 16]), axis=1)
     x = g.add("flatten", g.add("global_avgpool", x))

@@ -90,8 +90,8 @@ def torch_forward(graph: Graph, inputs: dict[str, np.ndarray] | None = None) -> 
             elif op == "channel_shuffle":
                 y = F.channel_shuffle(x, a["groups"])
             elif op == "pad":
-                t, b, l, r = a["pads"]
-                y = F.pad(x, (l, r, t, b), value=a["value"])
+                t, b, l, r, *channels = a["pads"]
+                y = F.pad(x, (l, r, t, b, *channels), value=a["value"])
             elif op == "reshape":
                 y = x.reshape(a["shape"])
             elif op == "flatten":
@@ -133,6 +133,12 @@ def torch_forward(graph: Graph, inputs: dict[str, np.ndarray] | None = None) -> 
                 y = x.sum(a["axis"], keepdim=a["keepdim"])
             elif op == "instancenorm":
                 y = F.instance_norm(x, weight=w["weight"], bias=w["bias"], eps=a["eps"])
+            elif op == "resize":
+                y = F.interpolate(x, size=tuple(a["size"]), mode="nearest")
+            elif op == "lrn":
+                y = F.local_response_norm(x, a["size"], a["alpha"], a["beta"], a["bias"])
+            elif op == "div":
+                y = xs[0] / xs[1]
             else:
                 raise NotImplementedError(f"no torch reference for {op!r}: add it to this test")
             env[n.name] = y if isinstance(y, list) else [y]
@@ -160,6 +166,7 @@ def zoo(size: int = 32) -> Graph:
     x = g.add("channel_shuffle", x, groups=2)
     x = g.add("conv2d", x, out_channels=24, kernel=3, padding=2, dilation=2, groups=4)  # grouped, dilated
     x = g.add("instancenorm", x)  # IBN-Net's conv + norm: MEAN over H and W ... MUL + ADD per channel
+    x = g.add("lrn", x, size=5, alpha=0.5, bias=2.0)  # AlexNet's norm: float in int8, DEQUANTIZE ... QUANTIZE
     x = g.add("prelu", x, num_parameters=24)
     u, v, w = g.add_multi("split", x, sections=[4, 8, 12])
     w = g.add("tanh", w)  # fixed int8 scale into a concat: QUANTIZE
@@ -177,9 +184,11 @@ def zoo(size: int = 32) -> Graph:
     x2 = g.add("clip", x2, min=-0.5, max=2.0)
     x = g.add("add", [x, x2, x])
     x = g.add("upsample", x, scale=2)
+    x = g.add("add", [x, g.add("resize", g.add("avgpool", x, kernel=3, stride=3), size=g.shape(x)[2:])])  # SCNet
     x = g.add("crop", x, crops=[1, 0, 0, 1])
     x = g.add("scale", x, factor=0.5)
     x = g.add("shift", x, value=-1.0)  # after a MUL: ADD by a scalar
+    x = g.add("relu6", g.add("div", [x, g.add("shift", g.add("sigmoid", x), value=0.5)]))  # relu6 fused into DIV
     x = g.add("mul", [x, g.add("sigmoid", g.add("reduce_max", x, axis=1, keepdim=True))])  # CBAM's channel-max map
     _, c, h, w_ = g.shape(x)
     y = g.add("reduce_sum", g.add("reshape", x, shape=[1, 2, c // 2, h, w_]), axis=1)  # split attention's radix sum
@@ -260,6 +269,8 @@ SINGLE = {
     "channel_shuffle": (E, lambda g, x: g.add("channel_shuffle", x, groups=4)),
     "pad_zero": (E, lambda g, x: g.add("pad", x, pads=[1, 2, 0, 3])),
     "pad_value": (E, lambda g, x: g.add("pad", x, pads=[0, 1, 1, 0], value=-1.5)),
+    "pad_channels": (E, lambda g, x: g.add("pad", x, pads=[0, 0, 0, 0, 0, 4])),  # PyramidNet's widened identity
+    "pad_channels_hw_value": (E, lambda g, x: g.add("pad", x, pads=[1, 0, 0, 2, 3, 1], value=0.5)),
     "reshape_rank3": (E, lambda g, x: g.add("reshape", x, shape=[1, 8, 120])),
     "reshape_rank4": (E, lambda g, x: g.add("reshape", x, shape=[1, 4, 20, 12])),
     "reshape_to4": (E, lambda g, x: g.add("reshape", g.add("fc", g.add("flatten", x), out_features=24), shape=[1, 6, 2, 2])),
@@ -276,6 +287,8 @@ SINGLE = {
     "crop": (E, lambda g, x: g.add("crop", x, crops=[0, 2, 1, 1])),
     "upsample": (O, lambda g, x: g.add("upsample", x, scale=[2, 3])),
     "upsample_bilinear": (O, lambda g, x: g.add("upsample", x, scale=2, mode="bilinear")),
+    "resize_up": (O, lambda g, x: g.add("resize", g.add("avgpool", x, kernel=4, stride=4), size=[11, 9])),  # SCNet: 2x2 -> 11x9
+    "resize_down": (E, lambda g, x: g.add("resize", x, size=[5, 7])),
     "upsample_bilinear_corners": (O, lambda g, x: g.add("upsample", x, scale=[2, 3], mode="bilinear_corners")),
     # transformers: tokens [1, N, C] and attention tensors [1, heads, N, d] are not images
     "tokens": (E, lambda g, x: g.add("transpose", g.add("reshape", x, shape=[1, 8, 120]), perm=[0, 2, 1])),
@@ -300,6 +313,12 @@ SINGLE = {
     "reduce_max_tokens": (E, lambda g, x: g.add("reduce_max", _tokens(g, x), axis=1)),
     "reduce_sum_radix": (E, lambda g, x: g.add("reduce_sum", g.add("reshape", x, shape=[1, 2, 4, 12, 10]), axis=1)),
     "instancenorm": (E, lambda g, x: g.add("instancenorm", x, eps=1e-3)),
+    # imported zoos: AlexNet's local response norm after its conv (relu fused into the conv), a quotient
+    "lrn": (E, lambda g, x: g.add("lrn", g.add("relu", g.add("conv2d", x, out_channels=6, kernel=3, padding=1)), size=5,
+                                  alpha=0.5, beta=0.75, bias=2.0)),
+    "lrn_3": (O, lambda g, x: g.add("lrn", x, size=3)),
+    "div": (E, lambda g, x: g.add("div", [x, g.add("shift", g.add("sigmoid", x), value=0.5)])),
+    "div_broadcast": (E, lambda g, x: g.add("div", [x, g.add("shift", g.add("sigmoid", g.add("global_avgpool", x)), value=0.5)])),
     # learned constant tensors: a position embedding of tokens and of an image (NHWC constant, fused relu)
     "pos_embed_tokens": (E, lambda g, x: g.add("pos_embed", _tokens(g, x))),
     "pos_embed_image_relu": (E, lambda g, x: g.add("relu", g.add("pos_embed", x))),
@@ -521,6 +540,14 @@ def test_bad_prelu_and_precision_errors(tmp_path):
         _single("prelu3", E, lambda g, x: g.add("prelu", x, num_parameters=3, name="p3"))
     with pytest.raises(T.TFLiteExportError, match="unknown precision 'int4'"):
         T.export_tflite(_single("ok", E, lambda g, x: g.add("relu", x)), tmp_path / "x.tflite", "int4")
+
+
+def test_even_lrn_is_a_one_line_error(tmp_path):
+    g = _single("lrn4", E, lambda g, x: g.add("lrn", x, size=4, name="norm1"))
+    with pytest.raises(T.TFLiteExportError, match=r"^node 'norm1' \(lrn\): size 4 is even: TFLite's "
+                                                  r"LOCAL_RESPONSE_NORMALIZATION sums an odd window .* \[format tflite\]$"):
+        T.export_tflite(g, tmp_path / "lrn4.tflite")
+    assert not any(tmp_path.iterdir())
 
 
 # NAS-Bench-201 cells exposed two converter rewrites the expectations must model: shared

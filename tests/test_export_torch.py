@@ -55,6 +55,9 @@ ATEN = {
     "reduce_max": "aten::amax",
     "reduce_sum": "aten::sum",
     "instancenorm": "aten::instance_norm",
+    "resize": "aten::upsample_nearest2d",
+    "lrn": "aten::avg_pool3d",  # + the rest of nn.LocalResponseNorm's decomposition (torch_module.LRN_ATEN)
+    "div": "aten::div",
     "pos_embed": "aten::add",
     "cls_token": "aten::cat",
 }
@@ -73,6 +76,7 @@ def all_ops_graph() -> Graph:
     b = B.conv_bn_act(g, b, 16, 1, act="sigmoid", bn=False)
     x = g.add("concat", [a, b])
     x = g.add("channel_shuffle", x, groups=4)
+    x = g.add("lrn", x, size=5, alpha=0.5, beta=0.75, bias=2.0)  # AlexNet's (a larger alpha: it shows)
     x = g.add("pad", x, pads=[1, 0, 0, 1], value=0.25)
     x = g.add("maxpool", x, kernel=3, stride=2, padding=1, ceil_mode=True)
     y = g.add("avgpool", x, kernel=3, stride=1, padding=1, count_include_pad=False)
@@ -104,6 +108,10 @@ def two_input_graph() -> Graph:
     a = g.input([1, 8, 8, 8], name="a")
     b = g.input([1, 8, 8, 8], name="b")
     x = g.add("mul", [a, b])
+    x = g.add("div", [x, g.add("shift", g.add("sigmoid", b), value=0.5)])  # a divisor in (0.5, 1.5)
+    x = g.add("lrn", x, size=4, alpha=0.5, beta=0.75, bias=1.5)  # an even window: PyTorch's centring
+    x = g.add("pad", x, pads=[0, 0, 0, 0, 0, 4])  # PyramidNet's zero channels (float in int8)
+    x = g.add("add", [x, g.add("resize", g.add("avgpool", x, kernel=3, stride=3), size=[8, 8])])  # SCNet: 2x2 -> 8x8
     x = g.add("crop", x, crops=[0, 1, 0, 0])  # one narrow only
     x = B.conv_bn_act(g, x, 8, 3)
     return g.set_outputs(x, g.add("global_avgpool", x)).validate()
@@ -268,6 +276,16 @@ def numpy_forward(graph: Graph, inputs: dict[str, np.ndarray]) -> list[np.ndarra
             y = x.max(axis=a["axis"], keepdims=a["keepdim"])
         elif op == "reduce_sum":
             y = x.sum(axis=a["axis"], keepdims=a["keepdim"])
+        elif op == "resize":  # PyTorch's nearest: source floor(dst * in / out)
+            rows = (np.arange(a["size"][0]) * x.shape[2]) // a["size"][0]
+            cols = (np.arange(a["size"][1]) * x.shape[3]) // a["size"][1]
+            y = x[:, :, rows][:, :, :, cols]
+        elif op == "lrn":  # PyTorch's window: size // 2 channels before, (size - 1) // 2 after
+            n, c = a["size"], x.shape[1]
+            sq = np.pad(x * x, ((0, 0), (n // 2, (n - 1) // 2), (0, 0), (0, 0)))
+            y = x / (a["bias"] + a["alpha"] / n * sum(sq[:, k:k + c] for k in range(n))) ** a["beta"]
+        elif op == "div":
+            y = xs[0] / xs[1]
         elif op == "instancenorm":
             d = x - x.mean(axis=(2, 3), keepdims=True)
             y = d / np.sqrt((d * d).mean(axis=(2, 3), keepdims=True) + a["eps"])
@@ -322,8 +340,8 @@ def numpy_forward(graph: Graph, inputs: dict[str, np.ndarray]) -> list[np.ndarra
             n, c, h, wd = x.shape
             y = x.reshape(n, a["groups"], c // a["groups"], h, wd).transpose(0, 2, 1, 3, 4).reshape(x.shape)
         elif op == "pad":
-            t, bo, l, r = a["pads"]
-            y = np.pad(x, ((0, 0), (0, 0), (t, bo), (l, r)), constant_values=a["value"])
+            t, bo, l, r, front, back = a["pads"] + [0, 0] * (len(a["pads"]) == 4)
+            y = np.pad(x, ((0, 0), (front, back), (t, bo), (l, r)), constant_values=a["value"])
         elif op == "reshape":
             y = x.reshape(a["shape"])
         elif op == "flatten":
@@ -375,6 +393,9 @@ def test_traced_aten_counts_match_ir(graphs, name):
             want[ATEN[node.op]] = want.get(ATEN[node.op], 0) + n
             if node.op == "layernorm" and node.attrs["axis"] % len(node.shape) != len(node.shape) - 1:
                 want["aten::permute"] = want.get("aten::permute", 0) + 2
+            if node.op == "lrn":  # nn.LocalResponseNorm is a composite of aten ops
+                for kind, k in tm.LRN_ATEN.items():
+                    want[kind] = want.get(kind, 0) + k
     got = tm.script_op_counts(tm.trace(g))
     assert got == {k: v for k, v in sorted(want.items()) if v}  # nothing else: no extra aten op per node
     assert tm.expected_aten_counts(g) == got
@@ -449,7 +470,7 @@ def test_int8_float_ops_stay_float(graphs, tmp_path):
     g = graphs["all_ops"]
     facts = tm.export_torchscript(g, tmp_path / "m.pt", "int8")
     floats = [n.name for n in g.nodes.values()
-              if n.op in ("swish", "softmax") or (n.op == "batchnorm" and len(n.shape) == 2)]
+              if n.op in ("swish", "softmax", "lrn") or (n.op == "batchnorm" and len(n.shape) == 2)]
     assert facts["float_ops"] == floats
     counts = facts["op_counts"]
     assert counts["aten::silu"] == 1 and counts["aten::softmax"] == 1 and counts["aten::batch_norm"] == 1

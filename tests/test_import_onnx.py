@@ -526,3 +526,93 @@ def test_split_attention_channel_max_and_instance_norm_compute_the_same():
 
     with pytest.raises(UnsupportedModelError, match=r"\(ReduceSum\): ReduceSum over axes \[1, 2\]"):
         import_onnx(export_onnx(S(), [1, 4, 6, 6]), name="m")
+
+
+def test_local_response_norm_and_division_compute_the_same():
+    """pytorchcv's AlexNet norm (``F.local_response_norm``, which torch.onnx writes decomposed:
+    the squares viewed [1, 1, C, H, W], padded on the channel axis, averaged by an AveragePool,
+    times alpha, plus the bias, to the power beta, the input divided by that), nn.LocalResponseNorm
+    and a quotient of two tensors, through the file's weights and LiteRT."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.lrn = nn.LocalResponseNorm(3, alpha=0.3, beta=0.6, k=1.5)
+
+        def forward(self, x):
+            y = F.local_response_norm(torch.relu(self.conv(x)), 5, alpha=0.5, k=2.0)
+            return self.lrn(y / (torch.sigmoid(y) + 0.5))
+
+    torch.manual_seed(6)
+    m = M().eval()
+    x = np.random.default_rng(6).standard_normal((1, 3, 10, 10)).astype(np.float32)
+    g = check_same_function(export_onnx(m, [1, 3, 10, 10]), m, x, "lrn")
+    assert ops(g) == ["conv2d", "relu", "lrn", "sigmoid", "shift", "div", "lrn"]
+    assert [n.attrs for n in g.nodes.values() if n.op == "lrn"] == [
+        {"size": 5, "alpha": 0.5, "beta": 0.75, "bias": 2.0}, {"size": 3, "alpha": 0.3, "beta": 0.6, "bias": 1.5}]
+
+
+@pytest.mark.parametrize("size", [5, 4])
+def test_exported_local_response_norm_imports_back(size, tmp_path):
+    """The exporter writes an odd-sized lrn as ONNX's LRN, an even-sized one decomposed (ONNX
+    centres an even window one channel off PyTorch's); both import to the same IR."""
+    from generators.export.onnx import export_onnx as export_ir
+
+    src = Graph("lrn", source="test")
+    x = src.input([1, 6, 5, 5])
+    src.set_outputs(src.add("div", [src.add("lrn", x, size=size, alpha=0.5, beta=0.5, bias=2.0), src.add("sigmoid", x)]))
+    facts = export_ir(src.validate(), tmp_path / "m.onnx")
+    assert ("LRN" in facts["op_counts"]) == (size % 2 == 1)
+    assert import_onnx(tmp_path / "m.onnx").model_id == src.model_id
+
+
+def test_even_onnx_lrn_is_refused():
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("LRN", ["x"], ["y"], size=4)
+    graph = helper.make_graph([node], "lrn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 4])])
+    blob = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    with pytest.raises(UnsupportedModelError, match=r"^m: ONNX node .* \(LRN\): LRN of the even size 4 \(ONNX centres"):
+        import_onnx(blob, name="m")
+
+
+def test_channel_padding_computes_the_same():
+    """PyramidNet's shortcut: the identity widened by zero channels (a Pad of axis 1) -> pad with
+    six pads, through the file's weights and LiteRT."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.wide = nn.Conv2d(8, 12, 3, padding=1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return self.wide(y) + F.pad(y, (0, 0, 0, 0, 0, 4))
+
+    torch.manual_seed(7)
+    m = M().eval()
+    x = np.random.default_rng(7).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    g = check_same_function(export_onnx(m, [1, 3, 8, 8]), m, x, "pyramid")
+    assert ops(g) == ["conv2d", "conv2d", "pad", "add"]
+    assert next(n for n in g.nodes.values() if n.op == "pad").attrs == {"pads": [0, 0, 0, 0, 0, 4], "value": 0.0}
+
+
+def test_nearest_resize_to_a_size_computes_the_same():
+    """SCNet's self-calibration: a map pooled by 4 brought back to its size by a nearest resize of a
+    non-integer ratio (3 -> 14: a Resize with sizes, asymmetric coordinates, floor) -> resize."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return torch.sigmoid(y + F.interpolate(F.avg_pool2d(y, 4), size=y.shape[2:], mode="nearest"))
+
+    torch.manual_seed(8)
+    m = M().eval()
+    x = np.random.default_rng(8).standard_normal((1, 3, 14, 14)).astype(np.float32)
+    g = check_same_function(export_onnx(m, [1, 3, 14, 14]), m, x, "scnet")
+    assert ops(g) == ["conv2d", "avgpool", "resize", "add", "sigmoid"]
+    assert next(n for n in g.nodes.values() if n.op == "resize").attrs == {"size": [14, 14]}

@@ -171,6 +171,35 @@ def test_reductions_and_instance_norm():
         imp(Lambda(lambda x: x.sum((2, 3))))
 
 
+def test_local_response_norm_and_division_of_tensors():
+    g = imp(nn.Sequential(nn.LocalResponseNorm(5, alpha=2e-4, beta=0.5, k=2.0),
+                          Lambda(lambda x: F.local_response_norm(x, 4)),  # pytorchcv's AlexNet calls the function
+                          Lambda(lambda x: x / torch.sigmoid(x)), Lambda(lambda x: torch.div(x, x.mean(1, keepdim=True)))))
+    assert ops(g) == ["lrn", "lrn", "sigmoid", "div", "mean", "div"]
+    assert [n.attrs for n in g.nodes.values() if n.op == "lrn"] == [
+        {"size": 5, "alpha": 2e-4, "beta": 0.5, "bias": 2.0}, {"size": 4, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}]
+    assert g.flops == 0 and g.params == 0
+    with pytest.raises(UnsupportedModelError, match="local response norm of a rank-3 tensor"):
+        imp(nn.LocalResponseNorm(3), shape=(1, 8, 16))
+    with pytest.raises(UnsupportedModelError, match="division with rounding_mode='floor'"):
+        imp(Lambda(lambda x: torch.div(x, x, rounding_mode="floor")))
+
+
+def test_nearest_resize_to_a_size():
+    g = imp(Lambda(lambda x: x + F.interpolate(F.avg_pool2d(x, 3), size=x.shape[2:], mode="nearest")))  # 5 -> 16
+    assert ops(g) == ["avgpool", "resize", "add"]
+    assert next(n for n in g.nodes.values() if n.op == "resize").attrs == {"size": [16, 16]}
+    with pytest.raises(UnsupportedModelError, match=r"bilinear resize 5x5 -> 16x16 by a non-integer factor"):
+        imp(Lambda(lambda x: F.interpolate(F.avg_pool2d(x, 3), size=x.shape[2:], mode="bilinear")))
+
+
+def test_channel_padding():
+    g = imp(Lambda(lambda x: F.pad(x, (0, 0, 0, 0, 0, 4)) + F.pad(x, (1, 1, 0, 0, 2, 2))[:, :, :, 1:-1]))
+    assert ops(g) == ["pad", "pad", "crop", "add"]
+    assert [n.attrs["pads"] for n in g.nodes.values() if n.op == "pad"] == [[0, 0, 0, 0, 0, 4], [0, 0, 1, 1, 2, 2]]
+    assert g.shape(g.outputs[0]) == [1, 12, 16, 16]
+
+
 class Shuffle(nn.Module):
     def forward(self, x):
         b, c, h, w = x.size()

@@ -346,3 +346,37 @@ def test_keras_preprocessing_and_dense_over_channels_with_a_free_batch():
     counts = g.op_counts()
     assert (counts["scale"], counts["shift"], counts["batchnorm"], counts["conv2d"]) == (1, 1, 2, 2)
     assert [n.attrs["value"] for n in g.nodes.values() if n.op == "shift"] == [-1.0]
+
+
+# ------------------------------------------------------------------ local response norm, division
+def lrn_div(size: int = 12) -> Graph:
+    """AlexNet's conv + local response norm, a quotient of two tensors (the divisor in (0.5, 1.5),
+    broadcast over the map), PyramidNet's zero channels, SCNet's resize of a pooled map."""
+    g = Graph("lrn-div", source="test")
+    x = g.add("conv2d", g.input([1, 3, size, size]), out_channels=8, kernel=3, padding=1)
+    x = g.add("lrn", g.add("relu", x), size=5, alpha=0.5, beta=0.75, bias=2.0)
+    x = g.add("div", [x, g.add("shift", g.add("sigmoid", g.add("global_avgpool", x)), value=0.5)])
+    x = g.add("add", [x, g.add("resize", g.add("avgpool", x, kernel=4, stride=2), size=[size, size])])  # 5 -> 12
+    return g.set_outputs(g.add("lrn", g.add("pad", x, pads=[0, 0, 0, 0, 0, 2]), size=3)).validate()
+
+
+def test_local_response_norm_and_division_round_trip():
+    src = lrn_div()
+    blob = T.convert(src, "fp32")
+    assert T.inspect_tflite(blob)["op_counts"]["LOCAL_RESPONSE_NORMALIZATION"] == 2
+    g, _ = round_trip(blob, example_input(src, sample=7)[src.input_nodes[0].name], "lrn-div", src)
+    assert structure_key(g) == structure_key(tflite_form(src))  # size, alpha (over size), beta, bias back
+    assert [n.attrs for n in g.nodes.values() if n.op == "lrn"] == [
+        {"size": 5, "alpha": 0.5, "beta": 0.75, "bias": 2.0}, {"size": 3, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}]
+
+
+def test_tf_local_response_normalization_and_division_compute_the_same():
+    def build(x, rng):
+        y = tf.nn.local_response_normalization(x, depth_radius=2, bias=1.5, alpha=0.1, beta=0.5)
+        return y / (tf.sigmoid(tf.nn.conv2d(x, _w(rng, 1, 1, 6, 6), 1, "VALID")) + 0.5)
+
+    blob = _tf_model(build, [1, 5, 4, 6])
+    g, _ = round_trip(blob, np.random.default_rng(4).standard_normal((1, 6, 5, 4)).astype(np.float32), "tf-lrn")
+    (lrn,) = (n for n in g.nodes.values() if n.op == "lrn")
+    assert lrn.attrs == {"size": 5, "alpha": 0.5, "beta": 0.5, "bias": 1.5}  # TF's alpha times the window
+    assert g.op_counts()["div"] == 1

@@ -66,6 +66,28 @@ def test_shape_inference_and_costs_of_a_conv_by_hand():
         g.memory_access("fp64")
 
 
+def test_lrn_and_div_shapes_and_costs():
+    g = Graph()
+    x = g.input([1, 8, 6, 5])
+    n = g.add("lrn", x, size=5, alpha=2e-4, beta=0.5, bias=2)
+    d = g.add("div", [n, g.add("global_avgpool", x)])  # broadcasts [1, 8, 1, 1] over the map
+    g.set_outputs(d).validate()
+    assert g.shape(n) == g.shape(d) == [1, 8, 6, 5]
+    assert g.nodes[n].attrs == {"size": 5, "alpha": 2e-4, "beta": 0.5, "bias": 2}
+    assert {c.op: (c.params, c.macs) for c in g.costs() if c.op in ("lrn", "div")} == {"lrn": (0, 0), "div": (0, 0)}
+    assert Graph.from_json(g.to_json()).model_id == g.model_id
+    assert g.nodes[g.add("lrn", x, size=3)].attrs == {"size": 3, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}
+
+
+def test_pad_of_the_channels():
+    g = Graph()
+    x = g.input([1, 4, 5, 6])
+    assert g.shape(g.add("pad", x, pads=[0, 0, 0, 0, 0, 3])) == [1, 7, 5, 6]
+    assert g.shape(g.add("pad", x, pads=[1, 0, 2, 1, 2, 1], value=0.5)) == [1, 7, 6, 9]
+    with pytest.raises(IRError, match=r"^node 'p' \(pad\): pads must be four .* or six .*, got \[0, 0, 0, 0, 1\]"):
+        g.add("pad", x, pads=[0, 0, 0, 0, 1], name="p")
+
+
 def test_pool_ceil_mode_and_global_pool_shapes():
     g = Graph()
     x = g.input([1, 4, 7, 7])
@@ -111,11 +133,15 @@ def test_every_operator_has_shape_inference_and_is_exercised_somewhere():
         more.add("reduce_sum", more.add("reshape", x, shape=[1, 2, 2, 8, 8]), axis=1),
         more.add("instancenorm", x),
         more.add("pos_embed", x),
+        more.add("lrn", x, size=3),
+        more.add("div", [x, x]),
+        more.add("resize", x, size=[3, 13]),
     ]
     tokens = more.input([1, 6, 4], name="tokens")
     extra.append(more.add("cls_token", tokens))
     used |= {more.nodes[r].op for r in extra}
-    assert more.shape(extra[-1]) == [1, 7, 4] and more.shape(extra[-2]) == [1, 4, 8, 8]
+    assert more.shape(extra[-1]) == [1, 7, 4] and more.shape(extra[-5]) == [1, 4, 8, 8]
+    assert more.shape(extra[-2]) == [1, 4, 3, 13]
     assert more.shape(extra[0]) == [1, 4, 9, 11]  # pads are [top, bottom, left, right]
     assert set(OPS) <= used, f"operators without a test: {set(OPS) - used}"
 
@@ -154,6 +180,38 @@ def test_every_operator_has_shape_inference_and_is_exercised_somewhere():
             [{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 4, 4]}}, {"name": "c", "op": "conv2d", "inputs": ["x"], "attrs": {"out_channels": 8, "kernel": 7}}],
             ["c"],
             "node 'c' \\(conv2d\\): conv2d window 7 .* larger than padded input",
+        ),
+        (
+            [{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 4, 4]}}, {"name": "n", "op": "lrn", "inputs": ["x"], "attrs": {"size": 0}}],
+            ["n"],
+            "node 'n' \\(lrn\\): size must be an int in \\[1, ",
+        ),
+        (
+            [{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 4, 4]}}, {"name": "n", "op": "lrn", "inputs": ["x"], "attrs": {"size": 5, "beta": "0.75"}}],
+            ["n"],
+            "node 'n' \\(lrn\\): beta must be a finite number",
+        ),
+        (
+            [{"name": "x", "op": "input", "attrs": {"shape": [1, 24]}}, {"name": "n", "op": "lrn", "inputs": ["x"], "attrs": {"size": 5}}],
+            ["n"],
+            "node 'n' \\(lrn\\): input must have rank 4, got shape \\[1, 24\\]",
+        ),
+        (
+            [{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 4, 4]}}, {"name": "n", "op": "lrn", "inputs": ["x"]}],
+            ["n"],
+            "node 'n' \\(lrn\\): missing required attribute 'size'",
+        ),
+        (
+            [{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 4, 4]}}, {"name": "y", "op": "input", "attrs": {"shape": [1, 6, 4, 1]}},
+             {"name": "q", "op": "div", "inputs": ["x", "y", "x"]}],
+            ["q"],
+            "node 'q' \\(div\\): takes 2 input\\(s\\), got 3",
+        ),
+        (
+            [{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 4, 4]}}, {"name": "y", "op": "input", "attrs": {"shape": [1, 6, 2, 4]}},
+             {"name": "q", "op": "div", "inputs": ["x", "y"]}],
+            ["q"],
+            "node 'q' \\(div\\): input shapes .* do not broadcast",
         ),
         (
             [{"name": "x", "op": "input", "attrs": {"shape": [1, 6, 4, 4]}}, {"name": "r", "op": "relu", "inputs": ["x"]}, {"name": "d", "op": "relu", "inputs": ["x"]}],

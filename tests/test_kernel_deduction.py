@@ -168,7 +168,14 @@ def _tiny_networks() -> list[Graph]:
     x = r.add("mul", [x, r.add("sigmoid", r.add("reduce_max", x, axis=1, keepdim=True))])
     x = r.add("reduce_sum", r.add("reshape", x, shape=[1, 2, 8, 8, 8]), axis=1)
     r.set_outputs(r.add("fc", r.add("flatten", r.add("global_avgpool", x)), out_features=10))
-    return [g, nasbench201.build(1234), build_network(cfg, 3, 0), r]
+    # AlexNet's local response norm (LiteRT's builtin kernel between two delegated subsets) and a
+    # quotient of two tensors
+    a = Graph("tiny-lrn")
+    x = a.add("relu", a.add("conv2d", a.input([1, 3, 16, 16]), out_channels=16, kernel=3, padding=1))
+    x = a.add("conv2d", a.add("lrn", x, size=5, alpha=0.5, bias=2.0), out_channels=16, kernel=3, padding=1)
+    x = a.add("div", [x, a.add("shift", a.add("sigmoid", a.add("global_avgpool", x)), value=0.5)])
+    a.set_outputs(a.add("fc", a.add("flatten", a.add("global_avgpool", x)), out_features=10))
+    return [g, nasbench201.build(1234), build_network(cfg, 3, 0), r, a]
 
 
 def test_xnnpack_operators_match_kernel_mode(tmp_path: Path):

@@ -80,11 +80,36 @@ def _partitioner_configs() -> tuple:
     return tuple(Prelu4dConfig if c is PreluConfig else c for c in ALL_PARTITIONER_CONFIGS)
 
 
+def _runnable_module(graph: Graph):
+    """``to_module(graph)`` with each ``nn.LocalResponseNorm`` computed over a ``[1, 1, C, H*W]``
+    view by ``avg_pool2d`` (PyTorch's own formulation for 3-D inputs: the same function), since
+    ExecuTorch has no kernel for the ``avg_pool3d`` of its 4-D one."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Lrn(nn.Module):
+        def __init__(self, m: nn.LocalResponseNorm):
+            super().__init__()
+            self.size, self.alpha, self.beta, self.k = m.size, m.alpha, m.beta, m.k
+
+        def forward(self, x):
+            n, c, h, w = x.shape
+            div = F.pad((x * x).reshape(n, 1, c, h * w), (0, 0, self.size // 2, (self.size - 1) // 2))
+            div = F.avg_pool2d(div, (self.size, 1), stride=1).reshape(n, c, h, w)
+            return x / (div * self.alpha + self.k) ** self.beta
+
+    module = to_module(graph)
+    for name, sub in list(module.named_children()):
+        if isinstance(sub, nn.LocalResponseNorm):
+            setattr(module, name, Lrn(sub))
+    return module
+
+
 def _exported(graph: Graph, precision: str, calibration_samples: int):
     """The ``torch.export`` program to lower and the float parameter count it started from."""
     import torch
 
-    module, example = to_module(graph), example_tensors(graph)
+    module, example = _runnable_module(graph), example_tensors(graph)
     with torch.no_grad():
         program = torch.export.export(module, example)
     params = sum(program.state_dict[name].numel() for name in program.graph_signature.parameters)

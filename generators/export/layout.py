@@ -6,8 +6,8 @@ The IR keeps PyTorch's axis order. A channels-last framework stores an *image*, 
 images, such as attention's ``[1, heads, N, d]``. Which rank-4 tensors are images follows from
 the operators around them (:func:`tensor_layouts`):
 
-- a graph input and the output of an image operator (:data:`IMAGE_OPS`: windows and spatial
-  plumbing) are images; so is every graph output of rank 4 (the exported model's I/O is NHWC);
+- a graph input and the output of an image operator (:data:`IMAGE_OPS`: windows, spatial
+  plumbing and the channel window of a local response norm) are images; so is every graph output of rank 4 (the exported model's I/O is NHWC);
 - an operator that keeps its input's axes (activations, add, mul, concat, split, softmax, batch
   and layer norm...) gives its output the layout of its first input;
 - an operator that rearranges or contracts axes (:data:`ORDER_OPS`: reshape, transpose, matmul,
@@ -28,7 +28,8 @@ from ..ir import Graph, Node, split_ref
 
 NHWC, PLAIN = "nhwc", "plain"
 #: Operators that read and write images.
-IMAGE_OPS = frozenset({"conv2d", "avgpool", "maxpool", "global_avgpool", "upsample", "crop", "pad", "channel_shuffle"})
+IMAGE_OPS = frozenset({"conv2d", "avgpool", "maxpool", "global_avgpool", "upsample", "crop", "pad", "channel_shuffle",
+                       "lrn", "resize"})
 #: Operators whose result's axes are not their input's: the result's layout is chosen.
 #: Reductions over one axis: layout-keeping with keepdim, else they contract an axis.
 REDUCE_OPS = frozenset({"mean", "reduce_max", "reduce_sum"})

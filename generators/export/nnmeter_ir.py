@@ -94,8 +94,8 @@ def _axis_attr(kind: str, extra: Callable[[Node], dict] = lambda n: {}) -> Calla
 
 
 def _pad(node: Node, ins: list[list[int]]) -> tuple[str, dict]:
-    t, b, l, r = node.attrs["pads"]
-    return "pad", {"pads": [t, l, b, r], "value": node.attrs["value"]}
+    t, b, l, r, *channels = node.attrs["pads"]
+    return "pad", {"pads": [t, l, b, r], "value": node.attrs["value"], **({"channel_pads": channels} if channels else {})}
 
 
 def _rule_conv_type(node: Node, graph: Graph) -> str:
@@ -137,6 +137,7 @@ NNMETER_OPS: dict[str, NNMeterOp] = {
     "prelu": NNMeterOp(lambda n, i: ("prelu", {"num_parameters": n.attrs["num_parameters"]}), "prelu"),
     "add": NNMeterOp(_fixed("add"), "add"),
     "mul": NNMeterOp(_fixed("mul"), "mul"),
+    "div": NNMeterOp(_fixed("div"), "div"),
     "avgpool": NNMeterOp(_pool("avgpool"), "avgpool"),
     "maxpool": NNMeterOp(_pool("maxpool"), "maxpool"),
     "global_avgpool": NNMeterOp(_fixed("gap"), "gap"),
@@ -153,6 +154,7 @@ NNMETER_OPS: dict[str, NNMeterOp] = {
     "clip": NNMeterOp(lambda n, i: ("relu", {"min": n.attrs["min"], "max": n.attrs["max"]}), "clip"),  # nn-Meter aliases Clip to relu
     "crop": NNMeterOp(lambda n, i: ("split", {"crops": list(n.attrs["crops"])}), "crop"),  # an ONNX Slice, which nn-Meter calls split
     "upsample": NNMeterOp(lambda n, i: ("upsample", {"scale": list(n.attrs["scale"]), "mode": n.attrs["mode"]}), "upsample"),
+    "resize": NNMeterOp(lambda n, i: ("upsample", {"size": list(n.attrs["size"]), "mode": "nearest"}), "upsample"),
     # transformers
     "layernorm": NNMeterOp(lambda n, i: ("layernorm", {"axis": n.attrs["axis"] % len(i[0]), "epsilon": n.attrs["eps"]}),
                            "layernorm"),
@@ -166,6 +168,8 @@ NNMETER_OPS: dict[str, NNMeterOp] = {
     # learned constant tensors: an Add and a Concat whose other operand is a weight, as in TF/ONNX graphs
     "pos_embed": NNMeterOp(_fixed("add"), "pos_embed"),  # the constant has the output's shape
     "cls_token": NNMeterOp(lambda n, i: ("concat", {"axis": 1, "const_shape": [1, 1, i[0][-1]]}), "cls_token"),
+    # imported CNNs' zoos: AlexNet's local response norm (ONNX's LRN, with its attribute names)
+    "lrn": NNMeterOp(lambda n, i: ("lrn", {k: n.attrs[k] for k in ("size", "alpha", "beta", "bias")}), "lrn"),
 }
 
 

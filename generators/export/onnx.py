@@ -5,10 +5,13 @@
 - **fp32**: :func:`generators.export.torch_module.to_module` (the same ``nn`` layers and weights as
   every other export of the network) exported with PyTorch's TorchScript-based exporter
   (``dynamo=False``: it needs no onnxscript), opset :data:`OPSET`, static shapes, batch 1,
-  constants folded; inputs named after the IR inputs, outputs ``output_<k>``. Two layers are
+  constants folded; inputs named after the IR inputs, outputs ``output_<k>``. Four layers are
   swapped for their ONNX form first (the same function): ``nn.ChannelShuffle`` (no ONNX symbolic)
-  becomes reshape -> transpose -> reshape, and a constant pad one ``Pad`` with constant pads (the
-  exporter would compute them in the graph). The file passes ``onnx.checker`` (full check).
+  becomes reshape -> transpose -> reshape, a constant pad one ``Pad`` with constant pads (the
+  exporter would compute them in the graph), a resize to a size one ``Resize`` with constant sizes
+  (likewise), and ``nn.LocalResponseNorm`` one ``LRN`` of an odd
+  size, its decomposition with constant shapes for an even one (the exporter would compute them,
+  and guard a squeeze with an ``If``). The file passes ``onnx.checker`` (full check).
 - **int8**: the fp32 file quantized by ``onnxruntime.quantization.quantize_static``: QDQ format,
   int8 weights per output channel, uint8 activations per tensor (U8S8, the pairing ORT's x86
   kernels fuse into QLinearConv and friends; with int8 activations part of the graph stays float
@@ -95,6 +98,13 @@ GELU_OPS = {"none": {"Div": 1, "Erf": 1, "Add": 1, "Mul": 2},
             "tanh": {"Mul": 6, "Add": 2, "Tanh": 1}}
 
 
+#: nn.LocalResponseNorm of an even size, decomposed as PyTorch computes it (ONNX's LRN centres an
+#: even window one channel off PyTorch's, so only odd sizes become an LRN): the squares viewed
+#: [1, 1, C, H, W], padded on the channels, averaged, viewed back, times alpha, plus the bias, to
+#: the power beta, and the division.
+LRN_DECOMPOSED = {"Mul": 2, "Reshape": 2, "Pad": 1, "AveragePool": 1, "Add": 1, "Pow": 1, "Div": 1}
+
+
 #: IR operator -> the ONNX operators of the exported fp32 file. Adding an operator is one
 #: ``register_onnx_op`` call (its PyTorch module must export: torch_module.TORCH_OPS).
 ONNX_OPS: dict[str, OnnxOp] = {
@@ -105,7 +115,7 @@ ONNX_OPS: dict[str, OnnxOp] = {
     "hswish": _one("HardSwish"), "hsigmoid": _one("HardSigmoid"), "sigmoid": _one("Sigmoid"),
     "swish": OnnxOp({"Sigmoid": 1, "Mul": 1}), "tanh": _one("Tanh"), "leaky_relu": _one("LeakyRelu"),
     "prelu": _one("PRelu"),
-    "add": OnnxOp({"Add": 1}, chain=True), "mul": OnnxOp({"Mul": 1}, chain=True),
+    "add": OnnxOp({"Add": 1}, chain=True), "mul": OnnxOp({"Mul": 1}, chain=True), "div": _one("Div"),
     "scale": _one("Mul"),
     "shift": _one("Add"),
     "avgpool": _one("AveragePool"), "maxpool": _one("MaxPool"), "global_avgpool": _one("GlobalAveragePool"),
@@ -114,9 +124,10 @@ ONNX_OPS: dict[str, OnnxOp] = {
     "pad": _one("Pad"), "reshape": _one("Reshape"), "flatten": _one("Flatten"), "softmax": _one("Softmax"),
     "crop": OnnxOp(lambda n, g: {"Slice": int(bool(n.attrs["crops"][0] or n.attrs["crops"][1]))
                                  + int(bool(n.attrs["crops"][2] or n.attrs["crops"][3]))}),
-    "upsample": _one("Resize"),
+    "upsample": _one("Resize"), "resize": _one("Resize"),
     "layernorm": OnnxOp(lambda n, g: {"LayerNormalization": 1, "Transpose": 0 if _last_axis(n) else 2}),
     "instancenorm": _one("InstanceNormalization"),
+    "lrn": OnnxOp(lambda n, g: {"LRN": 1} if n.attrs["size"] % 2 else dict(LRN_DECOMPOSED)),
     "gelu": OnnxOp(lambda n, g: GELU_OPS[n.attrs["approximate"]]),
     "matmul": _one("MatMul"), "transpose": _one("Transpose"), "mean": _one("ReduceMean"),
     "reduce_max": _one("ReduceMax"), "reduce_sum": _one("ReduceSum"),
@@ -277,7 +288,7 @@ def inspect_onnx(model: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- writing one
 def _onnx_module(graph: Graph):
-    """The fp32 module of ``graph`` with the two layers that need it in their ONNX form."""
+    """The fp32 module of ``graph`` with the layers that need it in their ONNX form."""
     import torch
     from torch import nn
 
@@ -285,13 +296,13 @@ def _onnx_module(graph: Graph):
 
     class _PadFn(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, x, pads, value):  # pads: F.pad's (left, right, top, bottom)
+        def forward(ctx, x, pads, value):  # pads: F.pad's (left, right, top, bottom[, front, back])
             return nn.functional.pad(x, pads, value=value)
 
         @staticmethod
         def symbolic(g, x, pads, value):
-            left, right, top, bottom = pads
-            onnx_pads = torch.tensor([0, 0, top, left, 0, 0, bottom, right], dtype=torch.int64)
+            left, right, top, bottom, front, back = (*pads, 0, 0)[:6]
+            onnx_pads = torch.tensor([0, front, top, left, 0, back, bottom, right], dtype=torch.int64)
             return g.op("Pad", x, g.op("Constant", value_t=onnx_pads),
                         g.op("Constant", value_t=torch.tensor(value, dtype=torch.float32)), mode_s="constant")
 
@@ -302,6 +313,62 @@ def _onnx_module(graph: Graph):
 
         def forward(self, x):
             return _PadFn.apply(x, self.pads, self.value)
+
+    class _LrnFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, size, alpha, beta, bias):
+            return nn.functional.local_response_norm(x, size, alpha, beta, bias)
+
+        @staticmethod
+        def symbolic(g, x, size, alpha, beta, bias):
+            if size % 2:
+                return g.op("LRN", x, size_i=size, alpha_f=alpha, beta_f=beta, bias_f=bias)
+            # an even window, PyTorch's (ONNX's LRN centres it one channel off): its decomposition
+            # with constant shapes and pads
+            from torch.onnx import symbolic_helper
+
+            def const(v, dtype=torch.int64):
+                return g.op("Constant", value_t=torch.tensor(v, dtype=dtype))
+
+            shape = symbolic_helper._get_tensor_sizes(x)
+            sq = g.op("Reshape", g.op("Mul", x, x), const([1, 1, *shape[1:]]))
+            pads = [0, 0, size // 2, 0, 0, 0, 0, (size - 1) // 2, 0, 0]
+            avg = g.op("AveragePool", g.op("Pad", sq, const(pads), const(0.0, torch.float32), mode_s="constant"),
+                       kernel_shape_i=[size, 1, 1], strides_i=[1, 1, 1])
+            den = g.op("Mul", g.op("Reshape", avg, const(shape)), const(alpha, torch.float32))
+            den = g.op("Pow", g.op("Add", den, const(bias, torch.float32)), const(beta, torch.float32))
+            return g.op("Div", x, den)
+
+    class Lrn(nn.Module):
+        def __init__(self, m: nn.LocalResponseNorm):
+            super().__init__()
+            self.args = (int(m.size), float(m.alpha), float(m.beta), float(m.k))
+
+        def forward(self, x):
+            return _LrnFn.apply(x, *self.args)
+
+    class _ResizeFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, size):
+            return nn.functional.interpolate(x, size=size, mode="nearest")
+
+        @staticmethod
+        def symbolic(g, x, size):
+            from torch.onnx import symbolic_helper
+
+            n, c = symbolic_helper._get_tensor_sizes(x)[:2]
+            empty = g.op("Constant", value_t=torch.tensor([], dtype=torch.float32))
+            sizes = g.op("Constant", value_t=torch.tensor([n, c, *size], dtype=torch.int64))
+            return g.op("Resize", x, empty, empty, sizes, coordinate_transformation_mode_s="asymmetric", mode_s="nearest",
+                        nearest_mode_s="floor")
+
+    class Resize(nn.Module):
+        def __init__(self, size: tuple[int, int]):
+            super().__init__()
+            self.size = tuple(int(v) for v in size)
+
+        def forward(self, x):
+            return _ResizeFn.apply(x, self.size)
 
     class ChannelShuffle(nn.Module):
         def __init__(self, groups: int):
@@ -316,8 +383,12 @@ def _onnx_module(graph: Graph):
     for name, sub in list(module.named_children()):
         if isinstance(sub, nn.ChannelShuffle):
             setattr(module, name, ChannelShuffle(sub.groups))
-        elif isinstance(sub, nn.ConstantPad2d):
+        elif isinstance(sub, (nn.ConstantPad2d, nn.ConstantPad3d)):
             setattr(module, name, Pad(sub.padding, sub.value))
+        elif isinstance(sub, nn.LocalResponseNorm):
+            setattr(module, name, Lrn(sub))
+        elif isinstance(sub, nn.Upsample) and sub.size is not None:
+            setattr(module, name, Resize(sub.size))
     return module
 
 

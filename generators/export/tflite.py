@@ -163,6 +163,7 @@ def _expected_ops(graph: Graph, plans: dict[str, Plan], precision: str) -> dict[
             # nothing left: the node passes its input through (the chain stays exclusive)
             owner[name] = o
     if precision == "int8":
+        _float_in_int8(graph, readers, outputs, ops)
         # The quantizer gives the inputs of a CONCATENATION the concat's scale. A tensor with
         # a fixed scale (the output of LOGISTIC 1/256, TANH 1/128 or SOFTMAX 1/256) that
         # reaches a concat input, directly or through scale-preserving ops, is requantized
@@ -188,6 +189,23 @@ def _expected_ops(graph: Graph, plans: dict[str, Plan], precision: str) -> dict[
         if n:
             ops["__fp16_dequantize__"] = ["DEQUANTIZE"] * n
     return ops
+
+
+def _float_in_int8(graph: Graph, readers: dict[str, list[str]], outputs: set[str], ops: dict[str, list[str]]) -> None:
+    """The DEQUANTIZE before and the QUANTIZE after the operators the int8 converter leaves in
+    float (``int8_float``: no int8 kernel): none between two of them, a QUANTIZE after one whose
+    result an int8 operator or the graph's output reads. (Not predicted: a CONCATENATION or a
+    SPLIT_V reading such a result stays float too, its QUANTIZE after it.)"""
+    def stays_float(name: str) -> bool:
+        return lowering(graph.nodes[name]).int8_float
+
+    for node in graph.nodes.values():
+        if not stays_float(node.name):
+            continue
+        if not stays_float(split_ref(node.inputs[0])[0]):
+            ops[node.name].insert(0, "DEQUANTIZE")
+        if node.name in outputs or not all(stays_float(r) for r in readers[node.name]):
+            ops[node.name].append("QUANTIZE")
 
 
 def _shared_input_transposes(graph: Graph, plans: dict[str, Plan], ops: dict[str, list[str]]) -> dict[str, list[int] | None]:

@@ -36,7 +36,8 @@ def lowering_error(node: Node, msg: str) -> TFLiteExportError:
 
 
 #: TFLite ops that take a fused RELU/RELU6 from a following activation (measured).
-FUSES_ACTIVATION = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MUL", "MAX_POOL_2D", "AVERAGE_POOL_2D"}
+FUSES_ACTIVATION = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MUL", "DIV", "MAX_POOL_2D",
+                    "AVERAGE_POOL_2D"}
 HAS_BIAS = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}
 #: clip ranges the converter turns into a (fusable) TFLite activation.
 CLIP_ACTIVATIONS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}
@@ -202,6 +203,9 @@ class TFLiteLowering:
     sets_tail: bool = False
     int8_scale: Callable[[Plan], str] = lambda pl: "own"  # "fixed", "input" or "own"
     chained: bool = False
+    # LiteRT has no int8 kernel for it: the int8 converter leaves it in float, between a
+    # DEQUANTIZE and a QUANTIZE (one pair around a run of such operators)
+    int8_float: bool = False
 
 
 #: IR operator -> its TFLite lowering (:func:`register_lowering` adds one): the exporter's
@@ -465,7 +469,7 @@ def _fused_or(act: str) -> Callable[[Site, Plan], None]:
 
 register_lowering(TFLiteLowering(
     "relu", _fused_or("RELU"), unary(lambda tf, x, n, s: tf.nn.relu(x)),
-    "nothing when P's last op is CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL, "
+    "nothing when P's last op is CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MUL, DIV, "
     "MAX_POOL_2D or AVERAGE_POOL_2D without a fused activation yet (fused activation); otherwise "
     "RELU (e.g. after CONCATENATION, MEAN, PAD, HARD_SWISH or an input)",
     sets_tail=True,
@@ -554,6 +558,9 @@ def _build_binary(tf, graph, node, pl, xs, weights, scalar):
 for _op in ("add", "mul"):
     register_lowering(TFLiteLowering(_op, _plan_binary, _build_binary, f"{_op.upper()} x (n_inputs - 1)",
                                      sets_tail=True, chained=True))
+register_lowering(TFLiteLowering("div", _plan_binary, lambda tf, graph, node, pl, xs, weights, scalar: [xs[0] / xs[1]],
+                                 "DIV (takes a following relu as its fused activation, as ADD and MUL do)",
+                                 sets_tail=True))
 
 
 # ---------------------------------------------------------------- pools
@@ -736,6 +743,10 @@ def _build_upsample(tf, graph, node, pl, xs, weights, scalar):
     return [tf.raw_ops.ResizeNearestNeighbor(images=xs[0], size=[h, w], align_corners=False, half_pixel_centers=False)]
 
 
+register_lowering(TFLiteLowering("resize", _ops("RESIZE_NEAREST_NEIGHBOR"),
+                                 lambda tf, graph, node, pl, xs, weights, scalar: [tf.raw_ops.ResizeNearestNeighbor(
+                                     images=xs[0], size=node.attrs["size"], align_corners=False, half_pixel_centers=False)],
+                                 "RESIZE_NEAREST_NEIGHBOR to the size (no half-pixel centres, no corner alignment)"))
 register_lowering(TFLiteLowering("upsample", _plan_upsample, _build_upsample,
                                  "RESIZE_NEAREST_NEIGHBOR, or RESIZE_BILINEAR in the bilinear modes (nothing for scale 1)"))
 
@@ -821,12 +832,15 @@ def _plan_pad(s: Site, pl: Plan) -> None:
 
 def _build_pad(tf, graph, node, pl, xs, weights, scalar):
     v = float(node.attrs["value"])
+    pads = conv_pads_tf(node.attrs["pads"][:4])
+    pads[3] = list(node.attrs["pads"][4:]) or [0, 0]  # the channels: NHWC's last axis
     if v == 0.0:
-        return [tf.pad(xs[0], conv_pads_tf(node.attrs["pads"]))]
-    return [tf.pad(xs[0], conv_pads_tf(node.attrs["pads"]), constant_values=v)]
+        return [tf.pad(xs[0], pads)]
+    return [tf.pad(xs[0], pads, constant_values=v)]
 
 
-register_lowering(TFLiteLowering("pad", _plan_pad, _build_pad, "PAD (value 0) or PADV2", int8_scale=_SAME_SCALE))
+register_lowering(TFLiteLowering("pad", _plan_pad, _build_pad, "PAD (value 0) or PADV2 (of the channels too)",
+                                 int8_scale=_SAME_SCALE))
 
 
 # ---------------------------------------------------------------- flatten, reshape
@@ -985,6 +999,24 @@ register_lowering(TFLiteLowering(
     "and shift per channel (TF's decomposition of instance norm)",
     sets_tail=True,
 ))
+def _plan_lrn(s: Site, pl: Plan) -> None:
+    if s.a["size"] % 2 == 0:
+        raise lowering_error(s.node, f"size {s.a['size']} is even: TFLite's LOCAL_RESPONSE_NORMALIZATION sums an odd "
+                                     "window of 2 * radius + 1 channels")
+    pl.ops = ["LOCAL_RESPONSE_NORMALIZATION"]
+
+
+def _build_lrn(tf, graph, node, pl, xs, weights, scalar):
+    # TF's alpha multiplies the sum of squares itself; the IR's (PyTorch's) is divided by size
+    a = node.attrs
+    return [tf.nn.local_response_normalization(xs[0], depth_radius=(a["size"] - 1) // 2, bias=float(a["bias"]),
+                                               alpha=float(a["alpha"]) / a["size"], beta=float(a["beta"]))]
+
+
+register_lowering(TFLiteLowering("lrn", _plan_lrn, _build_lrn,
+                                 "LOCAL_RESPONSE_NORMALIZATION over the NHWC channels (radius (size - 1) / 2, alpha / "
+                                 "size; an even size is refused); float in int8 files, between a DEQUANTIZE and a "
+                                 "QUANTIZE", int8_float=True))
 elementwise("gelu", ["GELU"], lambda tf, x, n, s: tf.nn.gelu(x, approximate=n.attrs["approximate"] == "tanh"))
 register_lowering(TFLiteLowering("matmul", _ops("BATCH_MATMUL"),
                                  lambda tf, graph, node, pl, xs, weights, scalar: [tf.linalg.matmul(xs[0], xs[1])],

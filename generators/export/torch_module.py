@@ -21,8 +21,8 @@ then converted, for the ``x86`` engine (default) or ``qnnpack`` (ARM). Operators
 quantized CPU kernel stay float, between a DeQuantStub and a QuantStub:
 :data:`FLOAT_IN_INT8` lists them (swish/SiLU, softmax, batch norm on ``[1, F]`` tensors, GELU,
 matmul of two activations, layer norm over an axis that is not the last, the position embedding
-and class token: a float parameter added or concatenated; the max and sum reductions and instance
-norm).
+and class token: a float parameter added or concatenated; the max and sum reductions, instance
+norm, local response norm, the division of two tensors and a padding of the channels).
 With qnnpack each relu6/clip reads a contiguous copy of its input (one ``aten::contiguous``),
 working around a wrong-result bug of QNNPACK's quantized clamp on channels-last tensors;
 PReLU slopes are observed together with 1.0 (see ``_PReLUSlopeObserver``).
@@ -179,6 +179,13 @@ class MatMul(nn.Module):
         return torch.matmul(a, b)
 
 
+class Div(nn.Module):
+    """Element-wise quotient of two tensors (no quantized kernel: float in int8 models)."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.div(a, b)
+
+
 class Reduce(nn.Module):
     """A reduction over one axis: ``torch.mean``, ``torch.amax`` or ``torch.sum``."""
 
@@ -261,7 +268,9 @@ def _bn(node: Node, ins: list[list[int]]) -> nn.Module:
 
 
 def _pad(node: Node, ins: list[list[int]]) -> nn.Module:
-    t, b, l, r = node.attrs["pads"]
+    t, b, l, r, *channels = node.attrs["pads"]
+    if channels:  # ConstantPad3d pads the last three axes of a 4-D tensor: C, H, W
+        return nn.ConstantPad3d((l, r, t, b, *channels), float(node.attrs["value"]))
     return nn.ConstantPad2d((l, r, t, b), float(node.attrs["value"]))
 
 
@@ -278,6 +287,11 @@ def _layernorm(node: Node, ins: list[list[int]]) -> nn.Module:
     if _last_axis(node):
         return nn.LayerNorm(ins[0][ax], eps=eps)
     return AxisLayerNorm(ins[0][ax], eps, ax, len(ins[0]))
+
+
+#: The aten operators of one nn.LocalResponseNorm beside its avg_pool3d (traced, torch 2.13).
+LRN_ATEN = {"aten::mul": 2, "aten::view": 2, "aten::pad": 1, "aten::squeeze": 1, "aten::add": 1, "aten::pow": 1,
+            "aten::div": 1, "aten::size": 4}
 
 
 #: IR operator -> how it becomes a module. Adding an operator is one ``register_torch_op`` call.
@@ -297,6 +311,7 @@ TORCH_OPS: dict[str, TorchOp] = {
     "prelu": TorchOp(lambda n, i: nn.PReLU(n.attrs["num_parameters"]), "aten::prelu"),
     "add": TorchOp(lambda n, i: Nary("add", len(i)), "aten::add", variadic=True, n_aten=lambda n: len(n.inputs) - 1),
     "mul": TorchOp(lambda n, i: Nary("mul", len(i)), "aten::mul", variadic=True, n_aten=lambda n: len(n.inputs) - 1),
+    "div": TorchOp(lambda n, i: Div(), "aten::div", int8="f"),
     "avgpool": TorchOp(
         lambda n, i: nn.AvgPool2d(
             tuple(n.attrs["kernel"]), tuple(n.attrs["stride"]), tuple(n.attrs["padding"]),
@@ -326,11 +341,13 @@ TORCH_OPS: dict[str, TorchOp] = {
         "aten::upsample_nearest2d", int8="any", n_aten=lambda n: int(n.attrs["mode"] == "nearest"),
         extra_aten=lambda n: {} if n.attrs["mode"] == "nearest" else {"aten::upsample_bilinear2d": 1},
     ),
+    "resize": TorchOp(lambda n, i: nn.Upsample(size=tuple(n.attrs["size"]), mode="nearest"), "aten::upsample_nearest2d",
+                      int8="any"),
     "global_avgpool": TorchOp(lambda n, i: nn.AdaptiveAvgPool2d(1), "aten::adaptive_avg_pool2d"),
     "concat": TorchOp(lambda n, i: Concat(_axis(n, i)), "aten::cat", variadic=True),
     "split": TorchOp(lambda n, i: Split(n.attrs["sections"], _axis(n, i)), "aten::split_with_sizes", int8="any"),
     "channel_shuffle": TorchOp(lambda n, i: nn.ChannelShuffle(n.attrs["groups"]), "aten::channel_shuffle", int8="any"),
-    "pad": TorchOp(_pad, "aten::pad", int8="any"),
+    "pad": TorchOp(_pad, "aten::pad", int8=lambda n: "any" if len(n.attrs["pads"]) == 4 else "f"),
     "reshape": TorchOp(lambda n, i: Reshape(n.attrs["shape"]), "aten::reshape", int8="any"),
     "flatten": TorchOp(lambda n, i: nn.Flatten(1), "aten::flatten", int8="any"),
     "softmax": TorchOp(lambda n, i: nn.Softmax(_axis(n, i)), "aten::softmax", int8="f"),
@@ -341,6 +358,10 @@ TORCH_OPS: dict[str, TorchOp] = {
     "instancenorm": TorchOp(lambda n, i: nn.InstanceNorm2d(i[0][1], eps=n.attrs["eps"], affine=True),
                             "aten::instance_norm", int8="f"),
     "gelu": TorchOp(lambda n, i: nn.GELU(approximate=n.attrs["approximate"]), "aten::gelu", int8="f"),
+    # nn.LocalResponseNorm is a composite: squares, a window average over the channels (an
+    # avg_pool3d of a [1, 1, C, H, W] view), the power and the division; no quantized kernel
+    "lrn": TorchOp(lambda n, i: nn.LocalResponseNorm(n.attrs["size"], n.attrs["alpha"], n.attrs["beta"], n.attrs["bias"]),
+                   "aten::avg_pool3d", int8="f", extra_aten=lambda n: dict(LRN_ATEN)),
     "matmul": TorchOp(lambda n, i: MatMul(), "aten::matmul", int8="f"),
     "transpose": TorchOp(lambda n, i: Permute(n.attrs["perm"]), "aten::permute", int8="any"),
     "mean": TorchOp(lambda n, i: Reduce("mean", _axis(n, i), n.attrs["keepdim"]), "aten::mean", int8="any"),
@@ -366,7 +387,7 @@ def register_torch_op(op: str, spec: TorchOp) -> TorchOp:
 #: ``[1, F]`` tensors (BatchNorm1d); on feature maps it is fused into the conv or quantized.
 FLOAT_IN_INT8 = ("swish", "softmax", "batchnorm (rank 2, BatchNorm1d)", "gelu", "matmul",
                  "layernorm (not over the last axis)", "pos_embed", "cls_token", "reduce_max", "reduce_sum",
-                 "instancenorm")
+                 "instancenorm", "lrn", "div", "pad (of the channels)")
 
 
 #: Operators that QNNPACK runs with its clamp kernel, which needs a contiguous input (see ContiguousInput).

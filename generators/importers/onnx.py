@@ -87,6 +87,12 @@ _DECOMPOSED = {
     "tanh_g1": "1 + tanh(...) outside a tanh-GELU pattern",
     "half_tanh_g1": "0.5 * (1 + tanh(...)) outside a tanh-GELU pattern",
     "x_tanh_g1": "x * (1 + tanh(...)) outside a tanh-GELU pattern",
+    "lrn_view": "squares viewed [1, 1, C, H, W] outside a local-response-norm pattern",
+    "lrn_padded": "a Pad of the channel axis outside a local-response-norm pattern (the IR pads H and W)",
+    "lrn_avg": "an average over a window of channels outside a local-response-norm pattern",
+    "lrn_alpha": "a part of a local response norm's bias + alpha * average outside its pattern",
+    "lrn_bias": "a local response norm's bias + alpha * average outside its pattern",
+    "lrn_den": "a local response norm's divisor outside its pattern (the IR has no power)",
 }
 _PENDING_WHAT.update(_DECOMPOSED)
 
@@ -564,6 +570,20 @@ def _instance_norm(c: _Converter, ins, a, node):
     return c.new("instancenorm", x, eps=f32(a.get("epsilon", 1e-5)))
 
 
+@_handler("LRN")
+def _lrn(c: _Converter, ins, a, node):
+    x = ins[0]
+    if not isinstance(x, _T) or len(x.shape) != 4:
+        raise _Unsupported(f"LRN of {'a constant' if not isinstance(x, _T) else f'a rank-{len(x.shape)} tensor'} "
+                           "(the IR's lrn takes an image)")
+    size = int(a["size"])
+    if size % 2 == 0:
+        raise _Unsupported(f"LRN of the even size {size} (ONNX centres an even window one channel off PyTorch's, "
+                           "the IR's lrn)")
+    return c.new("lrn", x, size=size, alpha=f32(a.get("alpha", 1e-4)), beta=f32(a.get("beta", 0.75)),
+                 bias=f32(a.get("bias", 1.0)))
+
+
 @_handler("Gelu")
 def _gelu(c: _Converter, ins, a, node):
     if not isinstance(ins[0], _T):
@@ -633,7 +653,7 @@ def _binary(c: _Converter, ins, a, node):
                 if gate is not None and gate.op in ("sigmoid", "hsigmoid") and gate.inputs == [p.ref] and c.sole(qname):
                     # x * sigmoid(x): the gate's node is left unread and pruned at the end
                     return c.new("swish" if gate.op == "sigmoid" else "hswish", p)
-        if op in ("Add", "Mul"):
+        if op in ("Add", "Mul", "Div"):
             _same_rank(op, x, y)
             shape = tuple(int(d) for d in np.broadcast_shapes(x.shape, y.shape))
             if x.pending is None and y.pending is None and x.shape == y.shape and c.ir_shape(x) == c.ir_shape(y):
@@ -733,6 +753,9 @@ def _decomposed(c: _Converter, op: str, x: Any, y: Any, node: Any) -> _T | None:
         ref = c._add("layernorm", [x.ref], x.origin, axis=x.data[0], eps=x.data[1])
         c.origins[ref] = (*x.data[2], c.index) if x.pending == "ln_gain" else (c.index,)
         return _T(ref, x.shape)
+    lrn = _lrn_step(c, op, x, y, v)
+    if lrn is not None:
+        return lrn
     # GELU
     if op == "Pow" and x.pending is None and v == 3:
         return _T(x.ref, x.shape, "cube", (), c.origin)
@@ -763,6 +786,48 @@ def _decomposed(c: _Converter, op: str, x: Any, y: Any, node: Any) -> _T | None:
                 if (q.pending == kind + "1" and _scale_of(c, p, 0.5) == q.ref) or \
                         (q.pending == "half_" + kind + "1" and p.pending is None and p.ref == q.ref):
                     return _T(c._add("gelu", [q.ref], c.origin, approximate=approx), q.shape)
+    return None
+
+
+def _lrn_step(c: _Converter, op: str, x: _T, y: Any, v: float | None) -> _T | None:
+    """The arithmetic steps of a local response norm as torch.onnx decomposes
+    ``F.local_response_norm`` (after the window average, see :func:`_lrn_window`):
+    ``avg * alpha``, ``+ bias``, ``^ beta``, then ``x / that``; or None."""
+    if op == "Mul" and x.pending == "lrn_avg" and v is not None:
+        return _T(x.ref, x.shape, "lrn_alpha", (*x.data, f32(v)), x.origin)
+    if op == "Add" and x.pending == "lrn_alpha" and v is not None:
+        return _T(x.ref, x.shape, "lrn_bias", (*x.data, f32(v)), x.origin)
+    if op == "Pow" and x.pending == "lrn_bias" and v is not None:
+        return _T(x.ref, x.shape, "lrn_den", (*x.data, f32(v)), x.origin)
+    if op == "Div" and x.pending is None and isinstance(y, _T) and y.pending == "lrn_den" and y.ref == x.ref \
+            and x.shape == y.shape:
+        size, alpha, bias, beta = y.data
+        return _T(c._add("lrn", [x.ref], c.origin, size=size, alpha=alpha, beta=beta, bias=bias), x.shape)
+    return None
+
+
+def _lrn_window(c: _Converter, x: _T, op: str, a: dict, pads: list[int] | None = None) -> _T | None:
+    """The window steps of a decomposed local response norm, or None: the squares ``x * x`` of an
+    image ``[1, C, H, W]`` viewed ``[1, 1, C, H, W]`` (``Reshape``/``Unsqueeze``), zero-padded on
+    the channel axis by ``size // 2`` before and ``(size - 1) // 2`` after (``Pad``), averaged
+    over ``size`` channels (``AveragePool`` of kernel ``[size, 1, 1]``), viewed back."""
+    if op == "view" and x.pending == "square" and len(x.shape) == 4 and len(a["shape"]) == 5 \
+            and a["shape"][:3] == [1, 1, x.shape[1]] and math.prod(a["shape"]) == math.prod(x.shape):
+        return _T(x.ref, tuple(a["shape"]), "lrn_view", (), c.origin)
+    if op == "view" and x.pending == "lrn_avg" and a["shape"] == list(c.g.shape(x.ref)):
+        return _T(x.ref, tuple(a["shape"]), "lrn_avg", x.data, x.origin)
+    if op == "Pad" and x.pending == "lrn_view" and pads is not None and len(pads) == 10 \
+            and all(p == 0 for k, p in enumerate(pads) if k not in (2, 7)):
+        before, after = pads[2], pads[7]
+        shape = (*x.shape[:2], x.shape[2] + before + after, *x.shape[3:])
+        return _T(x.ref, shape, "lrn_padded", (before, after), x.origin)
+    if op == "AveragePool" and x.pending == "lrn_padded":
+        before, after = x.data
+        size = before + after + 1
+        plain = [int(p) for p in a.get("pads", [0] * 6)] == [0] * 6 and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+        if [int(k) for k in a["kernel_shape"]] == [size, 1, 1] and [int(s) for s in a.get("strides", [1, 1, 1])] == [1, 1, 1] \
+                and plain and before == size // 2 and not int(a.get("ceil_mode", 0)):
+            return _T(x.ref, (*x.shape[:2], x.shape[2] - size + 1, *x.shape[3:]), "lrn_avg", (size,), x.origin)
     return None
 
 
@@ -848,6 +913,11 @@ def _maxpool(c: _Converter, ins, a, node):
 @_handler("AveragePool")
 def _avgpool(c: _Converter, ins, a, node):
     x = ins[0]
+    if isinstance(x, _T) and x.pending == "lrn_padded":
+        lrn = _lrn_window(c, x, "AveragePool", a)
+        if lrn is None:
+            raise _Unsupported(_DECOMPOSED["lrn_padded"])
+        return lrn
     kernel, stride, before, after, ceil = _pool_common(c, x, a)
     cip = bool(a.get("count_include_pad", 0))
     if before == after and all(2 * p <= k for p, k in zip(before, kernel)):
@@ -968,6 +1038,9 @@ def _reshape_to(c: _Converter, x: _T | _Const, shape: list[int]) -> _T | _Const:
     # channel shuffle: [1, C, H, W] -> [1, g, C/g, H, W] -> transpose(1, 2) -> [1, C, H, W]
     if x.pending == "shuffled" and len(shape) == 4 and shape == [1, x.data[0] * x.data[1], *x.shape[3:]]:
         return c.new("channel_shuffle", _T(x.ref, tuple(c.g.shape(x.ref))), groups=x.data[0])
+    lrn = _lrn_window(c, x, "view", {"shape": shape}) if x.pending in ("square", "lrn_avg") else None
+    if lrn is not None:
+        return lrn
     if x.pending is None and len(x.shape) == 4 and len(shape) == 5 and shape[0] == 1 and shape[3:] == list(x.shape[2:]) \
             and x.shape[0] == 1 and c.ir_shape(x) == x.shape:
         return _T(x.ref, tuple(shape), "grouped", (shape[1], shape[2]), c.origin)
@@ -1205,16 +1278,22 @@ def _pad(c: _Converter, ins, a, node):
             pads = full
     if isinstance(x, _Const):
         raise _Unsupported("Pad of a constant")
+    if x.pending == "lrn_view" and mode == "constant" and value == 0:
+        lrn = _lrn_window(c, x, "Pad", a, pads)
+        if lrn is not None:
+            return lrn
     rank = len(x.shape)
-    if rank != 4 or len(pads) != 8 or any(pads[i] or pads[4 + i] for i in (0, 1)):
-        raise _Unsupported(f"Pad {pads} of a rank-{rank} tensor (only H and W can be padded)")
+    if rank != 4 or len(pads) != 8 or pads[0] or pads[4] or min(pads[1], pads[5]) < 0:
+        raise _Unsupported(f"Pad {pads} of a rank-{rank} tensor (only an image's H, W and channels, the "
+                           "channels not cropped)")
     if mode != "constant":
         raise _Unsupported(f"Pad mode {mode!r} (only constant)")
     t, l, b, r = pads[2], pads[3], pads[6], pads[7]
     both = [t, b, l, r]
+    channels = [pads[1], pads[5]] if pads[1] or pads[5] else []  # PyramidNet's zero channels
     y = x
-    if any(p > 0 for p in both):
-        y = c.new("pad", y, pads=[max(p, 0) for p in both], value=f32(value))
+    if any(p > 0 for p in both) or channels:
+        y = c.new("pad", y, pads=[max(p, 0) for p in both] + channels, value=f32(value))
     if any(p < 0 for p in both):
         y = _crop(c, y, [max(-p, 0) for p in both])
     return y
@@ -1314,6 +1393,13 @@ def _resize(c: _Converter, ins, a, node):
             scales = [float(v) for v in _const(c, ins[2], "Resize scales").reshape(-1)]
         else:
             raise _Unsupported("Resize without scales or sizes")
+    if mode == "nearest" and sizes is not None and len(x.shape) == 4 and list(sizes[:2]) == list(x.shape[:2]) \
+            and (sizes[2] % x.shape[2] or sizes[3] % x.shape[3]):
+        if key != ("asymmetric", "floor"):
+            raise _Unsupported(f"nearest resize {list(x.shape)} -> {list(sizes)} by a non-integer factor with "
+                               f"coordinate_transformation_mode={key[0]!r}, nearest_mode={key[1]!r} (the IR's resize "
+                               "reads floor(dst * in / out))")
+        return c.new("resize", x, size=[int(sizes[2]), int(sizes[3])])  # SCNet's pooled map back to its size
     scale = _nearest_factor(c, x, scales, sizes)
     return x if scale == [1, 1] else c.new("upsample", x, scale=scale, mode=ir_mode)
 
@@ -1649,6 +1735,19 @@ def check_declared_tensors(graph: Any, model: str) -> None:
                     check_elements(a.t.dims, model, f"the value of Constant node {quoted(label)} of shape")
 
 
+def _nodes_with_branches(graph: Any) -> list[Any]:
+    """The graph's nodes and those of the subgraphs in their attributes (an If's branches read
+    the outer graph's tensors)."""
+    out, todo = [], list(graph.node)
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                todo.extend(sub.node)
+    return out
+
+
 def _input_shape(vi: Any, model: str, override: list[int] | None) -> list[int]:
     t = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
@@ -1704,7 +1803,7 @@ def import_onnx_with_origins(model: Any, input_shape: list[int] | tuple[int, ...
     if input_shape is not None and len(real_inputs) != 1:
         raise UnsupportedModelError(f"{name}: input_shape given but the model has {len(real_inputs)} inputs")
     readers: dict[str, int] = {}
-    for node in graph.node:
+    for node in _nodes_with_branches(graph):
         for i in node.input:
             if i:
                 readers[i] = readers.get(i, 0) + 1
@@ -1726,28 +1825,7 @@ def import_onnx_with_origins(model: Any, input_shape: list[int] | tuple[int, ...
         c.index = idx
         c.index_of.setdefault(c.origin, idx)
         with node_errors(name, where):
-            if node.domain not in ("", "ai.onnx"):
-                raise _Unsupported(f"operator of domain {node.domain!r}")
-            handler = HANDLERS.get(node.op_type)
-            if handler is None:
-                raise _Unsupported("unsupported operator")
-            ins = []
-            for i in node.input:
-                if not i:
-                    ins.append(None)
-                elif i not in c.env:
-                    raise _Unsupported(f"input {i!r} is produced by no earlier node")
-                else:
-                    ins.append(c.env[i])
-            # a pending pattern read by an operator outside it is materialised (or refused)
-            ins = [_materialize(c, v, node.op_type) for v in ins]
-            out = handler(c, ins, _attrs(node), node)
-            outs = out if isinstance(out, list) else [out]
-            for o, v in zip(node.output, outs):
-                if o:
-                    c.env[o] = v
-                    if isinstance(v, _T) and v.pending:
-                        c.source_of[v] = o
+            _convert_node(c, node)
     outputs = []
     for o in graph.output:
         v = c.env.get(o.name)
@@ -1760,23 +1838,71 @@ def import_onnx_with_origins(model: Any, input_shape: list[int] | tuple[int, ...
     return g, {k: v for k, v in c.origins.items() if k in g.nodes}
 
 
+def _convert_node(c: _Converter, node: Any) -> None:
+    """Map one ONNX node: its inputs from ``c.env``, its outputs into it."""
+    if node.domain not in ("", "ai.onnx"):
+        raise _Unsupported(f"operator of domain {node.domain!r}")
+    handler = HANDLERS.get(node.op_type)
+    if handler is None:
+        raise _Unsupported("unsupported operator")
+    ins = []
+    for i in node.input:
+        if not i:
+            ins.append(None)
+        elif i not in c.env:
+            raise _Unsupported(f"input {i!r} is produced by no earlier node")
+        else:
+            ins.append(c.env[i])
+    # a pending pattern read by an operator outside it is materialised (or refused)
+    ins = [_materialize(c, v, node.op_type) for v in ins]
+    out = handler(c, ins, _attrs(node), node)
+    outs = out if isinstance(out, list) else [out]
+    for o, v in zip(node.output, outs):
+        if o:
+            c.env[o] = v
+            if isinstance(v, _T) and v.pending:
+                c.source_of[v] = o
+
+
+@_handler("If")
+def _if(c: _Converter, ins, a, node):
+    """An ``If`` on a constant condition: the branch it takes, its nodes mapped in place (it reads
+    the outer graph's tensors). torch.onnx guards a squeeze whose axis it cannot prove of size 1
+    so (``F.local_response_norm`` under a free batch)."""
+    cond = ins[0]
+    if not isinstance(cond, _Const) or math.prod(cond.shape) != 1:
+        raise _Unsupported("If on a condition computed from the input (the IR has no control flow)")
+    branch = a["then_branch"] if bool(cond.value.reshape(-1)[0]) else a["else_branch"]
+    for sub in branch.node:
+        _convert_node(c, sub)
+    missing = [o.name for o in branch.output if o.name not in c.env]
+    if missing:
+        raise _Unsupported(f"If branch output {missing[0]!r} is produced by no node of the branch")
+    return [c.env[o.name] for o in branch.output]
+
+
 #: pending patterns an operator may receive as they are (it continues or ends the pattern)
 _PASSABLE: dict[str, tuple[str, ...]] = {
     "Mul": ("relu6_plus3", "x_relu6_plus3", "ln_centered", "ln", "cube", "square", "tanh_arg", "erf1", "half_erf1", "x_erf1",
-            "tanh_g1", "half_tanh_g1", "x_tanh_g1", "expanded"),
-    "Div": ("relu6_plus3", "x_relu6_plus3", "ln_centered", "ln_std"),
+            "tanh_g1", "half_tanh_g1", "x_tanh_g1", "expanded", "lrn_avg"),
+    "Div": ("relu6_plus3", "x_relu6_plus3", "ln_centered", "ln_std", "lrn_den"),
     "Clip": ("plus3",),
-    "Add": ("matmul", "ln_var", "ln", "ln_gain", "erf", "tanh_g", "tanh_arg", "expanded"),
+    "Add": ("matmul", "ln_var", "ln", "ln_gain", "erf", "tanh_g", "tanh_arg", "expanded", "lrn_alpha"),
     "Sub": ("ln_mean",),
-    "Pow": ("ln_centered",),
+    "Pow": ("ln_centered", "lrn_bias"),
     "ReduceMean": ("ln_square",),
     "Sqrt": ("ln_var_eps",),
     "Erf": (),
     "Tanh": ("tanh_arg",),
     "Slice": ("crop",),
-    "Pad": ("crop",),
+    "Pad": ("crop", "lrn_view"),
     "Transpose": ("grouped",),
-    "Reshape": ("shuffled",),
+    "Reshape": ("shuffled", "square", "lrn_avg"),
+    "Unsqueeze": ("square",),
+    "Squeeze": ("lrn_avg",),
+    "AveragePool": ("lrn_padded",),
+    # a Shape reads the shape only (torch.onnx's guard of the squeeze in a local response norm)
+    "Shape": ("square", "lrn_view", "lrn_padded", "lrn_avg", "lrn_alpha", "lrn_bias", "lrn_den"),
 }
 
 

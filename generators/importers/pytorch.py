@@ -238,7 +238,9 @@ class _Converter:
             if b == 0:
                 raise _Unsupported("division by zero")
             return a if b == 1 else self.new("scale", a, factor=1.0 / float(b))
-        raise _Unsupported("division by a tensor (the IR has no element-wise division)")
+        if isinstance(a, _T) and isinstance(b, _T):
+            return self._broadcast("div", a, b)
+        raise _Unsupported(f"division of {type(a).__name__} by {type(b).__name__}")
 
     def _broadcast(self, op: str, a: _T, b: _T) -> _T:
         if len(a.shape) != len(b.shape):
@@ -321,6 +323,11 @@ class _Converter:
                                "(the IR's instancenorm has a gain and shift per channel)")
         return self.new("instancenorm", input, eps=float(eps))
 
+    def local_response_norm(self, input, size, alpha=1e-4, beta=0.75, k=1.0):
+        if len(input.shape) != 4:
+            raise _Unsupported(f"local response norm of a rank-{len(input.shape)} tensor (the IR's lrn takes an image)")
+        return self.new("lrn", input, size=int(size), alpha=float(alpha), beta=float(beta), bias=float(k))
+
     # ------------------------------------------------ resizing, padding, slicing
     def interpolate(self, input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None, antialias=False):
         if mode not in ("nearest", "bilinear") or antialias:
@@ -330,8 +337,10 @@ class _Converter:
         h, w = input.shape[2:]
         if size is not None:
             oh, ow = _pair(size)
+            if (oh % h or ow % w) and mode == "nearest":  # SCNet's pooled map back to its size
+                return self.new("resize", input, size=[oh, ow])
             if oh % h or ow % w:
-                raise _Unsupported(f"nearest resize {h}x{w} -> {oh}x{ow} by a non-integer factor")
+                raise _Unsupported(f"bilinear resize {h}x{w} -> {oh}x{ow} by a non-integer factor")
             scale = [oh // h, ow // w]
         else:
             s = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor, scale_factor]
@@ -344,14 +353,16 @@ class _Converter:
         if mode != "constant":
             raise _Unsupported(f"padding mode {mode!r}")
         pad = [int(p) for p in pad]
-        if len(pad) not in (2, 4) or len(input.shape) != 4:
-            raise _Unsupported(f"padding {pad} of a rank-{len(input.shape)} tensor (only H and W)")
+        if len(pad) not in (2, 4, 6) or len(input.shape) != 4 or min(pad[4:], default=0) < 0:
+            raise _Unsupported(f"padding {pad} of a rank-{len(input.shape)} tensor (only an image's H, W and "
+                               "channels, the channels not cropped)")
         left, right = pad[0], pad[1]
-        top, bottom = (pad[2], pad[3]) if len(pad) == 4 else (0, 0)
+        top, bottom = (pad[2], pad[3]) if len(pad) >= 4 else (0, 0)
         pads = [top, bottom, left, right]
+        channels = pad[4:] if any(pad[4:]) else []  # PyramidNet's zero channels
         y = input
-        if any(p > 0 for p in pads):
-            y = self.new("pad", y, pads=[max(p, 0) for p in pads], value=float(value or 0.0))
+        if any(p > 0 for p in pads) or channels:
+            y = self.new("pad", y, pads=[max(p, 0) for p in pads] + channels, value=float(value or 0.0))
         if any(p < 0 for p in pads):
             y = self._crop(y, [max(-p, 0) for p in pads])
         return y
@@ -559,6 +570,7 @@ def _tables() -> tuple[dict, dict, dict, dict]:
         nn.AdaptiveAvgPool2d: lambda c, m, x: c.adaptive_avg_pool2d(x, m.output_size),
         nn.AdaptiveMaxPool2d: lambda c, m, x: c.adaptive_max_pool2d(x, m.output_size, m.return_indices),
         nn.Upsample: up,
+        nn.LocalResponseNorm: lambda c, m, x: c.local_response_norm(x, m.size, m.alpha, m.beta, m.k),
         nn.ZeroPad2d: lambda c, m, x: c.pad(x, m.padding, "constant", 0.0),
         nn.ConstantPad2d: lambda c, m, x: c.pad(x, m.padding, "constant", m.value),
         nn.Flatten: flat,
@@ -607,6 +619,7 @@ def _tables() -> tuple[dict, dict, dict, dict]:
     fn([T("max")], C.max)
     fn([T("sum")], C.sum)
     fn([F.instance_norm], C.instance_norm)
+    fn([F.local_response_norm], C.local_response_norm)
     fn([F.interpolate, F.upsample], C.interpolate)
     fn([F.pad], C.pad)
     fn([T("cat"), T("concat"), T("concatenate")], C.cat)

@@ -666,7 +666,7 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
                 if gate is not None and gate.op == "sigmoid" and gate.inputs == [p.ref] and c.sole(tq):
                     # x * LOGISTIC(x): the LOGISTIC's node is left unread and pruned at the end
                     return _act(c, c.new("swish", p, p.perm), act)
-        if op in ("ADD", "MUL"):
+        if op in ("ADD", "MUL", "DIV"):
             a, b = _same_layout(c, a, b)
             if len(a.shape) != len(b.shape):
                 raise _Unsupported(f"{op} of tensors of different rank {a.tfl_shape} and {b.tfl_shape}")
@@ -804,6 +804,29 @@ def _gelu(c: _Converter, i, ins, tin, tout, o):
     if not isinstance(x, _V):
         raise _Unsupported("GELU of a constant")
     return c.new("gelu", x, x.perm, approximate="tanh" if o is not None and o.approximate else "none")
+
+
+@_handler("LOCAL_RESPONSE_NORMALIZATION")
+def _lrn(c: _Converter, i, ins, tin, tout, o):
+    x = ins[0]
+    if not isinstance(x, _V) or len(x.shape) != 4:
+        raise _Unsupported("LOCAL_RESPONSE_NORMALIZATION of anything but an image (the IR's lrn takes one)")
+    # TFLite's window is 2 * radius + 1 channels and its alpha multiplies the sum itself; the
+    # IR's alpha (PyTorch's, ONNX's) is divided by the window's size
+    size = 2 * int(o.radius) + 1
+    return c.new("lrn", _std(c, x, "LOCAL_RESPONSE_NORMALIZATION"), size=size, alpha=_times_size(o.alpha, size),
+                 beta=f32(o.beta), bias=f32(o.bias))
+
+
+def _times_size(alpha: float, size: int) -> float:
+    """The shortest decimal whose quotient by ``size`` is the float32 ``alpha`` (the IR's alpha of
+    a file written with alpha / size: 1e-4, not 1.00000005e-4), else the product itself."""
+    want, product = np.float32(alpha), float(np.float32(alpha)) * size
+    for digits in range(1, 18):
+        v = float(f"{product:.{digits}g}")
+        if np.float32(v / size) == want:
+            return v
+    return product
 
 
 @_handler("BATCH_MATMUL")
@@ -1103,15 +1126,17 @@ def _transpose(c: _Converter, i, ins, tin, tout, o):
     return _V(x.ref, x.shape, tuple(x.perm[p[k]] for k in range(rank)))
 
 
-def _ir_pads(x: _V, pads: np.ndarray) -> list[int]:
-    """TFLite per-axis [before, after] pads -> IR [top, bottom, left, right] (H, W only)."""
+def _ir_pads(x: _V, pads: np.ndarray, channels: bool = False) -> list[int]:
+    """TFLite per-axis [before, after] pads -> IR [top, bottom, left, right] (H, W), with
+    ``channels`` and channel pads [..., front, back] too."""
     rank = len(x.shape)
     if pads.shape != (rank, 2) or rank != 4:
-        raise _Unsupported(f"padding {pads.tolist()} of a rank-{rank} tensor (only H and W)")
+        raise _Unsupported(f"padding {pads.tolist()} of a rank-{rank} tensor (only an image's)")
     by_ir = {x.perm[k]: pads[k] for k in range(rank)}
-    if any(by_ir[d].any() for d in (0, 1)):
+    if by_ir[0].any() or (by_ir[1].any() and not channels):
         raise _Unsupported(f"padding {pads.tolist()} of the batch or channel axis (only H and W)")
-    return [int(by_ir[2][0]), int(by_ir[2][1]), int(by_ir[3][0]), int(by_ir[3][1])]
+    hw = [int(by_ir[2][0]), int(by_ir[2][1]), int(by_ir[3][0]), int(by_ir[3][1])]
+    return hw + [int(by_ir[1][0]), int(by_ir[1][1])] if by_ir[1].any() else hw
 
 
 @_handler("PAD", "PADV2")
@@ -1123,7 +1148,7 @@ def _pad(c: _Converter, i, ins, tin, tout, o):
         raise _Unsupported("pads computed from the input")
     if x.pending is not None:
         x = c.plain(x)
-    pads = _ir_pads(x, ins[1].raw.reshape(-1, 2).astype(np.int64))
+    pads = _ir_pads(x, ins[1].raw.reshape(-1, 2).astype(np.int64), channels=True)
     value = 0.0
     if len(ins) > 2 and ins[2] is not None:
         v = _scalar(ins[2])
@@ -1134,7 +1159,7 @@ def _pad(c: _Converter, i, ins, tin, tout, o):
         raise _Unsupported(f"negative pads {pads}")
     reader = c.only_reader(tout[0])
     if value == 0.0 and reader is not None and reader[0] in ("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D") and reader[2] == 0 \
-            and x.perm == _canonical(4):
+            and x.perm == _canonical(4) and len(pads) == 4:
         return _V(x.ref, x.shape, x.perm, "padded", (*pads, value), (i,))
     return c.new("pad", x, x.perm, pads=pads, value=value)
 
@@ -1251,6 +1276,8 @@ def _resize(c: _Converter, i, ins, tin, tout, o):
         mode = "nearest"
     oh, ow = _int_list(ins[1], "the resize size")
     _, ch, h, w = x.shape
+    if (oh % h or ow % w) and mode == "nearest" and not o.halfPixelCenters:  # the legacy rule: floor(dst * in / out)
+        return c.new("resize", x, size=[oh, ow])
     if oh % h or ow % w:
         raise _Unsupported(f"{'bilinear' if bilinear else 'nearest'} resize {h}x{w} -> {oh}x{ow} by a non-integer factor")
     # for integer factors both the legacy and the half-pixel nearest rule read source floor(dst / f)

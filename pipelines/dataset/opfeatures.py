@@ -51,6 +51,7 @@ OP_TYPES: dict[str, str] = {
     "QUANTIZE": "quantize", "DEQUANTIZE": "dequantize", "SUB": "sub", "DIV": "div",
     "MAXIMUM": "maximum", "MINIMUM": "minimum", "RESIZE_NEAREST_NEIGHBOR": "upsample",
     "RESIZE_BILINEAR": "upsample", "GATHER": "gather", "SUM": "sum", "BATCH_MATMUL": "matmul",
+    "LOCAL_RESPONSE_NORMALIZATION": "lrn",
     # PyTorch (TorchScript) operators as torch.profiler names them
     "aten::conv2d": "conv2d", "aten::_convolution": "conv2d", "aten::convolution": "conv2d",
     "aten::linear": "fc", "aten::addmm": "fc", "aten::matmul": "fc", "aten::batch_norm": "batchnorm",
@@ -82,13 +83,13 @@ OP_TYPES: dict[str, str] = {
     "QLinearAdd": "add", "QLinearMul": "mul", "Concat": "concat", "QLinearConcat": "concat", "Split": "split",
     "Flatten": "flatten", "Reshape": "reshape", "Transpose": "transpose", "Pad": "pad", "Resize": "upsample",
     "BatchNormalization": "batchnorm", "Slice": "slice", "ReorderInput": "reorder", "ReorderOutput": "reorder",
-    "QuantizeLinear": "quantize", "DequantizeLinear": "dequantize",
+    "QuantizeLinear": "quantize", "DequantizeLinear": "dequantize", "LRN": "lrn",
 }
 
 # ops whose output has the shape of their (first data) input: the output columns copy the input's
 _SHAPE_KEEPING = {"relu", "relu6", "clip", "hswish", "hsigmoid", "swish", "sigmoid", "tanh", "leaky_relu", "prelu",
                   "batchnorm", "add", "mul", "sub", "div", "maximum", "minimum", "quantize", "dequantize",
-                  "channel_shuffle"}
+                  "channel_shuffle", "lrn"}
 CONVOLUTIONS = ("conv2d", "dwconv2d", "group_conv2d")
 
 
