@@ -387,9 +387,12 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
         key = {"predictor": predictor, "params": params, "split": [split.version, split.spec_hash]}
         resume = _resume_folder(out, name, key)
         only = only_of[name]
+        before = _spent(resume)  # what interrupted runs of the track spent on its finished scenarios
         try:
-            frames.append(predict_track(data, split, lambda: make_predictor(predictor, **params), resume=resume,
-                                        progress=lambda sid: _progress(entry, name, resume), only=only, folds=folds))
+            frames.append(predict_track(
+                data, split, lambda: make_predictor(predictor, **params), resume=resume,
+                progress=lambda sid: _progress(entry, name, resume, before + time.perf_counter() - t0),
+                only=only, folds=folds))
         except Exception as e:  # noqa: BLE001 - one track failing must not lose the others; recorded below
             why = f"{type(e).__name__}: {e}"
             if only is None or name in fresh:  # no predictions of the track to keep
@@ -401,7 +404,7 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
             log(f"{entry}: {name}: failed: {why}")
             log("".join(traceback.format_exception(e)[-3:]).rstrip())
             continue
-        took = round(time.perf_counter() - t0, 2)
+        took = round(before + time.perf_counter() - t0, 2)
         splits[name] = [split.version, split.spec_hash]
         if only is None:
             seconds[name] = took
@@ -458,7 +461,20 @@ def train_entry(predictor: str, params: Mapping[str, Any], tracks: Iterable[str]
     return out
 
 
-def _progress(entry: str, track: str, resume: Path) -> None:
+SPENT = "spent.json"  # <entry>/.partial/<track>/spent.json: seconds spent on the finished scenarios
+
+
+def _spent(resume: Path) -> float:
+    """The seconds earlier runs spent on the finished scenarios kept in ``resume`` (0 for none):
+    a resumed track's run.json ``seconds`` is its whole fitting time, not the last run's."""
+    try:
+        return float(json.loads((resume / SPENT).read_text())["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _progress(entry: str, track: str, resume: Path, spent: float) -> None:
+    (resume / SPENT).write_text(json.dumps({"seconds": round(spent, 2)}) + "\n")
     n = sum(1 for _ in resume.glob("*.parquet"))
     if n % 10 == 0:
         log(f"{entry}: {track}: {n} scenarios done (kept in {resume}; a stopped run resumes from there)")

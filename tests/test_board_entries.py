@@ -95,6 +95,8 @@ def test_a_stopped_training_run_resumes_where_it_stopped(public, tmp_path, monke
         pass
     partial = tmp_path / "stopped" / "flops" / ".partial" / A
     assert len(list(partial.glob("*.parquet"))) == 1
+    spent = json.loads((partial / "spent.json").read_text())["seconds"]  # the finished scenario's time
+    assert spent > 0
     monkeypatch.setattr(run_mod, "mask", lambda dataset, sid, test, all_ops: (fits.append(sid), real(dataset, sid, test, all_ops))[1])
     done_before = set(fits[:-1])
     fits.clear()
@@ -102,6 +104,8 @@ def test_a_stopped_training_run_resumes_where_it_stopped(public, tmp_path, monke
     assert done_before and not done_before & set(fits)  # the finished scenario was not fitted again
     pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(whole))
     assert not partial.parent.exists()
+    # the track's seconds count the interrupted run's finished scenario too
+    assert json.loads((out.parent / "run.json").read_text())["seconds"][A] >= spent
     # other parameters: what an interrupted run left is not reused
     stale = run_mod._resume_folder(tmp_path / "x", A, {"predictor": "flops", "params": {}})
     (stale / "usc-some.parquet").write_bytes(b"")
