@@ -5,10 +5,11 @@ memory access cost.
 FLOPs are the IR's multiply-accumulates of convolutions and FC layers (``models.flops``), memory
 access the bytes read and written at fp32 (``models.memory_bytes_fp32``: feature maps in and out of
 every node plus parameters); both from the models table where filled, else computed from the IR
-graph (cached per graph object, which the views of a dataset that train each scenario share). The fit is least squares with non-negative coefficients
-and intercept (``scipy.optimize.nnls``): a cost per FLOP, per byte or per inference cannot be
-negative, and an unconstrained fit over latencies spanning 100x puts small networks below zero
-(on the USC real CNNs it predicted negative ms for ~190 of them, which the leaderboard rejects).
+graph (cached per graph object, which the views of a dataset that train each scenario share).
+The fit is least squares with non-negative coefficients and intercept (``scipy.optimize.nnls``):
+a cost per FLOP, per byte or per inference cannot be negative, and an unconstrained fit over
+latencies spanning 100x puts small networks below zero (on the USC real CNNs it predicted
+negative ms for ~190 of them, which the leaderboard rejects).
 Features are in GFLOPs and GB so the coefficients read as ms per GFLOP / GB. The costs are the
 network's as written, also in a scenario whose toolchain rewrote it (``scenarios.graph_passes``,
 HELP's raspi4): the reference every predictor is compared with is the naive one, as in the FLOPs
