@@ -22,9 +22,8 @@ Three stages:
    GELU ``GELU (NC)``, BATCH_MATMUL of two activations ``Batch Matrix Multiply (NC, F32) GEMM``
    (a folded transpose is its flag, no operator), SOFTMAX ``Softmax (NC, F32)``, attention's
    RESHAPE / TRANSPOSE (up to rank 6) ``Static Reshape (NC)`` / ``Transpose (ND, X32) Transpose``.
-   Operators XNNPACK does not take (MIRROR_PAD, RESIZE_NEAREST_NEIGHBOR,
-   LOCAL_RESPONSE_NORMALIZATION) stay with LiteRT's builtin kernels and are named by their
-   TFLite operator.
+   Operators XNNPACK does not take stay with LiteRT's builtin kernels, named by their TFLite
+   operator (MIRROR_PAD, RESIZE_NEAREST_NEIGHBOR, LOCAL_RESPONSE_NORMALIZATION).
 
 3. LiteRT's partitioning (:func:`partitions`): the delegate takes every operator it supports,
    and the runtime splits the graph into subsets of one kind (delegated or builtin) the way

@@ -115,8 +115,10 @@ def test_small_detection_on_the_host(tmp_path):
     """A real detection on a subset (2 operator types, one tensor, few runs): a folded batch
     norm is detected as fused, two convolutions as separate kernels. The tensor is large enough
     (16 channels) that each op takes ~1 ms: at ~0.07 ms per conv the fixed per-inference cost and
-    the other test worker's load decided the inequality (seen once: conv_conv 'fused')."""
-    measure = nm.host_measure(tmp_path, runs=30, warmup=3, repeats=5)
+    the other test worker's load decided the inequality (seen once: conv_conv 'fused'). Nine
+    processes a case: with five, a few slow ones beside the other worker still tipped a pair
+    either way on a 2-core VM whose convolution takes ~0.3 ms."""
+    measure = nm.host_measure(tmp_path, runs=30, warmup=3, repeats=9)
     rules = nm.detect_rules(measure, types=["conv", "bn"], shape4=(1, 16, 64, 64), connections=False)
     assert set(rules.pairs) == {"conv_conv", "conv_bn", "bn_conv", "bn_bn"}
     assert rules.pairs["conv_bn"] and not rules.pairs["conv_conv"], rules.evidence

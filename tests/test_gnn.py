@@ -64,7 +64,13 @@ def test_learns_nasbench201_latency(help_x):
     print(f"gnn on HELP gold_6226, 200 train / 100 test: spearman {rho:.3f}, MAPE {100 * mape:.1f}%")
     assert rho >= 0.95
     assert mape <= 0.10
-    assert p.loss_curve_[-1] < p.loss_curve_[0] / 5  # training did reduce the loss
+    # training did reduce the loss: the final epoch's L1 on standardised log latency against what
+    # predicting the mean scores (the first epoch's loss depends on the initial weights, which
+    # the op vocabulary's size changes)
+    z = np.log(y[tr])
+    z = (z - z.mean()) / z.std()
+    print(f"loss: first epoch {p.loss_curve_[0]:.3f}, last {p.loss_curve_[-1]:.3f}, the mean's {np.mean(np.abs(z)):.3f}")
+    assert p.loss_curve_[-1] < np.mean(np.abs(z)) / 5
 
 
 def test_deterministic_with_seed_and_save_load(help_x, tmp_path):
