@@ -118,12 +118,21 @@ def test_small_detection_on_the_host(tmp_path):
     the other test worker's load decided the inequality (seen once: conv_conv 'fused'). Nine
     processes a case: with five, a few slow ones beside the other worker still tipped a pair
     either way on a 2-core VM whose convolution takes ~0.3 ms."""
-    measure = nm.host_measure(tmp_path, runs=30, warmup=3, repeats=9)
-    rules = nm.detect_rules(measure, types=["conv", "bn"], shape4=(1, 16, 64, 64), connections=False)
-    assert set(rules.pairs) == {"conv_conv", "conv_bn", "bn_conv", "bn_bn"}
-    assert rules.pairs["conv_bn"] and not rules.pairs["conv_conv"], rules.evidence
-    assert rules.evidence["overhead_ms"] > 0
-    assert len(list(tmp_path.glob("*.tflite"))) == 7  # 4 pairs, 2 singles, the overhead case
+    # a verdict is timing: it must hold in two detections of at most three (a batch norm is ~6%
+    # of a convolution here, so one slow episode beside the other worker can tip one detection)
+    right, seen = 0, []
+    for attempt in range(3):
+        work = tmp_path / str(attempt)
+        rules = nm.detect_rules(nm.host_measure(work, runs=30, warmup=3, repeats=9), types=["conv", "bn"],
+                                shape4=(1, 16, 64, 64), connections=False)
+        assert set(rules.pairs) == {"conv_conv", "conv_bn", "bn_conv", "bn_bn"}
+        assert rules.evidence["overhead_ms"] > 0
+        assert len(list(work.glob("*.tflite"))) == 7  # 4 pairs, 2 singles, the overhead case
+        seen.append(rules.evidence)
+        right += bool(rules.pairs["conv_bn"] and not rules.pairs["conv_conv"])
+        if right == 2 or attempt + 1 - right == 2:
+            break
+    assert right == 2, seen
 
 
 def test_a_measure_that_takes_batches_gets_the_overhead_and_every_pair_in_one_batch():
