@@ -6,7 +6,7 @@ nothing exported or run (docs/kernels.md, *XNNPACK on CPU (ExecuTorch)*, has the
 1. :func:`edge_graph`: each IR node becomes the edge-dialect operators the export shows (the
    facts' names); the XNNPACK partitioner's constraints leave some to portable kernels (splits,
    nearest upsampling, max pooling striding past its window, average pooling counting its
-   padding, the two constant casts of a hard-sigmoid, ...).
+   padding, the two constant casts of a hard-sigmoid, a local response norm's power, ...).
 2. :func:`partition` and :func:`program`: ExecuTorch's ``GroupBasedPartitioner`` (from the last
    operator back, a partition absorbs every other unless a path leaves the union and re-enters),
    then the lowering, which contracts each partition into a delegate call and re-sorts the graph
@@ -62,6 +62,7 @@ SPLIT = "aten.split_with_sizes_copy.default"
 UPSAMPLE = "aten.upsample_nearest2d.vec"
 DIM_ORDER_COPY = "dim_order_ops._to_dim_order_copy.default"
 LAYOUT_COPY = "aten._to_copy.default"  # inserted by the XNNPACK backend: an NCHW <-> NHWC conversion
+POW = "aten.pow.Tensor_Scalar"  # no XNNPACK kernel: a portable one
 GETITEM = "getitem"  # graph plumbing (a tuple output's element), not an operator
 
 #: Operators ChannelsLastTaggedReshapePass runs on NHWC inputs (``memory_sensitive_ops_nhwc``).
@@ -204,6 +205,13 @@ def _lower_node(b: _Builder, n: Node, xs: list[int], graph: Graph) -> list[int]:
         return [add(VIEW, name, xs, rank)]
     if op == "softmax":
         return [add("aten._softmax.default", name, xs, rank, supported=a["axis"] % rank == rank - 1)]
+    if op == "lrn":  # the exporter's formulation: x / (avg_pool2d(pad(x * x viewed [n, 1, c, h*w])) * alpha + k) ** beta
+        size = a["size"]
+        y = add(VIEW, name, [add(MUL, name, [xs[0], xs[0]], rank)], rank)
+        y = add(PAD, name, [y], rank, pads=[size // 2, (size - 1) // 2, 0, 0], value=0.0)
+        y = add(VIEW, name, [add(AVG_POOL, name, [y], rank, padding=[0, 0])], rank)
+        y = add(ADD, name, [add(MUL, name, [y, b.const(name)], rank), b.const(name)], rank)
+        return [add(DIV, name, [xs[0], add(POW, name, [y], rank, supported=False)], rank)]
     raise KeyError(f"node {name!r}: no ExecuTorch lowering rule for IR operator {op!r}")
 
 
@@ -562,6 +570,8 @@ def _xnnpack_names(seq: Sequence[_L]) -> list[tuple[str, str, str]]:
         elif op == AVG_POOL:
             name = "Average Pooling (NHWC, F32) " + ("Pixelwise Average Pooling" if any(n.attrs["padding"]) else
                                                      "Average Pooling")
+        elif op == MUL and n.inputs[0] is n.inputs[1]:
+            name = "Square (NC)"  # XNNPACK's unary square for a tensor times itself
         elif op in XNN_NAMES:
             name = XNN_NAMES[op]
         else:

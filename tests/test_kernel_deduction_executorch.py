@@ -193,6 +193,19 @@ def test_reading_executed_names():
     assert m.share == 1.0 and not m.exact
 
 
+def test_a_local_response_norm_squares_pools_and_leaves_its_power_to_a_portable_kernel():
+    g, x = _start("lrn")
+    x = g.add("relu", g.add("conv2d", x, out_channels=8, kernel=3, padding=1))
+    x = g.add("conv2d", g.add("lrn", x, size=5, alpha=1e-4, beta=0.75, bias=2.0), out_channels=8, kernel=3, padding=1)
+    g.set_outputs(x).validate()
+    assert et.portable_ops(g) == [et.POW] and et.portable_nodes(g) == ["lrn_0"]
+    # x * x is XNNPACK's square; the [n, 1, c, h*w] view is padded in NCHW and pooled in NHWC;
+    # the division after the power opens the second call
+    assert et.deduce_kernels(g) == [T, IGEMM, T, "Square (NC)", T, RESHAPE, "Constant Pad (ND, X32)", T, AVGPOOL, T,
+                                    RESHAPE, MUL, ADD, "Divide (ND)", T, IGEMM, T]
+    assert et.delegate_calls(g) == 2
+
+
 def test_an_unknown_operator_names_its_node():
     g, x = _start("unknown")
     g.set_outputs(g.add("relu", x)).validate()
@@ -203,8 +216,9 @@ def test_an_unknown_operator_names_its_node():
 
 # ---------------------------------------------------------------- a real export, run with ETDump
 def e2e_graphs() -> dict[str, Graph]:
-    """One program with a portable kernel inside (two delegate calls) and one delegate-only
-    program, covering the fusions, the layout transposes, the batch norm and pooling rules."""
+    """One program with portable kernels inside (three delegate calls) and one delegate-only
+    program, covering the fusions, the layout transposes, the batch norm and pooling rules and
+    a local response norm (the exporter's avg_pool2d formulation, its power a portable kernel)."""
     def body(g: Graph, x: str, stride: int) -> str:
         x = g.add("relu", g.add("batchnorm", g.add("conv2d", x, out_channels=8, kernel=3, stride=stride, padding=1)))
         y = g.add("batchnorm", g.add("conv2d", x, out_channels=8, kernel=3, padding=1))
@@ -216,14 +230,15 @@ def e2e_graphs() -> dict[str, Graph]:
         x = g.add("concat", [g.add("conv2d", x, out_channels=4, kernel=1), g.add("maxpool", x, kernel=3, padding=1)])
         return g.add("fc", g.add("flatten", g.add("global_avgpool", x)), out_features=10)
 
-    g1, x = _start("et-kernels-two-calls")
+    g1, x = _start("et-kernels-portable")
     x = g1.add("conv2d", g1.add("upsample", body(g1, x, 1), scale=[2, 2]), out_channels=8, kernel=3, groups=8, padding=1)
+    x = g1.add("lrn", x, size=5, alpha=1e-4, beta=0.75, bias=2.0)
     g1.set_outputs(tail(g1, x)).validate()
     g2, x = _start("et-kernels-one-call")
     x = body(g2, x, 2)
     x = g2.add("relu6", g2.add("batchnorm", g2.add("conv2d", x, out_channels=8, kernel=3, groups=8, padding=1)))
     g2.set_outputs(tail(g2, x)).validate()
-    return {"two": g1, "one": g2}
+    return {"portable": g1, "one": g2}
 
 
 @pytest.fixture(scope="module")
@@ -247,13 +262,13 @@ def executed(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("key", ["one", "two"])
+@pytest.mark.parametrize("key", ["one", "portable"])
 def test_deduced_operators_are_the_executed_ones(executed, key):
     graph, facts, dump = executed[key]
     assert Counter(et.deduce_kernels(graph)) == Counter(et.etdump_kernels(dump))
 
 
-@pytest.mark.parametrize("key", ["one", "two"])
+@pytest.mark.parametrize("key", ["one", "portable"])
 def test_deduced_program_agrees_with_the_export_facts(executed, key):
     graph, facts, dump = executed[key]
     assert et.facts_agreement(graph, facts) == {"delegate_calls": True, "delegated_ops": True, "portable_ops": True}
@@ -266,7 +281,7 @@ def test_one_delegate_call_runs_in_the_deduced_order(executed):
 
 
 def test_each_delegate_call_runs_its_deduced_operators(executed):
-    graph, facts, dump = executed["two"]
+    graph, facts, dump = executed["portable"]
     calls = sorted(c["call"] for c in dump["calls"] if c["run"] == 0 and c["kind"] == "delegate")
     ran = [Counter(et.strip_number(e["name"]) for e in dump["events"]
                    if e["run"] == 0 and e["kind"] == "delegated" and e["call"] == c) for c in calls]
