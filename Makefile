@@ -8,8 +8,10 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 run: setup
 	dvc repro --all-pipelines   # dvc.yaml and leaderboard/dvc.yaml
 
+# worksteal: each worker takes a contiguous half of the files and steals from the other's end,
+# so a module's fixtures are mostly built by one worker, not by both as --dist load does
 test: setup
-	python -m pytest -n 2 -q --durations=15
+	python -m pytest -n 2 --dist worksteal -q --durations=15
 
 setup:
 	@bash scripts/setup.sh

@@ -55,27 +55,38 @@ def qaihub_dir() -> Path:
     return folder
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """``build(folder)`` once per test session, whichever xdist worker asks first (the others
+    wait on a file lock and read the same folder): the session's shared temporary folder."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.is_file():
+            build(out)
+            done.touch()
+    return out
+
+
 @pytest.fixture(scope="session")
 def qaihub_public(qaihub_dir, tmp_path_factory) -> Path:
-    """The AI Hub copy imported alone (IR rebuilt) into a public data folder, once per test process."""
+    """The AI Hub copy imported alone (IR rebuilt) into a public data folder, once per session."""
     from pipelines.dataset import QaihubConfig
     from pipelines.dataset.import_public import run_import
 
-    out = tmp_path_factory.getbasetemp() / "public-qaihub"
-    if not (out / "e2e.parquet").is_file():
-        run_import(None, None, out_dir=out, progress=False, card=False, cfg_qaihub=QaihubConfig(path=str(qaihub_dir)))
-    return out
+    return built_once(tmp_path_factory, "public-qaihub", lambda out: run_import(
+        None, None, out_dir=out, progress=False, card=False, cfg_qaihub=QaihubConfig(path=str(qaihub_dir))))
 
 
 @pytest.fixture(scope="session")
 def public(shared_dir, tmp_path_factory) -> dict[str, str]:
     """Leaderboard data roots for tests: a small public import (USC Pixel 4 + a HELP subset, built
-    once per test process) and a host folder that does not exist (host tracks are skipped)."""
+    once per session) and a host folder that does not exist (host tracks are skipped)."""
     from support.fixtures import public_subset
 
-    out = tmp_path_factory.getbasetemp() / "public-subset"
-    if not (out / "e2e.parquet").is_file():
-        public_subset(shared_dir, out, usc_devices=["pixel4"])
+    out = built_once(tmp_path_factory, "public-subset", lambda out: public_subset(shared_dir, out, usc_devices=["pixel4"]))
     return {"public": str(out), "host": str(tmp_path_factory.getbasetemp() / "no-host-data")}
 
 
