@@ -78,6 +78,17 @@ def pytorchcv_graph(name: str) -> Any:
     return import_pytorchcv(name)
 
 
+@functools.lru_cache(maxsize=2048)
+def nasbench201_graph(arch: str) -> Any:
+    """The IR of a NAS-Bench-201 cell string (``models.arch`` of a ``nasbench201`` row), built
+    once per process for the same reason as :func:`pytorchcv_graph`: the HELP tracks' datasets,
+    views and training runs read the same networks again. The bound keeps a process that reads
+    all 15,625 from holding them twice."""
+    from generators.nasbench201 import build
+
+    return build(arch)
+
+
 def save_tables(tables: Mapping[str, pd.DataFrame], out_dir: str | Path) -> Path:
     """Write the five tables as ``<out_dir>/<table>.parquet`` (each checked against its schema)."""
     out = Path(out_dir)
@@ -292,9 +303,7 @@ class Dataset:
         elif row.get("arch") and row["source"] == "pytorch":
             g = pytorchcv_graph(row["arch"])
         elif row.get("arch") and row["source"] == "nasbench201":
-            from generators.nasbench201 import build
-
-            g = build(row["arch"])
+            g = nasbench201_graph(row["arch"])
         else:
             raise KeyError(f"model {model_id!r}: no IR stored and no recipe to rebuild it (source {row['source']!r})")
         if ":" not in model_id and g.model_id != model_id:
@@ -336,4 +345,4 @@ def load_dataset(path: str | Path, check: bool = True) -> Dataset:
     return Dataset(tables, path=root, check=check)
 
 
-__all__ = ["Dataset", "Scenario", "load_dataset", "pytorchcv_graph", "save_tables"]
+__all__ = ["Dataset", "Scenario", "load_dataset", "nasbench201_graph", "pytorchcv_graph", "save_tables"]
