@@ -5,7 +5,8 @@ source (generators/importers/conformance.py).
 Routes: a Keras application (``weights=None``, its preprocessing layers included) through
 TFLite's converter with default options, as built (free batch) and rebuilt on a batch-1 input;
 a pytorchcv model (``pretrained=False``) through PyTorch's TorchScript-based ONNX exporter and
-its dynamo exporter. Per case: built, converted, imported (else the importer's one-line error,
+its dynamo exporter, and, when named with ``--route tflite-litert-torch``, through litert-torch
+to a .tflite file (in its own environment: scripts/setup-litert-torch-env.sh). Per case: built, converted, imported (else the importer's one-line error,
 which names the operator), the IR's MACs against the source's (PyTorch's flop counter, the
 TensorFlow graph of the Keras call) and the parameters. It prints the coverage per zoo and
 route, the failures grouped by operator, and every case whose MACs are off by more than 1%.
@@ -18,6 +19,7 @@ pieces and resumed:
     python benchmarks/bench_importer_coverage.py --zoo keras                      # the Keras applications
     python benchmarks/bench_importer_coverage.py --zoo pytorchcv --route onnx-torchscript
     python benchmarks/bench_importer_coverage.py --zoo pytorchcv --route onnx-dynamo --every 10   # a spread sample
+    python benchmarks/bench_importer_coverage.py --zoo pytorchcv --route tflite-litert-torch --every 10
     python benchmarks/bench_importer_coverage.py --model resnet18 --model MobileNetV2 --results /tmp/c.jsonl
     python benchmarks/bench_importer_coverage.py --retry                          # again what did not conform
     python benchmarks/bench_importer_coverage.py --report                         # the table of what the file holds
@@ -137,7 +139,9 @@ def _in_child(zoo: str, name: str, routes: tuple[str, ...], predict: str | None)
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--zoo", action="append", choices=sorted(ZOOS), help="only these zoos (default: all)")
-    ap.add_argument("--route", action="append", choices=sorted(ROUTES), help="only these routes (default: each zoo's)")
+    ap.add_argument("--route", action="append", choices=sorted(ROUTES),
+                    help="only these routes (default: each zoo's, without its extra routes such as tflite-litert-torch, "
+                         "which run only when named)")
     ap.add_argument("--model", action="append", help="only these models (names as the zoo spells them)")
     ap.add_argument("--limit", type=int, default=None, help="at most this many models per zoo (in name order)")
     ap.add_argument("--every", type=int, default=1, metavar="K",
@@ -162,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         seen = {(r["zoo"], r["model"], r["route"]) for r in done}
         for zoo in args.zoo or sorted(ZOOS):
             z = ZOOS.get(zoo)
-            routes = tuple(r for r in z.routes if not args.route or r in args.route)
+            # a zoo's extra routes (a converter in its own environment) run only when named
+            routes = tuple(r for r in z.routes + z.extra_routes if r in args.route) if args.route else z.routes
             if not routes:
                 continue
             names = [n for n in z.names() if not args.model or n in args.model][:: args.every][: args.limit]

@@ -27,6 +27,7 @@ INT64 = (-(2**63), 2**63 - 1)
 IR_NODES = 200_000  # nodes of one IR file (the largest networks of the suite have a few thousand)
 IR_SIZE = 2**31 - 1  # any size, count or index in an attribute (int32, what the runtimes take)
 IR_LIST = 1024  # elements of a list attribute (shape, sections, pads)
+IR_INDICES = 65_536  # indices of a gather, one per element it picks (CondenseNet's largest has ~2,000)
 
 # ---------------------------------------------------------------- model files (.tflite, .onnx, .pt, .pte)
 MODEL_FILE_BYTES = 2 * GiB  # a model file on disk (protobuf's own limit for one ONNX file)

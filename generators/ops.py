@@ -689,6 +689,36 @@ def _infer_resize(a: dict, ins: list[Shape]) -> list[Shape]:
 register_op(OpSpec("resize", _infer_resize, {"size": REQUIRED}, category="resize", types={"size": pair_kind(1)}))
 
 
+def _index_list(v: Any, key: str) -> list[int]:
+    """A gather's indices: at least one non-negative int, at most ``limits.IR_INDICES`` of them
+    (one per element picked: a CondenseNet layer picks ~2,000 channels, more than ``MAX_LIST``)."""
+    ok = isinstance(v, (list, tuple)) and 1 <= len(v) <= limits.IR_INDICES
+    if not ok or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_SIZE for x in v):
+        raise OpError(f"{key} must be a list of 1 to {limits.IR_INDICES} non-negative ints, got {v!r}"[:300])
+    return list(v)
+
+
+def _infer_gather(a: dict, ins: list[Shape]) -> list[Shape]:
+    x = ins[0]
+    ax = _axis(a, len(x))
+    if ax == 0:
+        raise OpError("gather on the batch axis 0 (the IR's tensors have batch 1)")
+    bad = [i for i in a["indices"] if i >= x[ax]]
+    if bad:
+        raise OpError(f"gather index {bad[0]} out of range for the {x[ax]} elements of axis {ax} of {x}")
+    out = list(x)
+    out[ax] = len(a["indices"])
+    return [out]
+
+
+# A gather of constant indices along one axis (torch.index_select, ONNX Gather, TFLite GATHER):
+# CondenseNet picks the input channels of its learned group convolutions and of its classifier
+# so (axis 1 of an image or of a [1, F] vector). Indices may repeat or be left out; a copy, no
+# MACs: its cost is the memory it reads and writes.
+register_op(OpSpec("gather", _infer_gather, {"indices": REQUIRED, "axis": 1}, category="shuffle",
+                   types={"indices": _index_list, "axis": AXIS}))
+
+
 # ---------------------------------------------------------------- op configurations
 # An op's *configuration* is what a per-op latency model keys on: the USC study's Table 2 layout
 # ``(op type, in spatial, in channels, out spatial, out channels, kernel, stride, padding, groups,

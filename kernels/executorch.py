@@ -63,6 +63,7 @@ UPSAMPLE = "aten.upsample_nearest2d.vec"
 DIM_ORDER_COPY = "dim_order_ops._to_dim_order_copy.default"
 LAYOUT_COPY = "aten._to_copy.default"  # inserted by the XNNPACK backend: an NCHW <-> NHWC conversion
 POW = "aten.pow.Tensor_Scalar"  # no XNNPACK kernel: a portable one
+INDEX_SELECT = "aten.index_select.default"  # no XNNPACK kernel: a portable one (seen: index_select.out)
 GETITEM = "getitem"  # graph plumbing (a tuple output's element), not an operator
 
 #: Operators ChannelsLastTaggedReshapePass runs on NHWC inputs (``memory_sensitive_ops_nhwc``).
@@ -201,6 +202,8 @@ def _lower_node(b: _Builder, n: Node, xs: list[int], graph: Graph) -> list[int]:
         return [add("aten.upsample_bilinear2d.vec", name, xs, rank)]
     if op in ("upsample", "resize"):
         return [add(UPSAMPLE, name, xs, rank, supported=False)]
+    if op == "gather":  # torch.index_select of a buffer: the partitioner leaves it to a portable kernel
+        return [add(INDEX_SELECT, name, xs, rank, supported=False)]
     if op in ("reshape", "flatten"):
         return [add(VIEW, name, xs, rank)]
     if op == "softmax":

@@ -23,7 +23,7 @@ Three stages:
    (a folded transpose is its flag, no operator), SOFTMAX ``Softmax (NC, F32)``, attention's
    RESHAPE / TRANSPOSE (up to rank 6) ``Static Reshape (NC)`` / ``Transpose (ND, X32) Transpose``.
    Operators XNNPACK does not take stay with LiteRT's builtin kernels, named by their TFLite
-   operator (MIRROR_PAD, RESIZE_NEAREST_NEIGHBOR, LOCAL_RESPONSE_NORMALIZATION).
+   operator (MIRROR_PAD, RESIZE_NEAREST_NEIGHBOR, LOCAL_RESPONSE_NORMALIZATION, GATHER).
 
 3. LiteRT's partitioning (:func:`partitions`): the delegate takes every operator it supports,
    and the runtime splits the graph into subsets of one kind (delegated or builtin) the way
@@ -186,6 +186,7 @@ XNN_KERNELS: dict[str, Callable[[TfliteOp, Node, Graph], list[str]]] = {
     "SLICE": _slice, "SPLIT": _same("Copy (NC, X32)"), "SPLIT_V": _builtin,
     "PAD": _same("Constant Pad (ND, X32)"), "PADV2": _same("Constant Pad (ND, X32)"),
     "MIRROR_PAD": _builtin, "RESIZE_NEAREST_NEIGHBOR": _builtin, "LOCAL_RESPONSE_NORMALIZATION": _builtin,
+    "GATHER": _builtin,
     "RESIZE_BILINEAR": _same("Resize Bilinear (NHWC)"),  # the name LiteRT's profiler gives it (seen)
 }
 #: A zero PAD is absorbed into the padding of these readers.

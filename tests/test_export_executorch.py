@@ -80,11 +80,13 @@ def test_fp32_program_equals_the_torch_module(name, tmp_path):
 
 def test_all_ops_graph_with_its_portable_part(tmp_path):
     """Every IR operator, two outputs; what the partitioner leaves to the portable kernels:
-    nearest upsampling, a split, an avg pool counting padding, and the [1, F] PReLU (as
-    where/gt: the XNNPACK backend's layout pass rejects it, so it is not delegated)."""
+    nearest upsampling, a split, an avg pool counting padding, the [1, F] PReLU (as
+    where/gt: the XNNPACK backend's layout pass rejects it, so it is not delegated) and the two
+    gathers (index_select: the partitioner takes none)."""
     facts = _fp32_round_trip(all_ops_graph(), tmp_path / "m.pte")
     assert {"aten.upsample_nearest2d.vec", "aten.split_with_sizes_copy.default", "aten.where.self",
             "aten.avg_pool2d.default"} <= set(facts["portable_ops"])
+    assert facts["portable_ops"]["aten.index_select.default"] == 2
     assert facts["delegated_ops"]["aten.prelu.default"] == 1  # the 4-D one
 
 

@@ -62,6 +62,7 @@ TYPES = {
     "lrn": "lrn",
     "resize": "upsample",
     "div": "div",
+    "gather": "gather",
     "pos_embed": "add",  # an Add whose other operand is a weight
     "cls_token": "concat",  # a Concat whose other operand is a weight
 }
@@ -93,8 +94,8 @@ def all_ops_graph() -> Graph:
     x = g.add("add", [x, g.add("resize", g.add("avgpool", x, kernel=5, stride=5), size=g.shape(x)[2:])])
     x = g.add("mul", [x, g.add("sigmoid", g.add("reduce_max", x, axis=1, keepdim=True))])
     x = g.add("reduce_sum", g.add("reshape", x, shape=[1, 2, 16, 12, 16]), axis=1)
-    x = g.add("flatten", g.add("global_avgpool", x))
-    x = g.add("batchnorm", g.add("fc", x, out_features=16))
+    x = g.add("flatten", g.add("global_avgpool", g.add("gather", x, indices=[15 - k for k in range(16)])))
+    x = g.add("batchnorm", g.add("fc", g.add("gather", x, indices=[0, 0, 3, 15]), out_features=16))
     logits = g.add("fc", g.add("relu", x), out_features=10)
     return g.set_outputs(logits, g.add("softmax", logits)).validate()
 

@@ -139,6 +139,8 @@ def torch_forward(graph: Graph, inputs: dict[str, np.ndarray] | None = None) -> 
                 y = F.local_response_norm(x, a["size"], a["alpha"], a["beta"], a["bias"])
             elif op == "div":
                 y = xs[0] / xs[1]
+            elif op == "gather":
+                y = torch.index_select(x, a["axis"], torch.tensor(a["indices"]))
             else:
                 raise NotImplementedError(f"no torch reference for {op!r}: add it to this test")
             env[n.name] = y if isinstance(y, list) else [y]
@@ -167,6 +169,7 @@ def zoo(size: int = 32) -> Graph:
     x = g.add("conv2d", x, out_channels=24, kernel=3, padding=2, dilation=2, groups=4)  # grouped, dilated
     x = g.add("instancenorm", x)  # IBN-Net's conv + norm: MEAN over H and W ... MUL + ADD per channel
     x = g.add("lrn", x, size=5, alpha=0.5, bias=2.0)  # AlexNet's norm: float in int8, DEQUANTIZE ... QUANTIZE
+    x = g.add("gather", x, indices=[23 - k for k in range(24) if k != 5] + [0])  # CondenseNet's: GATHER of the NHWC channels
     x = g.add("prelu", x, num_parameters=24)
     u, v, w = g.add_multi("split", x, sections=[4, 8, 12])
     w = g.add("tanh", w)  # fixed int8 scale into a concat: QUANTIZE
@@ -319,6 +322,9 @@ SINGLE = {
     "lrn_3": (O, lambda g, x: g.add("lrn", x, size=3)),
     "div": (E, lambda g, x: g.add("div", [x, g.add("shift", g.add("sigmoid", x), value=0.5)])),
     "div_broadcast": (E, lambda g, x: g.add("div", [x, g.add("shift", g.add("sigmoid", g.add("global_avgpool", x)), value=0.5)])),
+    # CondenseNet's selected channels: of an image (NHWC's last axis) and of its classifier's input
+    "gather_channels": (E, lambda g, x: g.add("conv2d", g.add("gather", x, indices=[7, 7, 0, 3, 5]), out_channels=4, kernel=1)),
+    "gather_vector": (E, lambda g, x: g.add("gather", g.add("flatten", g.add("global_avgpool", x)), indices=[1, 1, 6, 0])),
     # learned constant tensors: a position embedding of tokens and of an image (NHWC constant, fused relu)
     "pos_embed_tokens": (E, lambda g, x: g.add("pos_embed", _tokens(g, x))),
     "pos_embed_image_relu": (E, lambda g, x: g.add("relu", g.add("pos_embed", x))),

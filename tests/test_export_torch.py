@@ -58,6 +58,7 @@ ATEN = {
     "resize": "aten::upsample_nearest2d",
     "lrn": "aten::avg_pool3d",  # + the rest of nn.LocalResponseNorm's decomposition (torch_module.LRN_ATEN)
     "div": "aten::div",
+    "gather": "aten::index_select",
     "pos_embed": "aten::add",
     "cls_token": "aten::cat",
 }
@@ -77,6 +78,7 @@ def all_ops_graph() -> Graph:
     x = g.add("concat", [a, b])
     x = g.add("channel_shuffle", x, groups=4)
     x = g.add("lrn", x, size=5, alpha=0.5, beta=0.75, bias=2.0)  # AlexNet's (a larger alpha: it shows)
+    x = g.add("gather", x, indices=[23 - k for k in range(24) if k != 5] + [0])  # CondenseNet's: one repeated, one left out
     x = g.add("pad", x, pads=[1, 0, 0, 1], value=0.25)
     x = g.add("maxpool", x, kernel=3, stride=2, padding=1, ceil_mode=True)
     y = g.add("avgpool", x, kernel=3, stride=1, padding=1, count_include_pad=False)
@@ -98,6 +100,7 @@ def all_ops_graph() -> Graph:
     x = g.add("fc", x, out_features=32)
     x = g.add("batchnorm", x)
     x = g.add("prelu", x)
+    x = g.add("gather", x, indices=[3, 1, 1, 30, 7])  # of a [1, F] vector: CondenseNet's classifier input
     logits = g.add("fc", x, out_features=10)
     probs = g.add("softmax", logits)
     return g.set_outputs(logits, probs).validate()
@@ -342,6 +345,8 @@ def numpy_forward(graph: Graph, inputs: dict[str, np.ndarray]) -> list[np.ndarra
         elif op == "pad":
             t, bo, l, r, front, back = a["pads"] + [0, 0] * (len(a["pads"]) == 4)
             y = np.pad(x, ((0, 0), (front, back), (t, bo), (l, r)), constant_values=a["value"])
+        elif op == "gather":
+            y = np.take(x, a["indices"], axis=a["axis"])
         elif op == "reshape":
             y = x.reshape(a["shape"])
         elif op == "flatten":

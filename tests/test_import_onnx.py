@@ -577,6 +577,64 @@ def test_even_onnx_lrn_is_refused():
         import_onnx(blob, name="m")
 
 
+class _CondenseLike(nn.Module):
+    """CondenseNet's two index_selects of a constant buffer: of the channels of a feature map
+    (CondenseComplexConv) and of the classifier's input (CondenseLinear)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.register_buffer("index", torch.tensor([7, 7, 0, 3, 5, 1]))
+        self.pick = nn.Conv2d(6, 8, 1, groups=2)
+        self.register_buffer("features", torch.tensor([6, 2, 2, 0]))
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x):
+        y = self.pick(torch.index_select(torch.relu(self.conv(x)), dim=1, index=self.index))
+        return self.fc(torch.index_select(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1), dim=1, index=self.features))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_channel_gather_computes_the_same(dynamic):
+    """A Gather of a constant 1-D index on axis 1 -> gather, through the file's weights and LiteRT
+    (under a free batch too, as the coverage benchmark exports)."""
+    torch.manual_seed(7)
+    m = _CondenseLike().eval()
+    x = np.random.default_rng(7).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    g = check_same_function(export_onnx(m, [1, 3, 8, 8], {"x": {0: "N"}} if dynamic else None), m, x, "gather")
+    assert [n.attrs for n in g.nodes.values() if n.op == "gather"] == [
+        {"indices": [7, 7, 0, 3, 5, 1], "axis": 1}, {"indices": [6, 2, 2, 0], "axis": 1}]
+
+
+def test_exported_gather_imports_back(tmp_path):
+    from generators.export.onnx import export_onnx as export_ir
+
+    src = Graph("gather", source="test")
+    x = src.input([1, 6, 5, 5])
+    v = src.add("flatten", src.add("global_avgpool", src.add("gather", x, indices=[5, 5, 0, 2])))
+    src.set_outputs(src.add("fc", src.add("gather", v, indices=[3, 0, 1]), out_features=4))
+    facts = export_ir(src.validate(), tmp_path / "m.onnx")
+    assert facts["op_counts"]["Gather"] == 2
+    assert import_onnx(tmp_path / "m.onnx").model_id == src.model_id
+
+
+@pytest.mark.parametrize("index,axis,what", [
+    ([[0, 1], [2, 3]], 1, r"Gather of a computed tensor by anything but constant indices \(one: .*; a list: channels\)"),
+    ([0, 2], 2, r"Gather of 2 constant indices on axis 2 of \[1, 4, 3, 3\] \(the IR's gather takes axis 1"),
+])
+def test_other_gathers_are_refused_naming_the_node(index, axis, what):
+    from onnx import TensorProto, helper, numpy_helper
+
+    idx = numpy_helper.from_array(np.array(index, dtype=np.int64), "idx")
+    node = helper.make_node("Gather", ["x", "idx"], ["y"], axis=axis, name="pick")
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 3, 3])], [out],
+                              initializer=[idx])
+    blob = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    with pytest.raises(UnsupportedModelError, match=r"^m: ONNX node 'pick' \(Gather\): " + what):
+        import_onnx(blob, name="m")
+
+
 def test_channel_padding_computes_the_same():
     """PyramidNet's shortcut: the identity widened by zero channels (a Pad of axis 1) -> pad with
     six pads, through the file's weights and LiteRT."""

@@ -193,6 +193,31 @@ def test_nearest_resize_to_a_size():
         imp(Lambda(lambda x: F.interpolate(F.avg_pool2d(x, 3), size=x.shape[2:], mode="bilinear")))
 
 
+class _Pick(nn.Module):
+    """CondenseNet's index_selects of a constant buffer, wrapped in the legacy Variable as it does."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("index", torch.tensor([7, 7, 0, 3]))
+        self.register_buffer("features", torch.tensor([3, 1]))
+
+    def forward(self, x):
+        y = torch.index_select(x, dim=1, index=torch.autograd.Variable(self.index))
+        return torch.index_select(y.mean((2, 3)), 1, self.features)
+
+
+def test_index_select_of_a_buffer_is_a_gather():
+    g = imp(_Pick())
+    assert ops(g) == ["gather", "global_avgpool", "flatten", "gather"]
+    assert [n.attrs for n in g.nodes.values() if n.op == "gather"] == [
+        {"indices": [7, 7, 0, 3], "axis": 1}, {"indices": [3, 1], "axis": 1}]
+    assert g.shape(g.outputs[0]) == [1, 2] and g.flops == 0
+    with pytest.raises(UnsupportedModelError, match=r"index_select on axis 2 of a rank-4 tensor"):
+        imp(Lambda(lambda x: torch.index_select(x, 2, torch.tensor([0, 1]))))
+    with pytest.raises(UnsupportedModelError, match=r"index_select by an index computed from the input"):
+        imp(Lambda(lambda x: torch.index_select(x, 1, torch.relu(x))))
+
+
 def test_channel_padding():
     g = imp(Lambda(lambda x: F.pad(x, (0, 0, 0, 0, 0, 4)) + F.pad(x, (1, 1, 0, 0, 2, 2))[:, :, :, 1:-1]))
     assert ops(g) == ["pad", "pad", "crop", "add"]

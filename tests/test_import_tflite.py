@@ -17,7 +17,9 @@ with the weights carried over from the first file (the IR itself has none). Then
 
 The int8 and fp16 files of a network import to the same operators (QUANTIZE/DEQUANTIZE
 vanish), and TFLite files written from plain TF graphs (TF SAME padding, free batch, Keras'
-NHWC flatten before a dense layer, free spatial dims) import with the same function.
+NHWC flatten before a dense layer, free spatial dims) import with the same function, as do the
+forms litert-torch writes a PyTorch model in (an NCHW input transposed inside, a max pool's
+padding by -inf, PReLU and local response norm decomposed, NCHW tensors between the convolutions).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from generators.export import tflite as T  # noqa: E402
 from generators.export.weights import example_input  # noqa: E402
 from generators.importers import UnsupportedModelError, import_tflite  # noqa: E402
 from generators.importers.onnx import f32  # noqa: E402
-from generators.importers.carry import tflite_weights  # noqa: E402
+from generators.importers.carry import run_ir, tflite_weights  # noqa: E402
 from generators.importers.tflite import import_tflite_with_origins  # noqa: E402
 from generators.ir import Graph, split_ref  # noqa: E402
 from support.nets import (close, mbv3ish_logits, misc_ops_head, nb201, ops, resnet_tiny,  # noqa: E402
@@ -380,3 +382,203 @@ def test_tf_local_response_normalization_and_division_compute_the_same():
     (lrn,) = (n for n in g.nodes.values() if n.op == "lrn")
     assert lrn.attrs == {"size": 5, "alpha": 0.5, "beta": 0.5, "bias": 1.5}  # TF's alpha times the window
     assert g.op_counts()["div"] == 1
+
+
+# ------------------------------------------------------------------ gather of channels
+def gather_net(size: int = 8) -> Graph:
+    """CondenseNet's selected channels: a gather of the channels of a map (NHWC's last axis) before
+    a grouped 1x1 convolution, and of the classifier's input vector."""
+    g = Graph("gather", source="test")
+    x = g.add("relu", g.add("conv2d", g.input([1, 3, size, size]), out_channels=8, kernel=3, padding=1))
+    x = g.add("conv2d", g.add("gather", x, indices=[7, 7, 0, 3, 5, 1]), out_channels=8, kernel=1, groups=2)
+    v = g.add("flatten", g.add("global_avgpool", x))
+    return g.set_outputs(g.add("fc", g.add("gather", v, indices=[6, 2, 2, 0]), out_features=5)).validate()
+
+
+def test_gather_of_channels_round_trips():
+    src = gather_net()
+    blob = T.convert(src, "fp32")
+    assert T.inspect_tflite(blob)["op_counts"]["GATHER"] == 2
+    g, _ = round_trip(blob, example_input(src, sample=3)[src.input_nodes[0].name], "gather", src)
+    assert structure_key(g) == structure_key(tflite_form(src))
+    assert [n.attrs for n in g.nodes.values() if n.op == "gather"] == [
+        {"indices": [7, 7, 0, 3, 5, 1], "axis": 1}, {"indices": [6, 2, 2, 0], "axis": 1}]
+
+
+def test_a_gather_of_rows_is_refused():
+    blob = _tf_model(lambda x, rng: tf.gather(tf.nn.relu(x), [0, 2], axis=1), [1, 4, 4, 3])  # H of NHWC
+    with pytest.raises(UnsupportedModelError, match=r"^m: TFLite operator \d+ \(GATHER, .*GATHER of \[1, 4, 4, 3\] on axis 1 "
+                                                    r"by 2 constant indices \(the IR's gather takes"):
+        import_tflite(blob, name="m")
+
+
+# ------------------------------------------------------------------ PyTorch's layout (litert-torch)
+def _run_nchw(blob: bytes, x: np.ndarray) -> np.ndarray:
+    """The file in LiteRT on ``x`` as it is (a file whose input is NCHW)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=blob)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def torch_like(x, rng):
+    """What litert-torch writes for a PyTorch model: its NCHW input transposed to NHWC before the
+    first convolution, and a max pool's padding as a PAD by -inf before a VALID max pool."""
+    y = tf.transpose(x, [0, 2, 3, 1])
+    y = tf.nn.relu(tf.nn.conv2d(tf.pad(y, [[0, 0], [1, 1], [1, 1], [0, 0]]), _w(rng, 3, 3, 3, 8), 2, "VALID") + _w(rng, 8))
+    y = tf.pad(y, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=-np.inf)
+    y = tf.nn.max_pool2d(y, 3, 2, "VALID")
+    return tf.matmul(tf.reduce_mean(y, axis=[1, 2]), _w(rng, 8, 4))
+
+
+def test_an_nchw_input_transposed_to_nhwc_and_a_max_pool_padded_by_minus_infinity():
+    blob = _tf_model(torch_like, [1, 3, 16, 16])
+    g, origins = import_tflite_with_origins(blob, name="torch-like")
+    assert g.input_nodes[0].shape == [1, 3, 16, 16]  # the file's own NCHW shape, no permutation
+    assert ops(g) == ["conv2d", "relu", "maxpool", "global_avgpool", "flatten", "fc"]
+    n = {node.op: node for node in g.nodes.values()}
+    assert n["conv2d"].attrs["padding"] == [1, 1]
+    assert (n["maxpool"].attrs["padding"], n["maxpool"].attrs["ceil_mode"]) == ([1, 1], False)  # PyTorch's MaxPool2d(3, 2, 1)
+    assert import_tflite(blob, input_shape=[1, 3, 16, 16]).flops == g.flops == 8 * 8 * 8 * 27 + 8 * 4
+    x = np.random.default_rng(6).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    close(run_ir(g, tflite_weights(blob, g, origins), x), [_run_nchw(blob, x)], "NCHW file vs its IR", 1e-4)
+
+
+def test_a_pad_by_minus_infinity_outside_a_max_pool_is_refused():
+    blob = _tf_model(lambda x, rng: tf.nn.relu(tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=-np.inf)),
+                     [1, 4, 4, 3])
+    with pytest.raises(UnsupportedModelError, match=r"^m: TFLite operator \d+ \(RELU, .*a PAD by -inf not followed by a "
+                                                    r"VALID max pool that takes it as its padding"):
+        import_tflite(blob, name="m")
+
+
+def _with_reduce_window(blob: bytes, size: int) -> bytes:
+    """``blob`` with its STRIDED_SLICE replaced by a STABLEHLO_REDUCE_WINDOW summing windows of
+    ``size`` along axis 2 (its body one ADD): what litert-torch writes for the window of PyTorch's
+    ``F.local_response_norm``, which no TF graph converts to."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as s
+
+    m = s.ModelT.InitFromPackedBuf(blob, 0)
+    sg = m.subgraphs[0]
+
+    def code(name: str) -> int:
+        b = getattr(s.BuiltinOperator, name)
+        for k, oc in enumerate(m.operatorCodes):
+            if max(oc.builtinCode, oc.deprecatedBuiltinCode) == b:
+                return k
+        oc = s.OperatorCodeT()
+        oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = b, min(b, 127), 1
+        m.operatorCodes.append(oc)
+        return len(m.operatorCodes) - 1
+
+    def tensor(g, value: float | None = None) -> int:
+        t = s.TensorT()
+        t.shape, t.type, t.buffer = [], s.TensorType.FLOAT32, 0
+        if value is not None:
+            b = s.BufferT()
+            b.data = list(np.float32(value).tobytes())
+            m.buffers.append(b)
+            t.buffer = len(m.buffers) - 1
+        g.tensors.append(t)
+        return len(g.tensors) - 1
+
+    (op,) = [op for op in sg.operators if m.operatorCodes[op.opcodeIndex].builtinCode == s.BuiltinOperator.STRIDED_SLICE]
+    rank = 5
+    o = s.StablehloReduceWindowOptionsT()
+    o.windowDimensions = [1, 1, size, 1, 1]
+    o.windowStrides = o.baseDilations = o.windowDilations = [1] * rank
+    o.padding, o.bodySubgraphIndex = [0] * (2 * rank), 1
+    op.opcodeIndex, op.inputs = code("STABLEHLO_REDUCE_WINDOW"), [op.inputs[0], tensor(sg, 0.0)]
+    op.builtinOptionsType, op.builtinOptions = 0, None
+    op.builtinOptions2Type, op.builtinOptions2 = s.BuiltinOptions2.StablehloReduceWindowOptions, o
+    body = s.SubGraphT()
+    body.tensors, body.operators = [], []
+    a, b, y = (tensor(body) for _ in range(3))
+    add = s.OperatorT()
+    add.opcodeIndex, add.inputs, add.outputs = code("ADD"), [a, b], [y]
+    body.operators, body.inputs, body.outputs = [add], [a, b], [y]
+    m.subgraphs.append(body)
+    fb = flatbuffers.Builder(0)
+    fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
+    return bytes(fb.Output())
+
+
+def torch_lrn(x, rng):
+    """PyTorch's ``LocalResponseNorm(5, alpha=0.5, beta=0.75, k=1.5)`` after a conv as litert-torch
+    writes it: squares, to NCHW, viewed [1, 1, C, H, W], zero-padded on the channels, a window sum
+    (a slice here, replaced by :func:`_with_reduce_window`), times 1/size, viewed back, times
+    alpha, plus k, to NHWC, to the power beta, the conv's output divided by that."""
+    y = tf.nn.relu(tf.nn.conv2d(tf.transpose(x, [0, 2, 3, 1]), _w(rng, 3, 3, 3, 8), 1, "VALID") + _w(rng, 8))
+    sq = tf.reshape(tf.transpose(tf.multiply(y, y), [0, 3, 1, 2]), [1, 1, 8, 4, 4])
+    win = tf.pad(sq, [[0, 0], [0, 0], [2, 2], [0, 0], [0, 0]])[:, :, 2:10] * 0.2
+    den = tf.transpose(tf.reshape(win, [1, 8, 4, 4]) * 0.5 + 1.5, [0, 2, 3, 1]) ** 0.75
+    return y / den
+
+
+def test_a_local_response_norm_as_litert_torch_writes_it():
+    blob = _with_reduce_window(_tf_model(torch_lrn, [1, 3, 6, 6]), 5)
+    g, origins = import_tflite_with_origins(blob, name="torch-lrn")
+    assert ops(g) == ["conv2d", "relu", "lrn"]
+    (lrn,) = (n for n in g.nodes.values() if n.op == "lrn")
+    assert lrn.attrs == {"size": 5, "alpha": 0.5, "beta": 0.75, "bias": 1.5}
+    x = np.random.default_rng(7).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    close(run_ir(g, tflite_weights(blob, g, origins), x), [_run_nchw(blob, x).transpose(0, 3, 1, 2)], "LRN file vs its IR", 1e-4)
+
+
+def test_a_window_sum_outside_a_local_response_norm_is_refused():
+    def build(x, rng):  # the same window, but the squares' sum is the output: no DIV ends it
+        sq = tf.reshape(tf.multiply(x, x), [1, 1, 3, 4, 4])
+        return tf.pad(sq, [[0, 0], [0, 0], [1, 1], [0, 0], [0, 0]])[:, :, 1:4]
+
+    blob = _with_reduce_window(_tf_model(build, [1, 3, 4, 4]), 3)
+    with pytest.raises(UnsupportedModelError, match=r"^m: TFLite operator \d+ \((RESHAPE|PAD), "):
+        import_tflite(blob, name="m")
+
+
+def test_a_channel_gate_times_a_spatial_gate_in_pytorch_layout():
+    """BAM's attention as litert-torch writes it: a channel gate [1, C] viewed [1, C, 1, 1] (NCHW)
+    times a spatial gate [1, H, W, 1] viewed [1, 1, H, W], broadcast to [1, C, H, W], then to
+    NHWC: the operands in the file's order, whatever layout their unit axes allowed."""
+    def build(x, rng):
+        y = tf.nn.conv2d(x, _w(rng, 3, 3, 3, 6), 1, "VALID")
+        ch = tf.reshape(tf.matmul(tf.reduce_mean(y, axis=[1, 2]), _w(rng, 6, 6)), [1, 6, 1, 1])
+        sp = tf.reshape(tf.nn.conv2d(y, _w(rng, 1, 1, 6, 1), 1, "VALID"), [1, 1, 4, 4])
+        return y * tf.transpose(tf.sigmoid(ch * sp), [0, 2, 3, 1])
+
+    blob = _tf_model(build, [1, 6, 6, 3])
+    g, _ = round_trip(blob, np.random.default_rng(8).standard_normal((1, 3, 6, 6)).astype(np.float32), "bam")
+    assert g.op_counts()["mul"] == 2
+
+
+@pytest.mark.parametrize("slope", [0.25, np.array([0.1, 0.2, 0.3, -0.4, 0.5, 0.6], np.float32)])
+def test_a_prelu_as_litert_torch_writes_it(slope):
+    """PyTorch's PReLU as ``relu(x) - slope * relu(-x)`` (RELU; MUL by -1 with a fused RELU; MUL by
+    the slope; SUB): an IR prelu of one slope or one per channel."""
+    def build(x, rng):
+        y = tf.nn.conv2d(x, _w(rng, 3, 3, 3, 6), 1, "VALID")
+        return tf.nn.relu(y) - tf.nn.relu(y * -1.0) * tf.constant(slope)
+
+    blob = _tf_model(build, [1, 6, 6, 3])
+    g, _ = round_trip(blob, np.random.default_rng(9).standard_normal((1, 3, 6, 6)).astype(np.float32), "prelu")
+    assert ops(g) == ["conv2d", "prelu"]
+    assert next(n for n in g.nodes.values() if n.op == "prelu").attrs["num_parameters"] == np.size(slope)
+
+
+def test_a_per_channel_constant_of_an_nchw_tensor_held_in_another_layout():
+    """NCHW tensors of different layouts concatenated (the standard layout makes the file's W the
+    IR's channels), then a batch norm's MUL and ADD by [1, C, 1, 1] constants: the concatenation
+    in the file's order, the batch norm on its channels."""
+    def build(x, rng):
+        a = tf.transpose(tf.nn.conv2d(tf.transpose(x, [0, 2, 3, 1]), _w(rng, 3, 3, 3, 4), 1, "VALID"), [0, 3, 1, 2])
+        y = tf.concat([a, tf.transpose(a, [0, 1, 3, 2])], axis=1) * _w(rng, 1, 8, 1, 1) + _w(rng, 1, 8, 1, 1)
+        return tf.nn.conv2d(tf.transpose(y, [0, 2, 3, 1]), _w(rng, 1, 1, 8, 5), 1, "VALID")
+
+    blob = _tf_model(build, [1, 3, 6, 6])
+    g, origins = import_tflite_with_origins(blob, name="nchw-bn")
+    assert g.op_counts()["batchnorm"] == 1 and g.input_nodes[0].shape == [1, 3, 6, 6]
+    x = np.random.default_rng(10).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    close(run_ir(g, tflite_weights(blob, g, origins), x), [_run_nchw(blob, x).transpose(0, 3, 1, 2)], "NCHW batch norm", 1e-4)

@@ -79,10 +79,10 @@ def test_pytorchcv_attention_gates(name, tmp_path):
 
 
 def test_refusal_names_the_operator(tmp_path):
-    # CondenseNet picks its input channels by an index tensor (a Gather): no IR form
-    (case,) = check_model("pytorchcv", "condensenet74_c4_g4", tmp_path, ("onnx-torchscript",))
+    # iSQRT-COV's final pool takes a reciprocal of a computed tensor: no IR form
+    (case,) = check_model("pytorchcv", "isqrtcovresnet18", tmp_path, ("onnx-torchscript",))
     assert case.status == "refused" and not case.conforms
-    assert "ONNX node '/features/stage1/unit1/conv1/Gather' (Gather)" in case.error
+    assert "ONNX node '/features/final_pool/Reciprocal' (Reciprocal)" in case.error
 
 
 def test_predict_takes_the_keras_file_as_converted(mobilenetv3):

@@ -79,6 +79,26 @@ def test_lrn_and_div_shapes_and_costs():
     assert g.nodes[g.add("lrn", x, size=3)].attrs == {"size": 3, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}
 
 
+def test_gather_shapes_and_costs():
+    g = Graph()
+    x = g.input([1, 8, 6, 5])
+    y = g.add("gather", x, indices=[7, 7, 0, 3])  # repeats and omissions, as CondenseNet's may
+    v = g.add("gather", g.add("flatten", g.add("global_avgpool", x)), indices=list(range(7, -1, -1)) * 300)
+    g.set_outputs(y, v).validate()
+    assert g.shape(y) == [1, 4, 6, 5] and g.shape(v) == [1, 2400]
+    assert g.nodes[y].attrs == {"indices": [7, 7, 0, 3], "axis": 1}
+    costs = {c.name: c for c in g.costs() if c.op == "gather"}
+    assert [(c.params, c.macs) for c in costs.values()] == [(0, 0), (0, 0)]
+    assert costs[y].memory_elements == 8 * 30 + 4 * 30  # the copy: what it reads and writes
+    assert Graph.from_json(g.to_json()).model_id == g.model_id
+    with pytest.raises(IRError, match=r"^node 'o' \(gather\): gather index 8 out of range for the 8 elements of axis 1"):
+        g.add("gather", x, indices=[0, 8], name="o")
+    with pytest.raises(IRError, match=r"^node 'b' \(gather\): gather on the batch axis 0"):
+        g.add("gather", x, indices=[0], axis=0, name="b")
+    with pytest.raises(IRError, match=r"^node 'e' \(gather\): indices must be a list of 1 to \d+ non-negative ints"):
+        g.add("gather", x, indices=[], name="e")
+
+
 def test_pad_of_the_channels():
     g = Graph()
     x = g.input([1, 4, 5, 6])
@@ -136,12 +156,13 @@ def test_every_operator_has_shape_inference_and_is_exercised_somewhere():
         more.add("lrn", x, size=3),
         more.add("div", [x, x]),
         more.add("resize", x, size=[3, 13]),
+        more.add("gather", x, indices=[3, 0]),
     ]
     tokens = more.input([1, 6, 4], name="tokens")
     extra.append(more.add("cls_token", tokens))
     used |= {more.nodes[r].op for r in extra}
-    assert more.shape(extra[-1]) == [1, 7, 4] and more.shape(extra[-5]) == [1, 4, 8, 8]
-    assert more.shape(extra[-2]) == [1, 4, 3, 13]
+    assert more.shape(extra[-1]) == [1, 7, 4] and more.shape(extra[-6]) == [1, 4, 8, 8]
+    assert more.shape(extra[-3]) == [1, 4, 3, 13] and more.shape(extra[-2]) == [1, 2, 8, 8]
     assert more.shape(extra[0]) == [1, 4, 9, 11]  # pads are [top, bottom, left, right]
     assert set(OPS) <= used, f"operators without a test: {set(OPS) - used}"
 

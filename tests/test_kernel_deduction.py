@@ -175,7 +175,14 @@ def _tiny_networks() -> list[Graph]:
     x = a.add("conv2d", a.add("lrn", x, size=5, alpha=0.5, bias=2.0), out_channels=16, kernel=3, padding=1)
     x = a.add("div", [x, a.add("shift", a.add("sigmoid", a.add("global_avgpool", x)), value=0.5)])
     a.set_outputs(a.add("fc", a.add("flatten", a.add("global_avgpool", x)), out_features=10))
-    return [g, nasbench201.build(1234), build_network(cfg, 3, 0), r, a]
+    # CondenseNet's selected channels, of a map and of the classifier's input: LiteRT's builtin
+    # GATHER between delegated subsets
+    c = Graph("tiny-gather")
+    x = c.add("relu", c.add("conv2d", c.input([1, 3, 16, 16]), out_channels=16, kernel=3, padding=1))
+    x = c.add("conv2d", c.add("gather", x, indices=[3, 3, 0, 7, 15, 1, 2, 2]), out_channels=16, kernel=1)
+    v = c.add("flatten", c.add("global_avgpool", x))
+    c.set_outputs(c.add("fc", c.add("gather", v, indices=[0, 5, 5, 9, 15, 2]), out_features=10))
+    return [g, nasbench201.build(1234), build_network(cfg, 3, 0), r, a, c]
 
 
 def test_xnnpack_operators_match_kernel_mode(tmp_path: Path):

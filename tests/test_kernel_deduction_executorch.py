@@ -206,6 +206,19 @@ def test_a_local_response_norm_squares_pools_and_leaves_its_power_to_a_portable_
     assert et.delegate_calls(g) == 2
 
 
+def test_a_gather_of_channels_is_a_portable_index_select():
+    """CondenseNet's selected channels (torch.index_select of a buffer): the XNNPACK partitioner
+    takes no index_select, so each opens a new delegate call (seen in an ETDump run: index_select.out)."""
+    g, x = _start("gather")
+    x = g.add("relu", g.add("conv2d", x, out_channels=8, kernel=3, padding=1))
+    x = g.add("conv2d", g.add("gather", x, indices=[3, 3, 0, 7, 5, 1]), out_channels=8, kernel=1)
+    v = g.add("flatten", g.add("global_avgpool", x))
+    g.set_outputs(g.add("fc", g.add("gather", v, indices=[0, 5, 5, 2]), out_features=10)).validate()
+    assert et.portable_ops(g) == [et.INDEX_SELECT] * 2 and et.portable_nodes(g) == ["gather_0", "gather_1"]
+    assert et.deduce_kernels(g) == [T, IGEMM, T, T, FC, MEAN, T, RESHAPE, FC]
+    assert et.delegate_calls(g) == 3
+
+
 def test_an_unknown_operator_names_its_node():
     g, x = _start("unknown")
     g.set_outputs(g.add("relu", x)).validate()
@@ -216,9 +229,10 @@ def test_an_unknown_operator_names_its_node():
 
 # ---------------------------------------------------------------- a real export, run with ETDump
 def e2e_graphs() -> dict[str, Graph]:
-    """One program with portable kernels inside (three delegate calls) and one delegate-only
-    program, covering the fusions, the layout transposes, the batch norm and pooling rules and
-    a local response norm (the exporter's avg_pool2d formulation, its power a portable kernel)."""
+    """One program with portable kernels inside (four delegate calls) and one delegate-only
+    program, covering the fusions, the layout transposes, the batch norm and pooling rules, a
+    local response norm (the exporter's avg_pool2d formulation, its power a portable kernel) and
+    a gather of channels (a portable index_select)."""
     def body(g: Graph, x: str, stride: int) -> str:
         x = g.add("relu", g.add("batchnorm", g.add("conv2d", x, out_channels=8, kernel=3, stride=stride, padding=1)))
         y = g.add("batchnorm", g.add("conv2d", x, out_channels=8, kernel=3, padding=1))
@@ -232,7 +246,7 @@ def e2e_graphs() -> dict[str, Graph]:
 
     g1, x = _start("et-kernels-portable")
     x = g1.add("conv2d", g1.add("upsample", body(g1, x, 1), scale=[2, 2]), out_channels=8, kernel=3, groups=8, padding=1)
-    x = g1.add("lrn", x, size=5, alpha=1e-4, beta=0.75, bias=2.0)
+    x = g1.add("gather", g1.add("lrn", x, size=5, alpha=1e-4, beta=0.75, bias=2.0), indices=[7, 7, 0, 3, 5, 1, 2, 6])
     g1.set_outputs(tail(g1, x)).validate()
     g2, x = _start("et-kernels-one-call")
     x = body(g2, x, 2)

@@ -170,6 +170,8 @@ NNMETER_OPS: dict[str, NNMeterOp] = {
     "cls_token": NNMeterOp(lambda n, i: ("concat", {"axis": 1, "const_shape": [1, 1, i[0][-1]]}), "cls_token"),
     # imported CNNs' zoos: AlexNet's local response norm (ONNX's LRN, with its attribute names)
     "lrn": NNMeterOp(lambda n, i: ("lrn", {k: n.attrs[k] for k in ("size", "alpha", "beta", "bias")}), "lrn"),
+    # CondenseNet's selection of channels: an ONNX Gather of a constant index (its values in attr)
+    "gather": NNMeterOp(_axis_attr("gather", lambda n: {"indices": list(n.attrs["indices"])}), "gather"),
 }
 
 

@@ -121,6 +121,7 @@ ONNX_OPS: dict[str, OnnxOp] = {
     "avgpool": _one("AveragePool"), "maxpool": _one("MaxPool"), "global_avgpool": _one("GlobalAveragePool"),
     "concat": _one("Concat"), "split": _one("Split"),
     "channel_shuffle": OnnxOp({"Reshape": 2, "Transpose": 1}),
+    "gather": _one("Gather"),  # index_select of a buffer: a Gather of an initializer
     "pad": _one("Pad"), "reshape": _one("Reshape"), "flatten": _one("Flatten"), "softmax": _one("Softmax"),
     "crop": OnnxOp(lambda n, g: {"Slice": int(bool(n.attrs["crops"][0] or n.attrs["crops"][1]))
                                  + int(bool(n.attrs["crops"][2] or n.attrs["crops"][3]))}),

@@ -824,6 +824,16 @@ register_lowering(TFLiteLowering("channel_shuffle", _plan_shuffle, _build_shuffl
                                  "RESHAPE + TRANSPOSE + RESHAPE (nothing when groups == 1)", int8_scale=_SAME_SCALE))
 
 
+def _build_gather(tf, graph, node, pl, xs, weights, scalar):
+    axis = tf_axis(node.attrs["axis"], len(node.shapes[0]), pl.layout)
+    return [tf.gather(xs[0], tf.constant(node.attrs["indices"], dtype=tf.int32), axis=axis)]
+
+
+register_lowering(TFLiteLowering("gather", _ops("GATHER"), _build_gather,
+                                 "GATHER of constant int32 indices on the axis (an image's channels: NHWC's last)",
+                                 int8_scale=_SAME_SCALE))
+
+
 def _plan_pad(s: Site, pl: Plan) -> None:
     pl.ops = ["PAD"] if float(s.a["value"]) == 0.0 else ["PADV2"]
     if pl.ops == ["PADV2"]:

@@ -186,6 +186,19 @@ class Div(nn.Module):
         return torch.div(a, b)
 
 
+class IndexSelect(nn.Module):
+    """``torch.index_select`` of constant indices along one axis, the indices a buffer (as
+    CondenseNet keeps them): a copy that works on quantized tensors too."""
+
+    def __init__(self, indices: list[int], axis: int):
+        super().__init__()
+        self.axis = axis
+        self.register_buffer("index", torch.tensor(indices, dtype=torch.int64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.index_select(x, self.axis, self.index)
+
+
 class Reduce(nn.Module):
     """A reduction over one axis: ``torch.mean``, ``torch.amax`` or ``torch.sum``."""
 
@@ -347,6 +360,7 @@ TORCH_OPS: dict[str, TorchOp] = {
     "concat": TorchOp(lambda n, i: Concat(_axis(n, i)), "aten::cat", variadic=True),
     "split": TorchOp(lambda n, i: Split(n.attrs["sections"], _axis(n, i)), "aten::split_with_sizes", int8="any"),
     "channel_shuffle": TorchOp(lambda n, i: nn.ChannelShuffle(n.attrs["groups"]), "aten::channel_shuffle", int8="any"),
+    "gather": TorchOp(lambda n, i: IndexSelect(n.attrs["indices"], _axis(n, i)), "aten::index_select", int8="any"),
     "pad": TorchOp(_pad, "aten::pad", int8=lambda n: "any" if len(n.attrs["pads"]) == 4 else "f"),
     "reshape": TorchOp(lambda n, i: Reshape(n.attrs["shape"]), "aten::reshape", int8="any"),
     "flatten": TorchOp(lambda n, i: nn.Flatten(1), "aten::flatten", int8="any"),

@@ -5,7 +5,9 @@ A *case* is one model of one zoo (:data:`ZOOS`) through one *route* (:data:`ROUT
 model becomes a file the importers read. The zoos are Keras' applications (``weights=None``,
 with their preprocessing layers) and pytorchcv's ImageNet models (``pretrained=False``); the
 routes are TFLite's converter with its default options (a Keras model with its free batch, or
-rebuilt on a batch-1 input) and PyTorch's two ONNX exporters (TorchScript-based and dynamo). For
+rebuilt on a batch-1 input) and PyTorch's two ONNX exporters (TorchScript-based and dynamo); a
+zoo's *extra* routes run only when named: litert-torch, PyTorch to .tflite, lives in an
+environment of its own (scripts/setup-litert-torch-env.sh) and runs as a subprocess. For
 each case :func:`check` reports whether the source builds, whether the route converts it,
 whether the importer takes the file (else the one-line error, naming the operator), and, when it
 does, the IR's multiply-accumulates and parameters against the source's own counts:
@@ -73,6 +75,9 @@ class Zoo:
     macs: Callable[[SourceModel], int]
     routes: tuple[str, ...]
     run: Callable[[SourceModel, Any], Any]  # the source framework's output on an NCHW input
+    # routes run only when named (check_model's ``routes``, the benchmark's --route): a converter
+    # in an environment of its own, which the default runs neither need nor wait for
+    extra_routes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -366,13 +371,66 @@ def _onnx(dynamo: bool) -> Callable[[SourceModel, Path], Path]:
     return convert
 
 
+# ---------------------------------------------------------------- litert-torch (its own environment)
+LITERT_TORCH_SETUP = "scripts/setup-litert-torch-env.sh"
+LITERT_TORCH_TIMEOUT = 1800  # seconds for one model's conversion
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ConverterUnavailable(RuntimeError):
+    """The route's converter is not installed here (its environment is absent)."""
+
+
+def litert_torch_python() -> Path:
+    """The interpreter of the litert-torch environment: ``LATBENCH_LITERT_TORCH_PYTHON``, else
+    ``.venv-litert-torch/bin/python`` of the repository. litert-torch lives apart from the
+    project's environment (it pins older pydantic and typing_extensions); when neither exists,
+    :class:`ConverterUnavailable` names the script that creates it."""
+    env = os.environ.get("LATBENCH_LITERT_TORCH_PYTHON")
+    path = Path(env) if env else _ROOT / ".venv-litert-torch" / "bin" / "python"
+    if not path.is_file():
+        where = f"LATBENCH_LITERT_TORCH_PYTHON={env}" if env else f"{path}"
+        raise ConverterUnavailable(f"no litert-torch environment ({where} does not exist): run {LITERT_TORCH_SETUP}")
+    return path
+
+
+def _litert_torch(src: SourceModel, work: Path) -> Path:
+    """``src`` converted by litert-torch in its own environment (generators/importers/
+    litert_torch_convert.py as a subprocess), from the source's own weights and batch norm
+    statistics (saved to ``work`` for it); its one-line error when it fails."""
+    import subprocess
+
+    import torch
+
+    python = litert_torch_python()
+    out = work / f"{src.name}-litert-torch.tflite"
+    state = work / f"{src.name}-state.pt"
+    torch.save(src.model.state_dict(), state)
+    script = Path(__file__).with_name("litert_torch_convert.py")
+    # -I: neither the script's folder (this package: its onnx.py would shadow the onnx package)
+    # nor PYTHONPATH on the other environment's path
+    cmd = [str(python), "-I", str(script), src.name, "--shape", *map(str, src.input_shape), "--out", str(out),
+           "--state", str(state)]
+    try:
+        r = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=LITERT_TORCH_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{src.name}: litert-torch did not finish in {LITERT_TORCH_TIMEOUT} s") from None
+    finally:
+        state.unlink(missing_ok=True)
+    if r.returncode != 0 or not out.is_file():
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        raise RuntimeError(lines[-1] if lines else f"{src.name}: litert-torch exited with status {r.returncode}")
+    return out
+
+
 ROUTES.register("tflite")(Route("tflite", ".tflite", _keras_tflite(None), "tflite"))
 ROUTES.register("tflite-batch1")(Route("tflite-batch1", ".tflite", _keras_tflite(1), "tflite"))
 ROUTES.register("onnx-torchscript")(Route("onnx-torchscript", ".onnx", _onnx(False), "onnx"))
 ROUTES.register("onnx-dynamo")(Route("onnx-dynamo", ".onnx", _onnx(True), "onnx"))
+ROUTES.register("tflite-litert-torch")(Route("tflite-litert-torch", ".tflite", _litert_torch, "tflite"))
 ZOOS.register("keras")(Zoo("keras", keras_names, keras_build, keras_macs, ("tflite", "tflite-batch1"), keras_run))
 ZOOS.register("pytorchcv")(Zoo("pytorchcv", pytorchcv_names, pytorchcv_build, torch_macs,
-                               ("onnx-torchscript", "onnx-dynamo"), torch_run))
+                               ("onnx-torchscript", "onnx-dynamo"), torch_run, ("tflite-litert-torch",)))
 
 
 # ---------------------------------------------------------------- one case
@@ -396,10 +454,28 @@ def _import(route: Route, path: Path, src: SourceModel) -> tuple[Any, Callable[[
             lambda x: carry.run_onnx(blob, x)
     from .tflite import import_tflite_with_origins
 
+    g, origins = import_tflite_with_origins(blob, input_shape=src.input_shape, name=src.name)
+    return g, lambda: carry.tflite_weights(blob, g, origins), lambda x: _run_tflite(blob, g, x)
+
+
+def _run_tflite(blob: bytes, g: Any, x: Any) -> list:
+    """The TFLite file in LiteRT on the NCHW input ``x``: as it is when the file's input is NCHW,
+    its outputs as they are (a PyTorch model converted by litert-torch keeps PyTorch's layout at
+    its inputs and outputs and transposes inside), else in NHWC, its outputs back to NCHW, as the
+    file of a TensorFlow model wants it (:func:`run_tflite`)."""
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
     from generators.export.tflite import run_tflite
 
-    g, origins = import_tflite_with_origins(blob, input_shape=src.input_shape, name=src.name)
-    return g, lambda: carry.tflite_weights(blob, g, origins), lambda x: run_tflite(blob, g, {g.input_nodes[0].name: x})
+    it = Interpreter(model_content=blob, num_threads=1)
+    (d,) = it.get_input_details()
+    if x.ndim != 4 or list(d["shape"]) != list(x.shape) or d["dtype"] != np.float32:
+        return run_tflite(blob, g, {g.input_nodes[0].name: x})
+    it.allocate_tensors()
+    it.set_tensor(d["index"], np.ascontiguousarray(x, dtype=np.float32))
+    it.invoke()
+    return [np.array(it.get_tensor(o["index"])) for o in it.get_output_details()]
 
 
 def check(src: SourceModel, route: str, work: Path, outputs: bool = True, keep_file: bool = False,

@@ -1184,8 +1184,11 @@ def _gather_handler(c: _Converter, ins, a, node):
     if all(isinstance(v, _Const) for v in ins):
         _evaluated(c, _gathered([x.shape, idx.shape], int(a.get("axis", 0))), "the Gather output")
         return _Const(_gather(c, [x.value, idx.value], a))
+    if isinstance(x, _T) and isinstance(idx, _Const) and len(idx.shape) == 1:
+        return _gather_indices(c, x, idx, int(a.get("axis", 0)))
     if not isinstance(x, _T) or not isinstance(idx, _Const) or idx.shape != ():
-        raise _Unsupported("Gather of a computed tensor by anything but one constant index (q, k, v of a qkv tensor)")
+        raise _Unsupported("Gather of a computed tensor by anything but constant indices (one: q, k, v of a qkv "
+                           "tensor; a list: channels)")
     rank = len(x.shape)
     axis = _dim(int(a.get("axis", 0)), rank)
     n = x.shape[axis]
@@ -1212,6 +1215,29 @@ def _gather_handler(c: _Converter, ins, a, node):
         c.split_cache[key] = c.g.add_multi("split", ref, name=c._name(c.origin), sections=[1] * n, axis=j)
         c.origins[split_ref(c.split_cache[key][0])[0]] = (c.index,)
     return _T(c.split_cache[key][i % n], tuple(out))
+
+
+def _gather_indices(c: _Converter, x: _T, idx: _Const, axis: int) -> _T:
+    """A Gather of a list of constant indices on axis 1 of an image or a ``[1, F]`` vector: the
+    IR's ``gather`` (CondenseNet's ``index_select`` of its input channels); any other axis or
+    tensor is refused."""
+    rank = len(x.shape)
+    axis = _dim(axis, rank)
+    if axis != 1 or rank not in (2, 4) or x.shape[0] != 1:
+        raise _Unsupported(f"Gather of {idx.shape[0]} constant indices on axis {axis} of {list(x.shape)} (the IR's "
+                           "gather takes axis 1 of an image or a [1, F] vector)")
+    n = x.shape[1]
+    raw = np.asarray(idx.value)
+    if raw.dtype.kind not in "iu":
+        raise _Unsupported(f"Gather indices of type {raw.dtype} (integers only)")
+    bad = [int(i) for i in raw.reshape(-1) if not -n <= int(i) < n]
+    if bad:
+        raise _Unsupported(f"Gather index {bad[0]} out of range for axis 1 of {list(x.shape)}")
+    if x.pending is not None:
+        x = _T(c.t(x), x.shape)
+    if c.ir_shape(x) != x.shape:
+        raise _Unsupported(f"Gather of channels of a view {list(x.shape)} of the IR tensor {list(c.ir_shape(x))}")
+    return c.new("gather", x, indices=[int(i) % n for i in raw.reshape(-1)], axis=1)
 
 
 def _squeezed_shape(x: Any, vals_axes: list[int] | None, squeeze: bool) -> list[int]:

@@ -493,6 +493,22 @@ class _Converter:
     def identity(self, input, *args, **kwargs):
         return input
 
+    def index_select(self, input, dim, index):
+        """``torch.index_select`` by a constant index (a buffer: CondenseNet's selected channels) on
+        axis 1 of an image or a ``[1, F]`` vector -> ``gather``."""
+        import torch
+
+        if not isinstance(input, _T) or not isinstance(index, torch.Tensor) or index.dim() != 1:
+            raise _Unsupported("index_select by an index computed from the input (the IR's gather takes constant indices)")
+        if index.is_meta:
+            raise _Unsupported("index_select by an index on the meta device (its values are unknown: build the model "
+                               "on the CPU)")
+        rank = len(input.shape)
+        if self._dim(int(dim), rank) != 1 or rank not in (2, 4):
+            raise _Unsupported(f"index_select on axis {dim} of a rank-{rank} tensor (the IR's gather takes axis 1 of an "
+                               "image or a [1, F] vector)")
+        return self.new("gather", input, indices=[int(i) for i in index.tolist()], axis=1)
+
     def size(self, input, dim=None):
         import torch
 
@@ -630,6 +646,8 @@ def _tables() -> tuple[dict, dict, dict, dict]:
     fn([T("transpose")], C.transpose)
     fn([T("permute")], C.permute)
     fn([T("channel_shuffle"), F.channel_shuffle, T("native_channel_shuffle")], C.channel_shuffle)
+    fn([T("index_select")], C.index_select)
+    fn([torch.autograd.Variable], C.identity)  # CondenseNet wraps its index buffer so (a no-op since torch 0.4)
     fn([F.dropout, F.dropout2d, F.alpha_dropout, T("dropout")], C.identity)
     fn([operator.getitem], C.getitem)
 
@@ -678,8 +696,8 @@ def _tables() -> tuple[dict, dict, dict, dict]:
         "slice": C.slice, "cat": C.cat, "concat": C.cat, "split": C.split, "split_with_sizes": C.split,
         "chunk": C.chunk, "view": C.view, "reshape": C.view, "_unsafe_view": C.view, "flatten": C.flatten,
         "transpose": C.transpose, "permute": C.permute, "channel_shuffle": C.channel_shuffle,
-        "native_channel_shuffle": C.channel_shuffle, "dropout": C.identity, "clone": C.identity,
-        "contiguous": C.identity, "alias": C.identity, "detach": C.identity,
+        "native_channel_shuffle": C.channel_shuffle, "index_select": C.index_select, "dropout": C.identity,
+        "clone": C.identity, "contiguous": C.identity, "alias": C.identity, "detach": C.identity,
     }
     return modules, functions, methods, aten
 

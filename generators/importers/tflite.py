@@ -8,9 +8,11 @@ ones for their values. Each IR node is named after the output tensor of its oper
 TFLite is NHWC, the IR NCHW: the importer tracks, for each tensor, the permutation between its
 TFLite axes and its IR axes, so ``TRANSPOSE`` costs nothing in the IR and axis arguments map to
 IR axes; a ``RESHAPE`` whose element order the IR cannot express is an error (the IR has no
-transpose). A free batch resolves to 1; other free dimensions need ``input_shape`` (the IR's
-layout). Each builtin operator (and the converter's patterns for batch norm, h-swish, swish,
-clip and channel shuffle) maps to one IR operator or vanishes; anything else raises
+transpose). A rank-4 input that every reader transposes NCHW -> NHWC (a PyTorch model as
+litert-torch writes it) is NCHW itself. A free batch resolves to 1; other free dimensions need
+``input_shape`` (the IR's layout). Each builtin operator (and the converters' patterns for batch
+norm, h-swish, swish, clip, channel shuffle, a max pool's padding by -inf and litert-torch's
+local response norm) maps to one IR operator or vanishes; anything else raises
 :class:`UnsupportedModelError`, one line naming the model, the operator's index, its output
 tensor and its builtin name. Bounds (:mod:`foundation.limits`) are checked before anything is
 imported (:func:`check_tflite`). docs/generators.md (*TFLite importer*) has the layout rules,
@@ -38,6 +40,7 @@ _ACTIVATIONS = {0: None, 1: "relu", 2: "relu_n1_to_1", 3: "relu6", 4: "tanh", 5:
 _DTYPES = {"FLOAT32": np.float32, "FLOAT16": np.float16, "FLOAT64": np.float64, "INT32": np.int32, "INT64": np.int64,
            "INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16, "BOOL": np.bool_}
 _QUANTIZED = {"INT8", "UINT8", "INT16"}
+_LOWEST = float(np.finfo(np.float32).min)  # a pad value this low (or -inf) never wins a max: a max pool's padding
 
 
 def _schema():
@@ -77,6 +80,8 @@ class _V:
 
 _PENDING_WHAT = {
     "mirror": "a MIRROR_PAD not followed by a max pool (the IR has no mirror padding)",
+    "lrn": "the squares of a local response norm outside its pattern",
+    "neg_padded": "a PAD by -inf not followed by a VALID max pool that takes it as its padding (the IR pads with finite values)",
     "relu6_plus3": "relu6(x + 3) not multiplied by 1/6 (h-sigmoid pattern)",
     "x_relu6_plus3": "x * relu6(x + 3) not multiplied by 1/6 (h-swish pattern)",
     "min": "a MINIMUM by a scalar outside a clip pattern (MINIMUM + MAXIMUM or RELU)",
@@ -347,7 +352,7 @@ def _window_pads(c: _Converter, x: _V, padding: int, kernel: list[int], stride: 
     (``fold``: the pending kind this op takes, or None)."""
     s = c.r.s
     if padding == s.Padding.SAME:
-        if x.pending in ("padded", "mirror"):
+        if x.pending in ("padded", "mirror", "neg_padded"):
             x = c.plain(x)
         pads = [_tf_same(x.shape[2 + i], kernel[i], stride[i], dilation[i]) for i in range(2)]
         return x, [p[0] for p in pads], [p[1] for p in pads]
@@ -442,11 +447,11 @@ def _pool(c: _Converter, i, ins, tin, tout, o, kind: str):
     x = ins[0]
     if not isinstance(x, _V) or len(x.shape) != 4:
         raise _Unsupported("pooling of a tensor that is not a computed rank-4 tensor")
-    if x.pending not in ("padded", "mirror"):
+    if x.pending not in ("padded", "mirror", "neg_padded"):
         x = _std(c, x, "a pool")
     kernel, stride = [o.filterHeight, o.filterWidth], [o.strideH, o.strideW]
     s = c.r.s
-    fold = "mirror" if kind == "max" else "padded"
+    fold = ("neg_padded" if x.pending == "neg_padded" else "mirror") if kind == "max" else "padded"
     src = x
     x, before, after = _window_pads(c, x, o.padding, kernel, stride, [1, 1], fold)
     x = _std(c, x, "a pool")
@@ -636,11 +641,182 @@ def _layer_norm_step(c: _Converter, i: int, op: str, a: Any, b: Any) -> _V | Non
     return None
 
 
+# ---------------------------------------------------------------- a decomposed PReLU
+def _producer(c: _Converter, tensor: int) -> tuple[int, str, list[int], Any] | None:
+    """(index, name, inputs, options) of the operator that writes ``tensor``, if any."""
+    for j, (name, ins, outs, op) in enumerate(c.ops):
+        if tensor in outs:
+            return j, name, ins, c.r.options(op)
+    return None
+
+
+def _relu_of_negated(c: _Converter, tensor: int) -> int | None:
+    """The tensor x when ``tensor`` is ``relu(-x)``: a MUL by -1 with a fused RELU, or a RELU of a
+    NEG or of a MUL by -1; else None."""
+    p = _producer(c, tensor)
+    if p is None:
+        return None
+    _, name, ins, o = p
+    act = getattr(o, "fusedActivationFunction", 0)
+    if name == "RELU":
+        q = _producer(c, ins[0])
+        if q is None or getattr(q[3], "fusedActivationFunction", 0):
+            return None
+        _, name, ins, _ = q
+    elif act != 1:
+        return None
+    if name == "NEG":
+        return ins[0]
+    if name == "MUL":
+        for k in (0, 1):
+            if _const_scalar(c, ins[1 - k]) == -1.0 and not c.r.is_const(ins[k]):
+                return ins[k]
+    return None
+
+
+def _prelu_of(c: _Converter, i: int) -> _V | None:
+    """``SUB(RELU(x), MUL(relu(-x), slope))`` (operator ``i``), PyTorch's PReLU as litert-torch
+    writes it, as an IR ``prelu``, else None. The slope (one, or one per channel) is the MUL's
+    second input, a constant, where the weights are carried from."""
+    pos, neg = c.ops[i][1][:2]
+    r, m = _producer(c, pos), _producer(c, neg)
+    if r is None or m is None or r[1] != "RELU" or m[1] != "MUL" or getattr(m[3], "fusedActivationFunction", 0) \
+            or not c.r.is_const(m[2][1]) or _relu_of_negated(c, m[2][0]) != r[2][0]:
+        return None
+    x = c.env.get(r[2][0])
+    if not isinstance(x, _V) or x.pending is not None:
+        return None
+    slope = tuple(c.r.tensors[m[2][1]].shape)
+    n = prelu_parameters(x.shape, slope, lambda n: f"a PReLU with {n} slopes on an input of shape {x.tfl_shape}")
+    if n > 1 and _order(slope, tuple(range(len(slope)))) != (len(slope) - 1,) and slope != (n,):
+        return None  # a per-channel slope along another axis than the file's last (NHWC channels)
+    x = _std(c, x, "a PReLU") if n > 1 else x
+    return c.new("prelu", x, x.perm, origin=(m[0], i), num_parameters=n)
+
+
+# ---------------------------------------------------------------- a decomposed local response norm
+def _const_scalar(c: _Converter, tensor: int) -> float | None:
+    """The value of a one-element constant tensor, else None."""
+    if tensor < 0 or not c.r.is_const(tensor) or math.prod(c.r.tensors[tensor].shape) != 1:
+        return None
+    return float(np.asarray(c.r.const_value(tensor), dtype=np.float64).reshape(-1)[0])
+
+
+def _unit_moves(src: list[int], dst: list[int], axes: list) -> list | None:
+    """The IR axes of ``dst``'s TFLite axes when a RESHAPE ``src`` -> ``dst`` only adds or drops
+    unit axes (the others keep their order; unit axes map to None), else None."""
+    kept = [(d, a) for d, a in zip(src, axes) if d != 1]
+    if [d for d in dst if d != 1] != [d for d, _ in kept]:
+        return None
+    it = iter(a for _, a in kept)
+    return [next(it) if d != 1 else None for d in dst]
+
+
+def _sum_window(c: _Converter, op: Any, ins: list[int], rank: int) -> tuple[int, int] | None:
+    """(TFLite axis, size) of a STABLEHLO_REDUCE_WINDOW that sums a window of ``size`` along one
+    axis (window 1 elsewhere, strides and dilations 1, no padding, initial value 0, its body one
+    ADD), else None."""
+    o = c.r.s.BuiltinOptions2Creator(op.BuiltinOptions2Type(), op.BuiltinOptions2())
+    if o is None or len(ins) != 2 or _const_scalar(c, ins[1]) != 0.0:
+        return None
+    dims = [int(d) for d in (o.windowDimensions if o.windowDimensions is not None else [])]
+    ones = [1] * rank
+    if len(dims) != rank or any(list(v if v is not None else ones) != ones
+                                for v in (o.windowStrides, o.baseDilations, o.windowDilations)) \
+            or (o.padding is not None and any(int(v) for v in o.padding)):
+        return None
+    wide = [k for k, d in enumerate(dims) if d != 1]
+    body = c.r.m.Subgraphs(o.bodySubgraphIndex) if 0 < o.bodySubgraphIndex < c.r.m.SubgraphsLength() else None
+    if len(wide) != 1 or body is None or body.OperatorsLength() != 1 \
+            or c.r.codes[body.Operators(0).OpcodeIndex()] not in ("ADD", "STABLEHLO_ADD"):
+        return None
+    return wide[0], dims[wide[0]]
+
+
+def _lrn_match(c: _Converter, i: int, x: _V) -> tuple[dict, list[int], int] | None:
+    """A local response norm of ``x`` as litert-torch writes PyTorch's ``F.local_response_norm``,
+    starting at ``MUL(x, x)`` (operator ``i``), or None: the squares, moved (TRANSPOSE, RESHAPE
+    adding unit axes) so that the channels are one axis, zero-padded there by ``size // 2``
+    before and ``(size - 1) // 2`` after (PAD), summed over windows of ``size`` channels
+    (STABLEHLO_REDUCE_WINDOW), moved back, times scalars (MUL, DIV: ``alpha / size``), plus the
+    bias (ADD), to the power ``beta`` (POW), then ``DIV(x, that)``. Each step is the sole reader
+    of the one before. Returns (the IR lrn's attributes, the steps' operator indices, the
+    DIV's index)."""
+    tensor = c.ops[i][1][0]
+    t, axes, steps = c.ops[i][2][0], list(x.perm), []
+    pads = window = bias = beta = None
+    factor = 1.0
+    while beta is None:
+        reader = c.only_reader(t)
+        if reader is None or reader[2] != 0:
+            return None
+        name, j, _ = reader
+        _, ins, outs, op = c.ops[j]
+        o = c.r.options(op)
+        if getattr(o, "fusedActivationFunction", 0):
+            return None
+        tfl, out = c.r.tensors[t].shape, c.r.tensors[outs[0]].shape
+        v = _const_scalar(c, ins[1]) if len(ins) > 1 else None
+        if name == "TRANSPOSE" and c.r.is_const(ins[1]):
+            axes = [axes[k] for k in c.r.const_value(ins[1]).reshape(-1).tolist()]
+        elif name == "RESHAPE":
+            axes = _unit_moves(tfl, out, axes)
+        elif name in ("PAD", "PADV2") and pads is None and c.r.is_const(ins[1]) and (len(ins) < 3 or _const_scalar(c, ins[2]) == 0.0):
+            p = c.r.const_value(ins[1]).reshape(-1, 2).astype(np.int64)
+            moved = [k for k in range(len(p)) if p[k].any()]
+            if len(moved) != 1 or axes[moved[0]] != 1:
+                return None
+            pads = (moved[0], int(p[moved[0]][0]), int(p[moved[0]][1]))
+        elif name == "STABLEHLO_REDUCE_WINDOW" and pads is not None and window is None:
+            window = _sum_window(c, op, ins, len(tfl))
+            if window is None or window[0] != pads[0] or window[1] != pads[1] + pads[2] + 1 or pads[1] != window[1] // 2:
+                return None
+        elif name in ("MUL", "DIV") and window is not None and bias is None and v is not None and v != 0:
+            factor = factor * v if name == "MUL" else factor / v
+        elif name == "ADD" and window is not None and bias is None and v is not None:
+            bias = v
+        elif name == "POW" and window is not None and v is not None:
+            beta = v
+        else:
+            return None
+        if axes is None:
+            return None
+        steps.append(j)
+        t = outs[0]
+    reader = c.only_reader(t)
+    if reader is None or reader[0] != "DIV" or reader[2] != 1 or c.ops[reader[1]][1][0] != tensor \
+            or getattr(c.r.options(c.ops[reader[1]][3]), "fusedActivationFunction", 0) \
+            or [a for a in axes if a is not None] != [a for a in x.perm if x.shape[a] != 1]:  # back in x's layout
+        return None
+    size = window[1]
+    return {"size": size, "alpha": f32(factor * size), "beta": f32(beta), "bias": f32(bias or 0.0)}, steps, reader[1]
+
+
+def _lrn_start(c: _Converter, i: int, x: _V) -> _V | None:
+    """``MUL(x, x)`` beginning a decomposed local response norm (:func:`_lrn_match`): a pending
+    value its steps pass on unchanged (they are absorbed) to the DIV that ends it."""
+    if x.pending is not None or len(x.shape) != 4:
+        return None
+    m = _lrn_match(c, i, x)
+    if m is None:
+        return None
+    attrs, steps, div = m
+    for j in steps:
+        c.absorbed[j] = 0
+    return _V(x.ref, x.shape, x.perm, "lrn", (attrs, div), (i, *steps))
+
+
 @_handler("ADD", "MUL", "SUB", "DIV")
 def _binary(c: _Converter, i, ins, tin, tout, o):
     op = c.ops[i][0]
     a, b = ins[0], ins[1]
     act = o.fusedActivationFunction if o is not None else 0
+    if op == "MUL" and tin[0] == tin[1] and act == 0 and isinstance(a, _V):
+        lrn = _lrn_start(c, i, a)
+        if lrn is not None:
+            return lrn
+    if op == "DIV" and isinstance(b, _V) and b.pending == "lrn" and b.data[1] == i:
+        return _act(c, c.new("lrn", _V(b.ref, b.shape, b.perm), b.perm, origin=(*b.origin, i), **b.data[0]), act)
     step = _layer_norm_step(c, i, op, a, b) if act == 0 else None
     if step is not None:
         return step
@@ -671,8 +847,17 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
             if len(a.shape) != len(b.shape):
                 raise _Unsupported(f"{op} of tensors of different rank {a.tfl_shape} and {b.tfl_shape}")
             return _act(c, c.new(op.lower(), [a, b], a.perm), act)
+        if op == "SUB":
+            prelu = _prelu_of(c, i)
+            if prelu is not None:
+                return _act(c, prelu, act)
         raise _Unsupported(f"{op} of two computed tensors (the IR has no element-wise {op.lower()})")
     v = _scalar(b)
+    if v is None and isinstance(b, _Const) and not _affine_const(c, a, b) and a.pending is None \
+            and _affine_const(c, _V(a.ref, tuple(a.tfl_shape), tuple(range(len(a.shape)))), b):
+        # per channel along the file's axis 1 (a PyTorch model's NCHW tensor, litert-torch's, the
+        # importer holds in another layout): the tensor in the file's order
+        a = _tflite_order(c, a)
     if v is None:
         if op in ("SUB", "DIV") and _affine_const(c, a, b):  # a per-channel shift or gain all the same
             op = {"SUB": "ADD", "DIV": "MUL"}[op]
@@ -715,12 +900,34 @@ def _act_pending(c: _Converter, v: _V, act: int) -> _V:
     return _act(c, c.plain(v), act)
 
 
+def _broadcast(x: Any, y: Any) -> bool:
+    return len(x) == len(y) and all(p == q or 1 in (p, q) for p, q in zip(x, y))
+
+
 def _same_layout(c: _Converter, a: _V, b: _V) -> tuple[_V, _V]:
+    """The operands of an element-wise op in one layout: their rank's standard one, or, when
+    their IR shapes would not broadcast there but their TFLite shapes do, the TFLite order (a
+    PyTorch model's NCHW tensors, which litert-torch keeps outside the convolutions: a channel
+    gate [1, C, 1, 1] is read as NHWC for its unit axes, its spatial partner [1, 1, H, W] not)."""
     if a.perm == b.perm:
         return a, b
     if len(a.shape) == len(b.shape):
-        return _std(c, a, "an element-wise op"), _std(c, b, "an element-wise op")
+        sa, sb = _std(c, a, "an element-wise op"), _std(c, b, "an element-wise op")
+        if _broadcast(sa.shape, sb.shape) or not _broadcast(a.tfl_shape, b.tfl_shape):
+            return sa, sb
+        return _tflite_order(c, a), _tflite_order(c, b)  # the unused standard forms are pruned
     raise _Unsupported(f"operands of different rank {a.tfl_shape} and {b.tfl_shape}")
+
+
+def _tflite_order(c: _Converter, v: _V) -> _V:
+    """``v`` with its IR axes in its TFLite order: as it is, an IR ``reshape`` when only unit axes
+    move (the same element order), else an IR ``transpose``."""
+    ident = tuple(range(len(v.shape)))
+    if v.perm == ident:
+        return v
+    if _order(v.shape, v.perm) == _order(v.shape, ident):
+        return c.new("reshape", v, ident, suffix="/order", shape=list(v.tfl_shape))
+    return _transposed(c, v, list(v.perm), "/order")
 
 
 @_handler("MINIMUM", "MAXIMUM")
@@ -874,8 +1081,31 @@ def _shape_values(ins: list[Any], what: str) -> list[np.ndarray]:
 
 @_handler("GATHER")
 def _gather(c: _Converter, i, ins, tin, tout, o):
+    if isinstance(ins[0], _V):
+        return _gather_channels(c, ins[0], ins[1], o)
     x, idx = _shape_values(ins, "GATHER")
     return _Const(value=np.take(x, idx.astype(np.int64), axis=o.axis if o is not None else 0))
+
+
+def _gather_channels(c: _Converter, x: _V, idx: Any, o) -> _V:
+    """A GATHER of constant indices on the channel axis of an image (NHWC's last) or on axis 1 of
+    a ``[1, F]`` vector: the IR's ``gather`` (CondenseNet's selected input channels)."""
+    axis = o.axis if o is not None else 0
+    batch_dims = o.batchDims if o is not None else 0
+    rank = len(x.shape)
+    ir_axis = x.perm[axis % rank] if -rank <= axis < rank else None
+    if not isinstance(idx, _Const) or len(idx.shape) != 1 or batch_dims or ir_axis != 1 or rank not in (2, 4):
+        what = "computed indices" if not isinstance(idx, _Const) else (
+            f"{idx.shape[0]} constant indices" if len(idx.shape) == 1 else f"constant indices of shape {list(idx.shape)}")
+        raise _Unsupported(f"GATHER of {x.tfl_shape} on axis {axis} by {what} (the IR's gather takes a list "
+                           "of constant indices on the channels of an image or axis 1 of a [1, F] vector)")
+    n = x.shape[1]
+    indices = [int(v) for v in idx.raw.reshape(-1)]
+    if any(not 0 <= v < n for v in indices):
+        raise _Unsupported(f"GATHER index out of range for the {n} channels: {indices[:8]}")
+    if x.pending is not None:
+        x = c.plain(x)
+    return c.new("gather", x, x.perm, indices=indices, axis=1)
 
 
 @_handler("REDUCE_PROD")
@@ -903,7 +1133,8 @@ def _prelu(c: _Converter, i, ins, tin, tout, o):
     if not isinstance(alpha, _Const):
         raise _Unsupported("a slope computed from the input")
     n = prelu_parameters(x.shape, alpha.shape, lambda n: f"PRELU with {n} slopes on an input of shape {x.tfl_shape}")
-    return c.new("prelu", _std(c, x, "PRELU") if n > 1 else x, num_parameters=n)
+    x = _std(c, x, "PRELU") if n > 1 else x
+    return c.new("prelu", x, x.perm, num_parameters=n)
 
 
 @_handler("SOFTMAX")
@@ -1161,6 +1392,8 @@ def _pad(c: _Converter, i, ins, tin, tout, o):
     if value == 0.0 and reader is not None and reader[0] in ("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D") and reader[2] == 0 \
             and x.perm == _canonical(4) and len(pads) == 4:
         return _V(x.ref, x.shape, x.perm, "padded", (*pads, value), (i,))
+    if value <= _LOWEST and len(pads) == 4:  # a max pool's padding (PyTorch's), written out by litert-torch
+        return _V(x.ref, x.shape, x.perm, "neg_padded", (*pads, value), (i,))
     return c.new("pad", x, x.perm, pads=pads, value=value)
 
 
@@ -1341,7 +1574,23 @@ def check_tflite(buf: bytes, model: str) -> None:
                                     f"{str(e).splitlines()[0] if str(e) else ''})") from None
 
 
-def _input_shape(c: _Converter, t: _Tensor, override: list[int] | None) -> list[int]:
+def _input_perm(c: _Converter, index: int, rank: int) -> tuple[int, ...]:
+    """The layout of graph input ``index`` (TFLite axis i = IR axis perm[i]): NHWC for rank 4,
+    as TensorFlow's converter writes an image, but NCHW (the identity) when every reader of the
+    input transposes it NCHW -> NHWC first, as litert-torch writes a PyTorch model (its input
+    keeps PyTorch's layout, its convolutions run in NHWC)."""
+    readers = c.readers.get(index, [])
+    if rank != 4 or not readers or index in c.outputs:
+        return _canonical(rank)
+    for i, pos in readers:
+        opname, ins, _, _ = c.ops[i]
+        if opname != "TRANSPOSE" or pos != 0 or len(ins) < 2 or not c.r.is_const(ins[1]) \
+                or c.r.const_value(ins[1]).reshape(-1).tolist() != [0, 2, 3, 1]:
+            return _canonical(rank)
+    return tuple(range(rank))
+
+
+def _input_shape(c: _Converter, t: _Tensor, override: list[int] | None, perm: tuple[int, ...] | None = None) -> list[int]:
     dims = list(t.signature) if t.signature is not None and len(t.signature) == len(t.shape) else list(t.shape)
     rank = len(dims)
     if override is not None:
@@ -1360,7 +1609,7 @@ def _input_shape(c: _Converter, t: _Tensor, override: list[int] | None) -> list[
     if free:
         raise UnsupportedModelError(f"{c.model}: input {t.name!r} has free dimension(s) at TFLite axes {free} "
                                     f"(shape signature {t.signature}; give input_shape, NCHW; --shape on the command line)")
-    perm = _canonical(rank)
+    perm = perm or _canonical(rank)
     ir = [0] * rank
     for k in range(rank):
         ir[perm[k]] = dims[k]
@@ -1384,7 +1633,7 @@ def _walk(c: _Converter, r: _Reader, name: str) -> None:
     for i, (opname, ins, outs, op) in enumerate(c.ops):
         c.index = i
         label = r.tensors[outs[0]].name if outs else "?"
-        where = f"TFLite operator {i} ({opname}, output {label!r})"
+        where = f"TFLite operator {i} ({opname}, output {quoted(label)})"  # litert-torch names tensors by module paths
         with node_errors(name, where):
             if i in c.absorbed:  # folded into an earlier op; apply this op's fused activation
                 src = next(c.env[t] for t in ins if t >= 0 and isinstance(c.env.get(t), _V))
@@ -1450,9 +1699,10 @@ def import_tflite_with_origins(model: Any, input_shape: list[int] | tuple[int, .
         raise UnsupportedModelError(f"{name}: input_shape given but the model has {len(graph_inputs)} inputs")
     for t in graph_inputs:
         info = r.tensors[t]
-        shape = _input_shape(c, info, None if input_shape is None else list(input_shape))
+        perm = _input_perm(c, t, len(info.shape))
+        shape = _input_shape(c, info, None if input_shape is None else list(input_shape), perm)
         ref = g.input(shape, name=c._name(info.name or "input"))
-        c.env[t] = _V(ref, tuple(shape), _canonical(len(shape)))
+        c.env[t] = _V(ref, tuple(shape), perm)
     try:
         _walk(c, r, name)
     except UnsupportedModelError as e:
@@ -1481,11 +1731,12 @@ _PASSABLE: dict[str, tuple[str, ...]] = {
     "CONV_2D": ("padded",),
     "DEPTHWISE_CONV_2D": ("padded",),
     "AVERAGE_POOL_2D": ("padded",),
-    "MAX_POOL_2D": ("mirror",),
+    "MAX_POOL_2D": ("mirror", "neg_padded"),
     "MUL": ("relu6_plus3", "x_relu6_plus3", "affine", "ln_rstd", "ln_g", "ln_negmean", "ln_scaled", "ln_centered",
             "ln_normed"),
     "ADD": ("affine", "ln_var", "ln_shift", "ln_shift_b", "ln_scaled", "ln_normed_g"),
     "SUB": ("ln_mean",),
+    "DIV": ("lrn",),
     "NEG": ("ln_mean",),
     "SQUARED_DIFFERENCE": ("ln_mean",),
     "MEAN": ("ln_sqdiff",),

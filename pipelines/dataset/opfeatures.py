@@ -65,6 +65,7 @@ OP_TYPES: dict[str, str] = {
     "aten::constant_pad_nd": "pad", "aten::pad": "pad", "aten::reflection_pad2d": "pad",
     "aten::replication_pad2d": "pad", "aten::upsample_nearest2d": "upsample", "aten::upsample_bilinear2d": "upsample",
     "aten::channel_shuffle": "channel_shuffle", "aten::native_channel_shuffle": "channel_shuffle",
+    "aten::index_select": "gather",
     "aten::transpose": "transpose", "aten::permute": "transpose", "aten::slice": "slice", "aten::narrow": "slice",
     "aten::quantize_per_tensor": "quantize", "aten::dequantize": "dequantize",
     "quantized::conv2d": "conv2d", "quantized::conv2d_relu": "conv2d", "quantized::linear": "fc",
@@ -83,7 +84,7 @@ OP_TYPES: dict[str, str] = {
     "QLinearAdd": "add", "QLinearMul": "mul", "Concat": "concat", "QLinearConcat": "concat", "Split": "split",
     "Flatten": "flatten", "Reshape": "reshape", "Transpose": "transpose", "Pad": "pad", "Resize": "upsample",
     "BatchNormalization": "batchnorm", "Slice": "slice", "ReorderInput": "reorder", "ReorderOutput": "reorder",
-    "QuantizeLinear": "quantize", "DequantizeLinear": "dequantize", "LRN": "lrn",
+    "QuantizeLinear": "quantize", "DequantizeLinear": "dequantize", "LRN": "lrn", "Gather": "gather",
 }
 
 # ops whose output has the shape of their (first data) input: the output columns copy the input's

@@ -178,9 +178,10 @@ _ATTENTION = ("layernorm", "matmul", "softmax", "gelu")  # multi-head attention 
 NOT_EXPRESSED: dict[str, tuple[str, tuple[str, ...] | str]] = {
     "video_mae": ("a video transformer", _ATTENTION + ("conv3d",)),
     # one network of an image and a token input: token embeddings, the end-of-text token's features
-    # picked out by its position (an argmax over the tokens), both embeddings L2-normalised
+    # picked out by its position (an argmax over the tokens: the IR's gather takes constant indices
+    # only), both embeddings L2-normalised
     "openai_clip": ("CLIP ViT-B/16's image and text transformers in one network",
-                    _ATTENTION + ("embedding", "gather", "div")),
+                    _ATTENTION + ("embedding", "argmax", "gather", "div")),
     # linear attention: softmax-free, out[..., :-1] / (out[..., -1:] + eps) per token
     "efficientvit_b2_cls": ("EfficientViT's linear attention", ("matmul", "div")),
     "efficientvit_l2_cls": ("EfficientViT's linear attention", ("matmul", "div")),
