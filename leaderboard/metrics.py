@@ -1,13 +1,14 @@
 """Accuracy metrics of latency predictions: the error metrics of nn-Meter and the USC study,
 and the rank correlations HELP and NAS need.
 
-Every metric takes ``(y_true, y_pred)`` (measured and predicted ms, 1-D, same length, finite,
-> 0; :mod:`leaderboard.evaluator` checks that before calling) and returns a float:
+Every metric takes ``(y_true, y_pred)`` (measured and predicted ms, or the unit of the track's
+target; 1-D, same length, finite, > 0; :mod:`leaderboard.evaluator` checks that before calling)
+and returns a float:
 
 - ``mape``: mean absolute percentage error, in % (USC study, Sec. 5);
 - ``rmspe``: root mean squared percentage error, in % (nn-Meter, Sec. 7; its ``latency_metrics``
   multiplies by 100 as we do);
-- ``rmse``: root mean squared error, in ms;
+- ``rmse``: root mean squared error, in ms (in MB on a peak-memory track);
 - ``acc5`` / ``acc10``: share of networks whose relative error ``|pred - true| / true`` is at most
   5% / 10% (nn-Meter's headline metric; the bound is inclusive, as in nn-Meter's ``get_accuracy``),
   a fraction in [0, 1];
@@ -37,6 +38,13 @@ class Metric:
 
     def __call__(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         return float(self.fn(np.asarray(y_true, dtype="float64"), np.asarray(y_pred, dtype="float64")))
+
+    def label_in(self, unit: str = "ms") -> str:
+        """The column header on a track whose target is in ``unit`` (the track's status ``unit``):
+        a metric in the target's unit (RMSE) names that unit, MB on a peak-memory track."""
+        if self.unit != "ms" or unit == "ms":
+            return self.label
+        return self.label.removesuffix(" ms") + f" {unit}"
 
     def better(self, a: float, b: float) -> bool:
         """True when value ``a`` ranks above ``b`` (NaN ranks last)."""

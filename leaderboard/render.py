@@ -177,7 +177,7 @@ def overview_rows(status: dict[str, Any], by_track: dict[str, list[dict[str, Any
         floor_v = (floor.get("aggregate") or {}).get(primary) if floor.get("known") else None
         rows.append({"track": name, "title": st.get("title", ""),
                      "data": f"{st.get('data', '')}: {st.get('scenarios', '?')} scenario(s), {st.get('networks', '?')} networks",
-                     "metric": primary, "metric_label": METRICS.get(primary).label,
+                     "metric": primary, "metric_label": METRICS.get(primary).label_in(st.get("unit", "ms")),
                      "best": best["entry"] if best else None,
                      "best_value": fmt(primary, _primary_of(best, primary), _spread(best, primary)) if best else "",
                      "flops": fmt(primary, _primary_of(flops, primary)) if flops else "–",
@@ -237,7 +237,8 @@ def render_markdown(status: dict[str, Any], by_track: dict[str, list[dict[str, A
             lines += ["No entries yet.", ""] + [f"- not on this track: {md_text(p, 40)}: {md_text(w)}" for p, w in absent]
             lines += [""] if absent else []
             continue
-        head = ["#", "entry", "kind"] + [METRICS.get(m).label + (" *" if m == st["primary"] else "") for m in metrics]
+        head = ["#", "entry", "kind"] + [METRICS.get(m).label_in(st.get("unit", "ms")) + (" *" if m == st["primary"] else "")
+                                         for m in metrics]
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for i, d in enumerate(entries, 1):
             agg = d["result"]["aggregate"]
@@ -287,7 +288,7 @@ def _md_reference(ctx: Any, metrics: list[str]) -> list[str]:
     from .views import reference_rows
 
     rows = reference_rows(ctx)
-    head = ["reference", "kind"] + [METRICS.get(m).label for m in metrics] + ["source, protocol"]
+    head = ["reference", "kind"] + [ctx.label(m) for m in metrics] + ["source, protocol"]
     out = ["Reference rows (not entries): the noise floor (one measurement of a network against another), the "
            "perfect predictor (the true latency scored against the recorded figure, which carries its own noise: "
            "an estimate of the best an entry can do, pessimistic where one outlying process inflated the spread; "
@@ -364,6 +365,7 @@ def site_data(status: dict[str, Any], by_track: dict[str, list[dict[str, Any]]])
                 f"{st.get('reference', '')}")
         tracks.append({"name": name, "title": st.get("title", ""), "description": st.get("description", ""), "info": info,
                        "metrics": st["metrics"], "primary": st["primary"], "entries": entries, "seeds": seeds,
+                       "labels": {m: ctx.label(m) for m in st["metrics"]},
                        "reference": reference_rows(ctx), "views": views_for(ctx),
                        "not_entered": [{"predictor": p, "why": w} for p, w in _not_entered(st)]})
     metrics = {n: {"label": METRICS.get(n).label, "unit": METRICS.get(n).unit,

@@ -38,7 +38,7 @@ from foundation.atomic import atomic_path
 
 from .evaluator import SCENARIO_COLUMNS, Evaluator, scenario_groups
 from .protocols import InsufficientData, training_view
-from .tracks import BLANKED, TRACKS, Split, Track, TrackData, TrackError, Unavailable, ensure_split, resolve
+from .tracks import BLANKED, TARGETS, TRACKS, Split, TrackData, Unavailable, ensure_split, resolve
 
 FOLDS = ".folds"  # <entry>/.partial/.folds: FoldCache (a track's slug never starts with a dot)
 PLOT_POINTS = 1500  # predicted-vs-measured points kept per entry and track (deterministic thinning)
@@ -635,7 +635,8 @@ def write_status(roots: Mapping[str, Any] | None, results_dir: str | Path, split
     for name in TRACKS.names():
         t = TRACKS.get(name)
         base = {"title": t.title, "description": t.description, "reference": t.reference, "primary": t.primary,
-                "metrics": list(t.metrics), "group_by": list(t.group_by), "version": t.version, "data": t.data}
+                "metrics": list(t.metrics), "group_by": list(t.group_by), "version": t.version, "data": t.data,
+                "target": t.target, "unit": TARGETS[t.target][1]}
         if name in ok:
             data, split = ok[name]
             base.update(available=True, scenarios=len(data.scenario_ids), networks=int(len(data.networks)),

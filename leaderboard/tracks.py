@@ -46,7 +46,7 @@ import pandas as pd
 from foundation.registry import Registry
 
 from .metrics import DEFAULT_METRICS, METRICS
-from .protocols import PROTOCOLS, Fold, InsufficientData, ProtocolError
+from .protocols import PROTOCOLS, Fold
 
 HERE = Path(__file__).resolve().parent
 TRACKS_DIR = HERE / "tracks"

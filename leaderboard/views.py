@@ -47,6 +47,10 @@ class Context:
     def primary(self) -> str:
         return self.status["primary"]
 
+    def label(self, metric: str) -> str:
+        """``metric``'s column header in the unit of the track's target."""
+        return METRICS.get(metric).label_in(self.status.get("unit", "ms"))
+
     @property
     def scenario_ids(self) -> list[str]:
         return sorted(self.scenarios) if self.scenarios else sorted(
@@ -185,7 +189,7 @@ def _per_scenario_table(ctx: Context, metric: str, with_published: bool) -> dict
     rows[-1]["cells"] = floor_cells + [_num((ctx.floor or {}).get("aggregate", {}).get(metric)) if ctx.floor else None]
     rows[-1]["spread"] = [None] * (len(sids) + 1)
     rows += _perfect_row(ctx, sids, metric)
-    label = METRICS.get(metric).label
+    label = ctx.label(metric)
     seeds = any(d["result"].get("seeds") for d in ctx.entries)
     return {"id": f"per-scenario-{metric}", "title": f"{label} per device", "metric": metric,
             "columns": [_column_label(ctx, s) for s in sids] + ["mean"],
@@ -242,7 +246,7 @@ def _build_matrix(ctx: Context) -> list[dict[str, Any]]:
     for plabel, p in _perfects(ctx.floor):
         layers.append({"label": plabel, "kind": "floor",
                        "cells": matrix(lambda s, p=p: _perfect_per(p, s, metric))})
-    label = METRICS.get(metric).label
+    label = ctx.label(metric)
     return [{"id": "matrix", "title": f"{label} per phone × core set × precision", "metric": metric,
              "columns": cols, "row_labels": rows, "layers": layers,
              "caption": (f"{label} of one entry on every scenario (rows: phone and CPU core set, or the GPU; "
@@ -262,7 +266,7 @@ def _group_table(ctx: Context, vid: str, title: str, keyfn: Callable[[dict[str, 
              "cells": [_mean([_per(d, s, metric) for s in groups[c]]) for c in cols], "spread": [None] * len(cols)}
             for d in ctx.entries]
     rows.append(_floor_row(ctx, cols, metric, lambda c: _mean([_floor_per(ctx.floor, s, metric) for s in groups[c]])))
-    label = METRICS.get(metric).label
+    label = ctx.label(metric)
     return {"id": vid, "title": f"{label} by {title}", "metric": metric, "columns": [f"{c} ({len(groups[c])})" for c in cols],
             "caption": f"{label}: unweighted mean over the scenarios of each {title} (how many in parentheses).",
             "rows": rows}
@@ -300,7 +304,7 @@ def _build_published(ctx: Context) -> list[dict[str, Any]]:
         rows += [{"label": d["entry"], "kind": entry_kind(d), "note": "", "cells": [_per(d, s, metric) for s in sids],
                   "spread": [None] * len(sids)} for d in ctx.entries]
         rows.append(_floor_row(ctx, sids, metric, lambda s: _floor_per(ctx.floor, s, metric)))
-        label = METRICS.get(metric).label
+        label = ctx.label(metric)
         cols = [f"{ctx.scenarios[s].get('device')} {'CPU 1 large ' + (ctx.scenarios[s].get('precision') or '') if ctx.scenarios[s].get('accelerator') == 'cpu' else 'GPU'}"
                 for s in sids]
         src = sorted({p.source.split(", row")[0] for p in mine})

@@ -14,6 +14,9 @@
 # Environment: LITERT_TORCH_VENV (default .venv-litert-torch), PYTHON (default python3.11).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/venv.sh
+source scripts/venv.sh
+NAME=setup-litert-torch-env
 
 VENV=${LITERT_TORCH_VENV:-.venv-litert-torch}
 PY=${PYTHON:-python3.11}
@@ -23,17 +26,12 @@ TORCH_PIN="torch==2.13.0"
 LITERT_TORCH_PIN="litert-torch==0.10.0"
 PYTORCHCV_PIN="pytorchcv==0.0.67"  # the .venv's: the same models as the other routes
 
-command -v "$PY" >/dev/null || { echo "setup-litert-torch-env: $PY not found (set PYTHON=...)" >&2; exit 1; }
-if [ ! -x "$VENV/bin/python" ]; then
-    echo "setup-litert-torch-env: creating $VENV with $PY ($("$PY" --version 2>&1))"
-    "$PY" -m venv "$VENV"
-fi
-pip() { "$VENV/bin/python" -m pip "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+make_venv
 
 echo "setup-litert-torch-env: installing $TORCH_PIN"
-pip install -q "$TORCH_PIN"
+venv_pip install -q "$TORCH_PIN"
 echo "setup-litert-torch-env: installing $LITERT_TORCH_PIN $PYTORCHCV_PIN (keeping $TORCH_PIN)"
-pip install -q "$LITERT_TORCH_PIN" "$PYTORCHCV_PIN" "$TORCH_PIN"
+venv_pip install -q "$LITERT_TORCH_PIN" "$PYTORCHCV_PIN" "$TORCH_PIN"
 
 # the import's own chatter (absl, oneDNN, torchao's CUDA-only libraries) goes to a log, shown on failure
 if ! "$VENV/bin/python" - 2>"$VENV/smoke.log" <<'EOF'

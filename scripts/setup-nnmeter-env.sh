@@ -11,6 +11,9 @@
 # Environment: NNMETER_VENV (default .venv-nnmeter), PYTHON (default python3.11).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/venv.sh
+source scripts/venv.sh
+NAME=setup-nnmeter-env
 
 VENV=${NNMETER_VENV:-.venv-nnmeter}
 PY=${PYTHON:-python3.11}
@@ -32,15 +35,10 @@ for arg in "$@"; do
     esac
 done
 
-command -v "$PY" >/dev/null || { echo "setup-nnmeter-env: $PY not found (set PYTHON=...)" >&2; exit 1; }
-if [ ! -x "$VENV/bin/python" ]; then
-    echo "setup-nnmeter-env: creating $VENV with $PY ($("$PY" --version 2>&1))"
-    "$PY" -m venv "$VENV"
-fi
-pip() { "$VENV/bin/python" -m pip "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+make_venv
 
 echo "setup-nnmeter-env: installing nn-meter==$NNMETER_VERSION with ${PINS[*]}"
-pip install -q "nn-meter==$NNMETER_VERSION" "${PINS[@]}"
+venv_pip install -q "nn-meter==$NNMETER_VERSION" "${PINS[@]}"
 "$VENV/bin/python" - <<'EOF' || { echo "setup-nnmeter-env: nn-Meter does not import in $VENV (see pip's output above)" >&2; exit 1; }
 import nn_meter
 from nn_meter.kernel_detector import KernelDetector

@@ -4,11 +4,14 @@
 # Idempotent and quick when nothing changed: a stamp holds the hash of what it installed from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/venv.sh
+source scripts/venv.sh
+NAME=setup
 
 VENV=.venv
 PY=${PYTHON:-python3.11}
 STAMP=$VENV/.setup-stamp
-want=$(cat pyproject.toml scripts/setup.sh scripts/setup-debian.sh scripts/debian-packages.txt | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml scripts/setup.sh scripts/venv.sh scripts/setup-debian.sh scripts/debian-packages.txt | sha256sum | cut -d' ' -f1)
 
 pull_public_data() {
     # Public measurements are never part of the project: external/ gets this machine's copies
@@ -33,13 +36,10 @@ fi
 gpu_ok=1
 bash scripts/setup-debian.sh || { rc=$?; [ "$rc" = 3 ] || exit "$rc"; gpu_ok=""; }
 
-if [ ! -x "$VENV/bin/python" ]; then
-    echo "setup: creating $VENV with $PY"
-    "$PY" -m venv "$VENV"
-fi
+make_venv
 echo "setup: installing Python packages into $VENV (first time: a few minutes)"
-"$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-"$VENV/bin/python" -m pip install -q -e '.[test]' 2>&1 | grep -v "^WARNING: Location" || true
+venv_pip install -q --upgrade pip
+venv_pip install -q -e '.[test]'
 "$VENV/bin/python" -c "import generators, torch, tensorflow, ai_edge_litert, hydra, dvc, pytorchcv, onnxruntime, executorch, torchao" \
     || { echo "setup: the Python environment is incomplete (see pip's output above)" >&2; exit 1; }
 

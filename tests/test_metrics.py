@@ -65,3 +65,9 @@ def test_same_as_nnmeter(tmp_path):
     theirs = json.loads(out.stdout.strip().splitlines()[-1])
     ours = compute(y, p, ["rmse", "rmspe", "acc5", "acc10"])
     assert ours == pytest.approx(theirs, rel=1e-12)
+
+
+def test_a_metric_in_the_targets_unit_names_that_unit():
+    assert METRICS.get("rmse").label_in("MB") == "RMSE MB"  # a peak-memory track
+    assert METRICS.get("rmse").label_in("ms") == METRICS.get("rmse").label == "RMSE ms"
+    assert METRICS.get("mape").label_in("MB") == "MAPE %"  # relative metrics have no unit to change

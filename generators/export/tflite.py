@@ -554,10 +554,14 @@ def run_tflite(
     """
     from ai_edge_litert.interpreter import Interpreter
 
+    kw = {"model_path": str(model)} if isinstance(model, (str, Path)) else {"model_content": bytes(model)}
+    return run_interpreter(Interpreter(num_threads=num_threads, **kw), graph, inputs)
+
+
+def run_interpreter(it: Any, graph: Graph, inputs: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+    """:func:`run_tflite` on a LiteRT ``Interpreter`` already built from the file."""
     if inputs is None:
         inputs = example_input(graph)
-    kw = {"model_path": str(model)} if isinstance(model, (str, Path)) else {"model_content": bytes(model)}
-    it = Interpreter(num_threads=num_threads, **kw)
     it.allocate_tensors()
     for d, n in zip(it.get_input_details(), graph.input_nodes):
         x = to_tf_layout(np.asarray(inputs[n.name], dtype=np.float32))

@@ -462,16 +462,16 @@ def _run_tflite(blob: bytes, g: Any, x: Any) -> list:
     """The TFLite file in LiteRT on the NCHW input ``x``: as it is when the file's input is NCHW,
     its outputs as they are (a PyTorch model converted by litert-torch keeps PyTorch's layout at
     its inputs and outputs and transposes inside), else in NHWC, its outputs back to NCHW, as the
-    file of a TensorFlow model wants it (:func:`run_tflite`)."""
+    file of a TensorFlow model wants it (:func:`run_interpreter`)."""
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    from generators.export.tflite import run_tflite
+    from generators.export.tflite import run_interpreter
 
     it = Interpreter(model_content=blob, num_threads=1)
     (d,) = it.get_input_details()
     if x.ndim != 4 or list(d["shape"]) != list(x.shape) or d["dtype"] != np.float32:
-        return run_tflite(blob, g, {g.input_nodes[0].name: x})
+        return run_interpreter(it, g, {g.input_nodes[0].name: x})
     it.allocate_tensors()
     it.set_tensor(d["index"], np.ascontiguousarray(x, dtype=np.float32))
     it.invoke()

@@ -63,7 +63,7 @@ function viewTable(v){
 }
 function referenceTable(t){
   const tab=document.createElement('table'); tab.className='reference'; tab.dataset.track=t.name;
-  head(tab, ['reference', 'kind'].concat(t.metrics.map(m=>DATA.metrics[m].label), ['source, protocol']));
+  head(tab, ['reference', 'kind'].concat(t.metrics.map(m=>t.labels[m]), ['source, protocol']));
   t.reference.forEach(r=>{const tr=tab.tBodies[0].insertRow(); tr.className=r.kind; tr.dataset.label=r.label;
     tr.insertCell().textContent=r.label; kindCell(tr.insertCell(), r.kind);
     t.metrics.forEach(m=>{const td=tr.insertCell(); const v=(m in r.aggregate)?r.aggregate[m]:undefined; td.textContent=(v===undefined)?'':fmt(m,v);});
@@ -143,7 +143,7 @@ function build(){
       [document.createTextNode('not on this track: '),node('b',{text:a.predictor}),document.createTextNode(': '+a.why)]))):null;
     if(!t.entries.length){sec.appendChild(node('p',{text:'No entries yet.'})); const a=absent(); if(a) sec.appendChild(a); root.appendChild(sec); return;}
     const table=node('table',{class:'board',data:{track:t.name}});
-    head(table, ['#','entry','kind'].concat(t.metrics.map(m=>({text:DATA.metrics[m].label+(m===t.primary?' *':''),class:'sortable',data:{metric:m}}))));
+    head(table, ['#','entry','kind'].concat(t.metrics.map(m=>({text:t.labels[m]+(m===t.primary?' *':''),class:'sortable',data:{metric:m}}))));
     t.entries.forEach((d,i)=>{const tr=table.tBodies[0].insertRow(); tr.className=d.kind; tr.dataset.entry=d.entry;
       tr.insertCell().textContent=i+1; const c=tr.insertCell(); c.textContent=d.entry; c.title=d.description||'';
       kindCell(tr.insertCell(), d.kind);
