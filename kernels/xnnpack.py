@@ -10,7 +10,7 @@ Three stages:
 2. LiteRT's XNNPACK delegate (:data:`XNN_KERNELS`): each TFLite operator becomes the XNNPACK
    operators it creates, named as the runtime's profiler names them (the ``kernel`` records of
    ``latbench-run --mode kernel``). Rules the names show: a 1x1 stride-1 unpadded convolution
-   is a ``Fully Connected`` GEMM; other convolutions are an IGEMM (a 1x1 grouped one a GEMM);
+   is a ``Fully Connected`` GEMM; other convolutions are an IGEMM (a grouped 1x1 one too);
    depthwise convolutions a ``DWConv``; a fused activation stays inside a convolution, fully
    connected or pooling operator but is a separate ``Clamp`` after an element-wise binary one;
    a zero PAD right before a convolution is absorbed into its padding (not before a pooling); a
@@ -99,16 +99,16 @@ def tflite_ops(graph: Graph) -> list[TfliteOp]:
 # ---------------------------------------------------------------- TFLite op -> XNNPACK operators
 def conv_operator(cin: int, groups: int, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int]) -> str:
     """The XNNPACK operator an fp32 2-D convolution runs as (the same XNNPACK under LiteRT and
-    ExecuTorch): a 1x1 stride-1 unpadded one a ``Fully Connected`` GEMM (grouped: a convolution
-    GEMM), a depthwise one a ``DWConv`` up to 5x5 windows, anything else an IGEMM."""
+    ExecuTorch): a 1x1 stride-1 unpadded ungrouped one a ``Fully Connected`` GEMM, a depthwise
+    one a ``DWConv`` up to 5x5 windows, anything else an IGEMM. A grouped 1x1 convolution is an
+    IGEMM too: both runtimes' kernel records name it so for every channel count tried (XNNPACK's
+    own selection reads as if it were a convolution GEMM; that name never appears in a run)."""
     if groups == cin and cin > 1:
         # depthwise micro-kernels cover windows up to 5x5; larger ones run as a grouped IGEMM
         area = kernel[0] * kernel[1]
         return "Convolution (NHWC, F32) DWConv" if area <= 25 else "Convolution (NHWC, F32) IGEMM"
     one = list(kernel) == [1, 1] and list(stride) == [1, 1] and list(padding) == [0, 0]
-    if one and groups == 1:
-        return "Fully Connected (NC, F32) GEMM"
-    return "Convolution (NHWC, F32) GEMM" if one else "Convolution (NHWC, F32) IGEMM"
+    return "Fully Connected (NC, F32) GEMM" if one and groups == 1 else "Convolution (NHWC, F32) IGEMM"
 
 
 def _conv(op: TfliteOp, node: Node, graph: Graph) -> list[str]:

@@ -179,7 +179,8 @@ def _tiny_networks() -> list[Graph]:
     # GATHER between delegated subsets
     c = Graph("tiny-gather")
     x = c.add("relu", c.add("conv2d", c.input([1, 3, 16, 16]), out_channels=16, kernel=3, padding=1))
-    x = c.add("conv2d", c.add("gather", x, indices=[3, 3, 0, 7, 15, 1, 2, 2]), out_channels=16, kernel=1)
+    # its grouped 1x1 convolution: an IGEMM, not a GEMM
+    x = c.add("conv2d", c.add("gather", x, indices=[3, 3, 0, 7, 15, 1, 2, 2]), out_channels=16, kernel=1, groups=4)
     v = c.add("flatten", c.add("global_avgpool", x))
     c.set_outputs(c.add("fc", c.add("gather", v, indices=[0, 5, 5, 9, 15, 2]), out_features=10))
     return [g, nasbench201.build(1234), build_network(cfg, 3, 0), r, a, c]

@@ -231,8 +231,8 @@ def test_an_unknown_operator_names_its_node():
 def e2e_graphs() -> dict[str, Graph]:
     """One program with portable kernels inside (four delegate calls) and one delegate-only
     program, covering the fusions, the layout transposes, the batch norm and pooling rules, a
-    local response norm (the exporter's avg_pool2d formulation, its power a portable kernel) and
-    a gather of channels (a portable index_select)."""
+    local response norm (the exporter's avg_pool2d formulation, its power a portable kernel), a
+    gather of channels (a portable index_select) and a grouped 1x1 convolution (an IGEMM)."""
     def body(g: Graph, x: str, stride: int) -> str:
         x = g.add("relu", g.add("batchnorm", g.add("conv2d", x, out_channels=8, kernel=3, stride=stride, padding=1)))
         y = g.add("batchnorm", g.add("conv2d", x, out_channels=8, kernel=3, padding=1))
@@ -241,7 +241,7 @@ def e2e_graphs() -> dict[str, Graph]:
         return g.add("relu6", g.add("batchnorm", x))
 
     def tail(g: Graph, x: str) -> str:
-        x = g.add("concat", [g.add("conv2d", x, out_channels=4, kernel=1), g.add("maxpool", x, kernel=3, padding=1)])
+        x = g.add("concat", [g.add("conv2d", x, out_channels=4, kernel=1, groups=2), g.add("maxpool", x, kernel=3, padding=1)])
         return g.add("fc", g.add("flatten", g.add("global_avgpool", x)), out_features=10)
 
     g1, x = _start("et-kernels-portable")
