@@ -11,9 +11,10 @@ which names the operator), the IR's MACs against the source's (PyTorch's flop co
 TensorFlow graph of the Keras call) and the parameters. It prints the coverage per zoo and
 route, the failures grouped by operator, and every case whose MACs are off by more than 1%.
 
-The cases go to a JSON-lines file as they finish; a second run skips what the file holds, so
-the whole (hours: hundreds of models, the dynamo exporter tens of seconds each) can be run in
-pieces and resumed:
+The cases go to a JSON-lines file as they finish (by default ``benchmarks/results/
+importer_coverage.jsonl``, the committed record); a second run skips what the file holds, so the
+whole (hours: hundreds of models, the dynamo exporter tens of seconds each) can be run in pieces
+and resumed:
 
     python benchmarks/bench_importer_coverage.py                                  # everything
     python benchmarks/bench_importer_coverage.py --zoo keras                      # the Keras applications
@@ -39,7 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from generators.importers.conformance import MACS_TOLERANCE, ROUTES, ZOOS, check_model  # noqa: E402
 
-DEFAULT_RESULTS = Path("data/benchmarks/importer_coverage.jsonl")
+#: the project's record of the whole zoos, committed: a run takes hours, and ``--report`` reads it
+#: on any clone
+DEFAULT_RESULTS = Path(__file__).resolve().parent / "results" / "importer_coverage.jsonl"
 
 
 def operator_of(error: str) -> str:
@@ -111,7 +114,27 @@ def report(rows: list[dict]) -> None:
             print(f"  {r['zoo']:9} {r['model']:28} {r['route']:17} IR {r['ir_macs']:>14,} source {r['src_macs'] or 0:>14,} "
                   f"({'n/a' if e is None else f'{100 * e:+.2f}%'})")
     secs = sum(r.get("seconds", 0) for r in rows)
-    print(f"\n{len(rows)} cases, {secs / 60:.1f} min of conversion and import in all")
+    commits = defaultdict(int)
+    for r in rows:
+        commits[r.get("commit", "not recorded")] += 1
+    print(f"\n{len(rows)} cases, {secs / 60:.1f} min of conversion and import in all; code: "
+          + ", ".join(f"{c} ({n})" for c, n in sorted(commits.items(), key=lambda kv: -kv[1])))
+
+
+def code_version() -> str:
+    """The project's commit (12 hex digits, "+changes" when the work tree differs from it): each
+    case records the importers it ran, so an old refusal is told from a current one."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
 
 
 def _check(zoo: str, name: str, routes: tuple[str, ...], predict: str | None) -> list:
@@ -164,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report:
         args.results.parent.mkdir(parents=True, exist_ok=True)
         seen = {(r["zoo"], r["model"], r["route"]) for r in done}
+        version = code_version()
         for zoo in args.zoo or sorted(ZOOS):
             z = ZOOS.get(zoo)
             # a zoo's extra routes (a converter in its own environment) run only when named
@@ -177,10 +201,11 @@ def main(argv: list[str] | None = None) -> int:
             for k, name in enumerate(todo):
                 want = tuple(r for r in routes if (zoo, name, r) not in seen)
                 cases = _in_child(zoo, name, want, None if args.predict == "none" else args.predict)
+                rows = [{**c.row(), "commit": version} for c in cases]
                 with args.results.open("a") as fh:
-                    for c in cases:
-                        fh.write(json.dumps(c.row()) + "\n")
-                done += [c.row() for c in cases]
+                    for r in rows:
+                        fh.write(json.dumps(r) + "\n")
+                done += rows
                 left = (time.perf_counter() - t0) / (k + 1) * (len(todo) - k - 1)
                 states = ", ".join(f"{c.route} {c.status}" + (f" ({c.error[:90]})" if c.status != "imported" else
                                    f" MACs {100 * (c.macs_error or 0):+.2f}%") for c in cases)

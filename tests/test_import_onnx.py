@@ -635,6 +635,47 @@ def test_other_gathers_are_refused_naming_the_node(index, axis, what):
         import_onnx(blob, name="m")
 
 
+class _ChannelwiseLike(nn.Module):
+    """ChannelNet's channel-wise convolution: a Conv3d of one input channel sliding over the
+    channels of the unsqueezed map (window 4g, stride g, padding 2g-1), viewed back as a map."""
+
+    def __init__(self, groups: int = 2):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.cw = nn.Conv3d(1, groups, (4 * groups, 1, 1), stride=(groups, 1, 1), padding=(2 * groups - 1, 0, 0),
+                            bias=False)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return self.cw(y.unsqueeze(1)).view(y.shape) + y
+
+
+def test_a_convolution_along_the_channels_computes_the_same():
+    """A 3-d convolution over the depth of a one-channel 5-d view -> a kd x 1 conv2d of the map
+    flattened to [1, 1, C, H*W], its MACs the Conv3d's, through the file's weights and LiteRT."""
+    torch.manual_seed(3)
+    m = _ChannelwiseLike().eval()
+    x = np.random.default_rng(3).standard_normal((1, 3, 6, 5)).astype(np.float32)
+    g = check_same_function(export_onnx(m, [1, 3, 6, 5]), m, x, "channelwise")
+    (cw,) = [n for n in g.nodes.values() if n.op == "conv2d" and n.attrs["kernel"] == [8, 1]]
+    assert (cw.attrs["out_channels"], cw.attrs["stride"], cw.attrs["padding"], cw.attrs["bias"]) == (2, [2, 1], [3, 0], False)
+    assert g.shape(cw.inputs[0]) == [1, 1, 8, 30] and g.shape(cw.name) == [1, 2, 4, 30]
+    assert g.flops == 8 * 3 * 9 * 30 + 2 * 4 * 30 * 8  # the 3x3 conv's MACs, then the Conv3d's own count
+
+
+def test_other_3d_convolutions_are_refused_naming_the_node():
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 1, 3, 3, 3), dtype=np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="c3", pads=[1] * 6)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[w])
+    blob = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    with pytest.raises(UnsupportedModelError, match=r"^m: ONNX node 'c3' \(Conv\): a 3-d convolution \(weight shape "
+                                                    r"\[2, 1, 3, 3, 3\] on \[1, 1, 4, 5, 5\]\); only one over the depth"):
+        import_onnx(blob, name="m")
+
+
 def test_channel_padding_computes_the_same():
     """PyramidNet's shortcut: the identity widened by zero channels (a Pad of axis 1) -> pad with
     six pads, through the file's weights and LiteRT."""

@@ -127,7 +127,8 @@ def onnx_weights(proto: Any, g: Graph, origins: dict) -> Weights:
         if n.op in ("conv2d", "fc", "layernorm", "instancenorm", "batchnorm", "prelu", "pos_embed", "cls_token"):
             src = nodes[origins[name][0]]
         if n.op == "conv2d":
-            w["weight"] = consts[src.input[1]]
+            # a 3-d convolution along depth is imported as a kd x 1 window (onnx._conv_along_depth)
+            w["weight"] = consts[src.input[1]].reshape(n.attrs["out_channels"], -1, *n.attrs["kernel"])
             if n.attrs["bias"]:
                 w["bias"] = consts[src.input[2]]
         elif n.op == "fc" and src.op_type == "Gemm":

@@ -331,6 +331,8 @@ def _conv(c: _Converter, ins, a, node):
         raise _Unsupported("the convolution's input is a constant")
     if not isinstance(w, _Const):
         raise _Unsupported("a convolution weight computed from the input (only constant weights)")
+    if len(w.shape) == 5 and len(x.shape) == 5:
+        return _conv_along_depth(c, x, w, b, a)
     if len(w.shape) != 4 or len(x.shape) != 4:
         raise _Unsupported(f"only 2-d convolution is supported (weight shape {list(w.shape)})")
     cout, cin_g, kh, kw = w.shape
@@ -346,6 +348,34 @@ def _conv(c: _Converter, ins, a, node):
     x, padding = _conv_padding(c, x, before, after, kernel, stride, dilation)
     return c.new("conv2d", x, out_channels=cout, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
                  groups=groups, bias=b is not None)
+
+
+def _conv_along_depth(c: _Converter, x: _T, w: Any, b: Any, a: dict) -> _T:
+    """A 3-d convolution whose window spans the depth axis only (1x1 in height and width), of
+    one input channel: ChannelNet's channel-wise convolution, a 1-d convolution over the channels
+    of an unsqueezed feature map ``[1, 1, C, H, W]``. It is the 2-d convolution of ``[1, 1, C, H*W]``
+    by a ``kd x 1`` window: the same windows, the same multiply-accumulates, its output the
+    3-d one's elements in order (``[1, cout, C', H*W]`` holds ``[1, cout, C', H, W]``)."""
+    cout, cin_g, kd, kh, kw = (int(d) for d in w.shape)
+    groups = int(a.get("group", 1))
+    stride = [int(s) for s in a.get("strides", [1, 1, 1])]
+    dilation = [int(d) for d in a.get("dilations", [1, 1, 1])]
+    pads = [int(p) for p in a.get("pads", [0] * 6)]
+    auto = a.get("auto_pad", "NOTSET")
+    if x.shape[0] != 1 or x.shape[1] != 1 or cin_g != 1 or groups != 1 or (kh, kw) != (1, 1) \
+            or stride[1:] != [1, 1] or dilation[1:] != [1, 1] or pads[1:3] + pads[4:] != [0] * 4 \
+            or auto not in ("NOTSET", "") or len(pads) != 6:
+        raise _Unsupported(f"a 3-d convolution (weight shape {list(w.shape)} on {list(x.shape)}); only one over "
+                           "the depth axis of a single input channel (1x1 in height and width) is supported")
+    _, _, depth, h, wd = x.shape
+    flat = _reshape_to(c, x, [1, 1, depth, h * wd])
+    padding = symmetric_conv_padding((depth, h * wd), [pads[0], 0], [pads[3], 0], [kd, 1], stride[:1] + [1],
+                                     dilation[:1] + [1])
+    if padding is None:
+        raise _Unsupported(f"pads {pads} of a 3-d convolution along depth (only equal pads, or fewer after)")
+    y = c.new("conv2d", flat, out_channels=cout, kernel=[kd, 1], stride=[stride[0], 1], padding=padding,
+              dilation=[dilation[0], 1], bias=b is not None)
+    return _T(y.ref, (1, cout, y.shape[2], h, wd))
 
 
 def _fc_input(c: _Converter, x: Any) -> _T:
