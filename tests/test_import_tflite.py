@@ -447,6 +447,37 @@ def test_an_nchw_input_transposed_to_nhwc_and_a_max_pool_padded_by_minus_infinit
     close(run_ir(g, tflite_weights(blob, g, origins), x), [_run_nchw(blob, x)], "NCHW file vs its IR", 1e-4)
 
 
+def channelwise_like(x, rng):
+    """ChannelNet's channel-wise convolution as litert-torch writes it: the NHWC map transposed to
+    NCHW, reshaped to NDHWC ``[1, C, H, W, 1]``, a CONV_3D of window 8 x 1 x 1 and stride 2 on the
+    channels (SAME), its ``[1, C/2, H, W, 2]`` transposed and reshaped back to the map."""
+    y = tf.nn.relu(tf.nn.conv2d(x, _w(rng, 3, 3, 3, 8), 1, "SAME"))
+    v = tf.reshape(tf.transpose(y, [0, 3, 1, 2]), [1, 8, 5, 6, 1])
+    z = tf.nn.conv3d(v, _w(rng, 8, 1, 1, 1, 2), [1, 2, 1, 1, 1], "SAME")  # [1, 4, 5, 6, 2]
+    z = tf.transpose(tf.reshape(tf.transpose(z, [0, 4, 1, 2, 3]), [1, 8, 5, 6]), [0, 2, 3, 1])
+    return z + y
+
+
+def test_a_convolution_along_the_channels_computes_the_same():
+    blob = _tf_model(channelwise_like, [1, 5, 6, 3])
+    assert T.inspect_tflite(blob)["op_counts"]["CONV_3D"] == 1
+    g, origins = import_tflite_with_origins(blob, name="channelwise")
+    (cw,) = [n for n in g.nodes.values() if n.op == "conv2d" and n.attrs["kernel"] == [8, 1]]
+    assert (cw.attrs["out_channels"], cw.attrs["stride"], cw.attrs["padding"]) == (2, [2, 1], [3, 0])
+    assert g.shape(cw.inputs[0]) == [1, 1, 8, 30] and g.flops == 8 * 27 * 30 + 2 * 4 * 30 * 8
+    x = np.random.default_rng(8).standard_normal((1, 3, 5, 6)).astype(np.float32)
+    close(run_ir(g, tflite_weights(blob, g, origins), x), T.run_tflite(blob, g, {g.input_nodes[0].name: x}),
+          "CONV_3D file vs its IR", 1e-4)
+
+
+def test_other_3d_convolutions_are_refused():
+    blob = _tf_model(lambda x, rng: tf.nn.conv3d(tf.reshape(x, [1, 4, 4, 3, 1]), _w(rng, 3, 3, 1, 1, 2),
+                                                 [1, 1, 1, 1, 1], "SAME"), [1, 4, 4, 3])
+    with pytest.raises(UnsupportedModelError, match=r"^m: TFLite operator \d+ \(CONV_3D, .*a 3-d convolution \(filter "
+                                                    r"\[3, 3, 1, 1, 2\] on \[1, 4, 4, 3, 1\]\); only one over the depth"):
+        import_tflite(blob, name="m")
+
+
 def test_a_pad_by_minus_infinity_outside_a_max_pool_is_refused():
     blob = _tf_model(lambda x, rng: tf.nn.relu(tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=-np.inf)),
                      [1, 4, 4, 3])

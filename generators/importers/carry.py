@@ -223,6 +223,8 @@ def tflite_weights(blob: bytes, g: Graph, origins: dict) -> Weights:
                 w["weight"] = f.transpose(3, 0, 1, 2)
             elif f.ndim == 2:  # a FULLY_CONNECTED over an image's channels: a 1x1 convolution
                 w["weight"] = f[:, :, None, None]
+            elif op == "CONV_3D":  # [kd, 1, 1, 1, out] along depth: a kd x 1 window (tflite._conv3d)
+                w["weight"] = f.reshape(f.shape[0], f.shape[-1]).T[:, None, :, None]
             else:  # CONV_2D [out, kh, kw, in]
                 w["weight"] = f.transpose(0, 3, 1, 2)
             if n.attrs["bias"]:

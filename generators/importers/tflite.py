@@ -403,6 +403,39 @@ def _conv(c: _Converter, i, ins, tin, tout, o):
     return _act(c, y, o.fusedActivationFunction)
 
 
+@_handler("CONV_3D")
+def _conv3d(c: _Converter, i, ins, tin, tout, o):
+    """A 3-d convolution whose window spans the depth axis only, of one input channel: ChannelNet's
+    channel-wise convolution (litert-torch writes it on the map reshaped to NDHWC ``[1, C, H, W,
+    1]``). It is the 2-d convolution of ``[1, 1, C, H*W]`` by a ``kd x 1`` window, as the ONNX
+    importer takes it; its result is viewed as ``[1, D', H, W, cout]``."""
+    x, w = ins[0], ins[1]
+    if not isinstance(w, _Const) or len(w.shape) != 5:
+        raise _Unsupported("a filter that is not a constant 5-d tensor")
+    kd, kh, kw, cin, cout = (int(d) for d in w.shape)
+    tfl = x.tfl_shape if isinstance(x, _V) else []
+    if len(tfl) != 5 or tfl[0] != 1 or tfl[4] != 1 or cin != 1 or (kh, kw) != (1, 1) \
+            or (o.strideH, o.strideW, o.dilationHFactor, o.dilationWFactor) != (1, 1, 1, 1):
+        raise _Unsupported(f"a 3-d convolution (filter {list(w.shape)} on {tfl}); only one over the depth axis of "
+                           "a single input channel (1x1 in height and width) is supported")
+    if x.pending is not None:
+        x = c.plain(x)
+    depth, h, wd = tfl[1:4]
+    flat = _reshape_to(c, i, x, [1, depth, h * wd, 1], tout)  # NHWC of one channel: IR [1, 1, D, H*W]
+    stride, dilation = [int(o.strideD), 1], [int(o.dilationDFactor), 1]
+    before, after = ([0, 0], [0, 0]) if o.padding != c.r.s.Padding.SAME else \
+        ([_tf_same(depth, kd, stride[0], dilation[0])[0], 0], [_tf_same(depth, kd, stride[0], dilation[0])[1], 0])
+    padding = symmetric_conv_padding((depth, h * wd), before, after, [kd, 1], stride, dilation)
+    if padding is None:
+        flat = c.new("pad", flat, suffix="/pad", pads=[before[0], after[0], 0, 0], value=0.0)
+        padding = [0, 0]
+    y = c.new("conv2d", flat, out_channels=cout, kernel=[kd, 1], stride=stride, padding=padding, dilation=dilation,
+              groups=1, bias=_bias_of(c, ins))
+    y = _act(c, y, o.fusedActivationFunction)
+    d_out = c.g.shape(y.ref)[2]
+    return c.new("reshape", y, (0, 2, 3, 4, 1), suffix="/view", shape=[1, cout, d_out, h, wd])
+
+
 @_handler("FULLY_CONNECTED")
 def _fc(c: _Converter, i, ins, tin, tout, o):
     x, w = ins[0], ins[1]
