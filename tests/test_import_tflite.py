@@ -538,6 +538,56 @@ def _with_reduce_window(blob: bytes, size: int) -> bytes:
     return bytes(fb.Output())
 
 
+def _tf_model_with_state(build, shape: list, state: np.ndarray, seed: int = 0) -> bytes:
+    """A TFLite file of ``build(x, h, rng)`` whose second input ``h`` is then made a constant of
+    the file holding ``state``: what is computed from it is computed from constants alone, which
+    the converter would have folded had it been a constant from the start (litert-torch leaves an
+    LSTM step on its zero state so)."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as s
+
+    rng = np.random.default_rng(seed)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, shape, name="image")
+        h = tf.compat.v1.placeholder(tf.float32, list(state.shape), name="state")
+        y = tf.identity(build(x, h, rng), name="out")
+    blob = tf.compat.v1.lite.TFLiteConverter(graph.as_graph_def(), [x, h], [y]).convert()
+    m = s.ModelT.InitFromPackedBuf(blob, 0)
+    sg = m.subgraphs[0]
+    (j,) = [j for j in sg.inputs if bytes(sg.tensors[j].name).decode().startswith("state")]
+    b = s.BufferT()
+    b.data = list(state.astype(np.float32).tobytes())
+    m.buffers.append(b)
+    sg.tensors[j].buffer = len(m.buffers) - 1
+    sg.inputs = [k for k in sg.inputs if k != j]
+    fb = flatbuffers.Builder(0)
+    fb.Finish(m.Pack(fb), file_identifier=b"TFL3")
+    return bytes(fb.Output())
+
+
+def lstm_gate_like(x, h, rng):
+    """DIA-ResNet's attention as litert-torch writes it: an LSTM step whose state half (ADD with a
+    fused RELU, then a FULLY_CONNECTED) reads the constant state only, added to the step on the
+    pooled map; the gate [1, C] multiplies the NHWC map [1, H, W, C] (TFLite aligns trailing axes)."""
+    y = tf.nn.relu(tf.nn.conv2d(x, _w(rng, 3, 3, 3, 8), 1, "SAME"))
+    v = tf.reduce_mean(y, axis=[1, 2])
+    s = tf.matmul(tf.nn.relu(h + _w(rng, 1, 4)), _w(rng, 4, 8)) + _w(rng, 8)
+    return y * tf.sigmoid(tf.matmul(v, _w(rng, 8, 8)) + _w(rng, 8) + s)
+
+
+def test_what_a_file_computes_from_constants_is_evaluated():
+    blob = _tf_model_with_state(lstm_gate_like, [1, 5, 6, 3], np.linspace(-1, 1, 4, dtype=np.float32)[None])
+    counts = T.inspect_tflite(blob)["op_counts"]
+    assert counts["FULLY_CONNECTED"] == 2 and counts["ADD"] >= 2  # the state's half is in the file, unfolded
+    g, origins = import_tflite_with_origins(blob, name="lstm-gate")
+    assert g.op_counts()["fc"] == 1 and g.flops == 8 * 27 * 30 + 8 * 8  # the state's layer is no layer of the IR
+    assert ops(g)[-3:] == ["sigmoid", "reshape", "mul"]  # the gate viewed [1, C, 1, 1] for the map
+    x = np.random.default_rng(9).standard_normal((1, 3, 5, 6)).astype(np.float32)
+    close(run_ir(g, tflite_weights(blob, g, origins), x), T.run_tflite(blob, g, {g.input_nodes[0].name: x}),
+          "file with a constant state vs its IR", 1e-4)
+
+
 def torch_lrn(x, rng):
     """PyTorch's ``LocalResponseNorm(5, alpha=0.5, beta=0.75, k=1.5)`` after a conv as litert-torch
     writes it: squares, to NCHW, viewed [1, 1, C, H, W], zero-padded on the channels, a window sum

@@ -177,11 +177,15 @@ def run_onnx(blob: bytes, x: np.ndarray) -> list[np.ndarray]:
 
 # ---------------------------------------------------------------- TFLite
 class _Flatbuffer:
-    """A TFLite file's main subgraph: its operators (name, inputs, outputs) and float constants."""
+    """A TFLite file's main subgraph: its operators (name, inputs, outputs) and float constants,
+    stored or computed from stored ones alone (the importer evaluates those: DIA-ResNet's LSTM
+    step on its zero state, which litert-torch leaves in the file); a computed one is read from
+    LiteRT's own run of the file."""
 
     def __init__(self, blob: bytes):
         from ai_edge_litert import schema_py_generated as s
 
+        self.blob, self._run = blob, None
         self.m = s.Model.GetRootAs(blob, 0)
         self.sg = self.m.Subgraphs(0)
         names = {v: k for k, v in vars(s.BuiltinOperator).items() if not k.startswith("_")}
@@ -192,15 +196,42 @@ class _Flatbuffer:
             self.ops.append((names[max(c.BuiltinCode(), c.DeprecatedBuiltinCode())],
                              [int(j) for j in o.InputsAsNumpy()], [int(j) for j in o.OutputsAsNumpy()]))
         self.float32 = s.TensorType.FLOAT32
+        self.computed = set()  # tensors an operator computes from constants alone
+        for _, ins, outs in self.ops:
+            if all(j < 0 or self._stored(j) or j in self.computed for j in ins):
+                self.computed.update(outs)
+
+    def _stored(self, j: int) -> bool:
+        t = self.sg.Tensors(j)
+        return t.Buffer() > 0 and self.m.Buffers(t.Buffer()).DataLength() > 0
 
     def const(self, j: int) -> np.ndarray | None:
         if j < 0:
             return None
         t = self.sg.Tensors(j)
+        if j in self.computed and t.Type() == self.float32:
+            return self._computed(j)
         b = self.m.Buffers(t.Buffer())
         if t.Buffer() <= 0 or b.DataLength() == 0 or t.Type() != self.float32:
             return None
         return np.frombuffer(b.DataAsNumpy().tobytes(), np.float32).reshape([int(d) for d in t.ShapeAsNumpy()])
+
+    def _computed(self, j: int) -> np.ndarray:
+        """Tensor ``j`` as LiteRT computes it (on zero inputs: it reads none of them)."""
+        if self._run is None:
+            import warnings
+
+            from ai_edge_litert.interpreter import Interpreter
+
+            with warnings.catch_warnings():  # "for debugging purposes only": keeping intermediates is the point
+                warnings.simplefilter("ignore", UserWarning)
+                it = Interpreter(model_content=self.blob, experimental_preserve_all_tensors=True)
+            it.allocate_tensors()
+            for d in it.get_input_details():
+                it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+            it.invoke()
+            self._run = it
+        return np.array(self._run.get_tensor(j))
 
     def shape(self, j: int) -> list[int]:
         return [int(d) for d in self.sg.Tensors(j).ShapeAsNumpy()]

@@ -31,7 +31,7 @@ from ..ir import Graph
 from .common import Unsupported as _Unsupported
 from .common import UnsupportedModelError, finish, handler_registry, materialized, node_errors, prelu_parameters
 from .common import check_bytes, check_elements, check_graph_nodes, quoted, read_model_file, reciprocal
-from .common import unique_name
+from .common import too_many_elements, unique_name
 from .onnx import f32, learned_like, match_pool, slice_as_split, symmetric_conv_padding
 
 __all__ = ["import_tflite", "UnsupportedModelError"]
@@ -439,10 +439,16 @@ def _conv3d(c: _Converter, i, ins, tin, tout, o):
 @_handler("FULLY_CONNECTED")
 def _fc(c: _Converter, i, ins, tin, tout, o):
     x, w = ins[0], ins[1]
-    if not isinstance(x, _V):
-        raise _Unsupported("a constant input")
     if not isinstance(w, _Const) or len(w.shape) != 2:
         raise _Unsupported("weights that are not a constant matrix")
+    if isinstance(x, _Const):  # a layer applied to a constant: evaluated
+        b = ins[2] if len(ins) > 2 else None
+        if len(x.shape) != 2 or x.shape[1] != w.shape[1] or not (b is None or isinstance(b, _Const)):
+            raise _Unsupported(f"a FULLY_CONNECTED of a constant of shape {list(x.shape)} by weights {list(w.shape)}")
+        return _evaluated((x.shape[0], w.shape[0]), o.fusedActivationFunction, "the FULLY_CONNECTED of a constant",
+                          lambda: x.real @ w.real.T + (0 if b is None else b.real))
+    if not isinstance(x, _V):
+        raise _Unsupported("a constant input")
     if x.pending == "rows":  # an image's pixels as rows: a 1x1 convolution, the rows kept pending
         if x.shape[1] != w.shape[1]:
             raise _Unsupported(f"image has {x.shape[1]} channels, the weights {list(w.shape)} expect {w.shape[1]}")
@@ -839,6 +845,28 @@ def _lrn_start(c: _Converter, i: int, x: _V) -> _V | None:
     return _V(x.ref, x.shape, x.perm, "lrn", (attrs, div), (i, *steps))
 
 
+#: what a fused activation does to a constant (the file's own evaluation of it)
+_CONST_ACTIVATIONS: dict[str | None, Callable[[np.ndarray], np.ndarray]] = {
+    None: lambda v: v, "relu": lambda v: np.maximum(v, 0), "relu6": lambda v: np.clip(v, 0, 6),
+    "relu_n1_to_1": lambda v: np.clip(v, -1, 1), "tanh": np.tanh}
+
+
+def _evaluated(shape: Any, act: int, what: str, fn: Callable[[], np.ndarray]) -> _Const:
+    """A constant computed from constants (``fn``), its fused activation applied: what the file
+    computes from constants alone (DIA-ResNet's LSTM cell on its zero initial state, which
+    litert-torch leaves unfolded). At most ``limits.TENSOR_ELEMENTS`` elements."""
+    fault = too_many_elements(shape, f"{what} of shape")
+    if fault:
+        raise _Unsupported(fault)
+    kind = _ACTIVATIONS.get(act, f"code {act}")
+    if kind not in _CONST_ACTIVATIONS:
+        raise _Unsupported(f"{what} with the fused activation {kind}")
+    return _Const(value=_CONST_ACTIVATIONS[kind](np.asarray(fn(), dtype=np.float32)).astype(np.float32))
+
+
+_CONST_BINARY = {"ADD": np.add, "MUL": np.multiply, "SUB": np.subtract, "DIV": np.divide}
+
+
 @_handler("ADD", "MUL", "SUB", "DIV")
 def _binary(c: _Converter, i, ins, tin, tout, o):
     op = c.ops[i][0]
@@ -856,6 +884,12 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
     for v in (a, b):
         if isinstance(v, _V) and v.pending in _LN_WHAT:
             raise _Unsupported(_LN_WHAT[v.pending])
+    if isinstance(a, _Const) and isinstance(b, _Const):
+        try:
+            shape = np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise _Unsupported(f"{op} of constants of shapes {list(a.shape)} and {list(b.shape)}") from None
+        return _evaluated(shape, act, f"the {op} of constants", lambda: _CONST_BINARY[op](a.real, b.real))
     if isinstance(a, _Const) and op in ("ADD", "MUL"):
         a, b = b, a
     if not isinstance(a, _V):
@@ -876,6 +910,8 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
                     # x * LOGISTIC(x): the LOGISTIC's node is left unread and pruned at the end
                     return _act(c, c.new("swish", p, p.perm), act)
         if op in ("ADD", "MUL", "DIV"):
+            if len(a.tfl_shape) != len(b.tfl_shape):  # TFLite broadcasts the trailing axes: a [1, C] gate of an NHWC map
+                a, b = (_ranked(c, i, v, max(len(a.tfl_shape), len(b.tfl_shape)), tout) for v in (a, b))
             a, b = _same_layout(c, a, b)
             if len(a.shape) != len(b.shape):
                 raise _Unsupported(f"{op} of tensors of different rank {a.tfl_shape} and {b.tfl_shape}")
@@ -923,6 +959,17 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
     if abs(v - 3) < 1e-2 and a.pending is None and c.sole(tout[0]):
         return _act_pending(c, _V(a.ref, a.shape, a.perm, "plus3", (), (i,)), act)
     return _act(c, c.new("shift", a, a.perm, value=f32(v)), act)
+
+
+def _ranked(c: _Converter, i: int, v: _V, rank: int, tout: list[int]) -> _V:
+    """``v`` viewed with leading unit axes up to ``rank``, as TFLite's broadcasting aligns the
+    trailing axes of an element-wise op's operands."""
+    tfl = list(v.tfl_shape)
+    if len(tfl) == rank:
+        return v
+    if v.pending is not None:
+        v = c.plain(v)
+    return _reshape_to(c, i, v, [1] * (rank - len(tfl)) + tfl, tout)
 
 
 def _act_pending(c: _Converter, v: _V, act: int) -> _V:
