@@ -588,6 +588,40 @@ def test_what_a_file_computes_from_constants_is_evaluated():
           "file with a constant state vs its IR", 1e-4)
 
 
+def torch_instance_norm(affine: bool):
+    """PyTorch's ``InstanceNorm2d`` after a conv as litert-torch writes it: to NCHW, the mean over
+    the batch, H and W kept, centred, squared by a MUL, the variance as a vector [C], plus eps,
+    viewed [1, C, 1, 1], RSQRT, times the centred map, then (``affine``) a gain and a shift per
+    channel, back to NHWC."""
+    def build(x, rng):
+        y = tf.nn.relu(tf.nn.conv2d(x, _w(rng, 3, 3, 3, 8), 1, "SAME"))
+        t = tf.transpose(y, [0, 3, 1, 2])
+        d = t - tf.reduce_mean(t, axis=[0, 2, 3], keepdims=True)
+        n = d * tf.math.rsqrt(tf.reshape(tf.reduce_mean(d * d, axis=[0, 2, 3]) + 1e-5, [1, 8, 1, 1]))
+        if affine:
+            n = n * tf.reshape(_w(rng, 8) + 1, [1, 8, 1, 1]) + tf.reshape(_w(rng, 8), [1, 8, 1, 1])
+        return tf.nn.relu(tf.transpose(n, [0, 2, 3, 1]))
+    return build
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_an_instance_norm_as_litert_torch_writes_it(affine):
+    blob = _tf_model(torch_instance_norm(affine), [1, 5, 6, 3])
+    assert T.inspect_tflite(blob)["op_counts"]["RSQRT"] == 1
+    g, origins = import_tflite_with_origins(blob, name="torch-instance-norm")
+    assert ops(g) == ["conv2d", "relu", "instancenorm", "relu"]
+    assert next(n for n in g.nodes.values() if n.op == "instancenorm").attrs == {"eps": pytest.approx(1e-5)}
+    x = np.random.default_rng(10).standard_normal((1, 3, 5, 6)).astype(np.float32)
+    close(run_ir(g, tflite_weights(blob, g, origins), x), T.run_tflite(blob, g, {g.input_nodes[0].name: x}),
+          "instance norm file vs its IR", 1e-4)
+
+
+def test_a_mean_over_h_and_w_kept_and_read_elsewhere_is_a_global_average_pool():
+    blob = _tf_model(lambda x, rng: tf.nn.conv2d(tf.reduce_mean(x, axis=[1, 2], keepdims=True), _w(rng, 1, 1, 3, 4), 1,
+                                                 "VALID"), [1, 5, 6, 3])
+    assert ops(import_tflite(blob)) == ["global_avgpool", "conv2d"]
+
+
 def torch_lrn(x, rng):
     """PyTorch's ``LocalResponseNorm(5, alpha=0.5, beta=0.75, k=1.5)`` after a conv as litert-torch
     writes it: squares, to NCHW, viewed [1, 1, C, H, W], zero-padded on the channels, a window sum

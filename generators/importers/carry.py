@@ -279,6 +279,17 @@ def tflite_weights(blob: bytes, g: Graph, origins: dict) -> Weights:
             w["weight"] = fb.const(fb.ops[origins[name][0]][1][1]).reshape(-1)
         elif n.op in ("pos_embed", "cls_token"):  # the ADD's / CONCATENATION's constant
             w["weight"] = fb.op_consts(origins[name][0])[0].reshape(n.shape if n.op == "pos_embed" else (1, 1, -1))
+        elif n.op == "instancenorm":
+            # the gain (MUL) and shift (ADD) per channel after the RSQRT, unless the converter
+            # dropped a gain of ones and a shift of zeros
+            ch = g.shape(n.inputs[0])[1]
+            rsqrt = max(k for k in origins[name] if fb.ops[k][0] == "RSQRT")
+            for k in origins[name]:
+                consts = fb.op_consts(k)
+                if k > rsqrt and consts and fb.ops[k][0] in ("MUL", "ADD"):
+                    w["weight" if fb.ops[k][0] == "MUL" else "bias"] = consts[0].reshape(-1)
+            w.setdefault("weight", np.ones(ch, np.float32))
+            w.setdefault("bias", np.zeros(ch, np.float32))
         elif n.op == "layernorm":
             gain, *shift = origins[name][:-1]
             w["weight"] = fb.op_consts(gain)[0].reshape(-1)

@@ -102,6 +102,11 @@ _LN_WHAT = {
     "ln_shift_b": "a layer norm's shift outside its pattern",
     "ln_scaled": "a layer norm's scaled input outside its pattern",
     "ln_centered": "x minus its mean outside a layer-norm pattern (the IR has no element-wise sub)",
+    "in_centered": "x minus its mean over H and W outside an instance-norm pattern (the IR has no element-wise sub)",
+    "in_sq": "the square of a centred map outside an instance-norm pattern",
+    "in_var": "a variance over H and W outside an instance-norm pattern",
+    "in_var_eps": "a variance over H and W plus epsilon outside an instance-norm pattern",
+    "in_rstd": "RSQRT outside an instance-norm pattern (the IR has no reciprocal square root)",
 }
 _PENDING_WHAT.update(_LN_WHAT)
 
@@ -266,6 +271,10 @@ class _Converter:
             return self.add("mean", [v.ref], v.origin, axis=v.data[0], keepdim=True)
         if v.pending in ("ln_normed", "ln_normed_g"):  # no (further) gain or shift: folded into the reader
             return self.add("layernorm", [v.ref], v.origin, axis=v.data[0], eps=v.data[1])
+        if v.pending == "in_mean":  # a mean over H and W that no instance norm follows
+            return self.add("global_avgpool", [v.ref], v.origin)
+        if v.pending in ("in_normed", "in_normed_g"):  # a gain of ones and a shift of zeros, dropped
+            return self.add("instancenorm", [v.ref], v.origin, eps=v.data[0])
         raise _Unsupported(_PENDING_WHAT[v.pending])
 
     def new(self, op: str, inputs: list[Any] | Any, perm: tuple[int, ...] | None = None, origin: tuple[int, ...] | None = None,
@@ -588,8 +597,16 @@ def _mean(c: _Converter, i, ins, tin, tout, o):
         y = c.new("mean", x, tuple(p - (p > ax) for p in x.perm if p != ax) if not o.keepDims else x.perm,
                   axis=ax, keepdim=bool(o.keepDims))
         return y
+    if rank == 4 and axes == [0, 2, 3]:  # the unit batch too (litert-torch's instance norm): H and W
+        axes = [2, 3]
     if rank != 4 or axes != [2, 3]:
         raise _Unsupported(f"MEAN over IR axes {axes} of {list(x.shape)} (H and W: a global average pool, or one axis)")
+    if x.pending == "in_sq":  # the variance of an instance norm, kept or not as [1, C, 1, 1]
+        return _V(x.ref, x.shape, x.perm, "in_var", x.data, (*x.origin, i))
+    if x.pending is not None:
+        x = c.plain(x)
+    if o.keepDims:  # an instance norm's mean if a SUB continues the pattern, else this pool
+        return _V(x.ref, x.shape, x.perm, "in_mean", (), (i,))
     y = c.new("global_avgpool", x, x.perm)
     return y if o.keepDims else c.new("flatten", y, suffix="/flatten")
 
@@ -676,6 +693,46 @@ def _layer_norm_step(c: _Converter, i: int, op: str, a: Any, b: Any) -> _V | Non
         shift = a if a.pending != "ln_scaled" else b  # ln_shift: the converter dropped an all-zero shift
         axis, eps, gain, *bias = shift.data
         ref = c.add("layernorm", [a.ref], (gain, *bias, i), axis=axis, eps=eps)
+        return _V(ref, tuple(c.g.shape(ref)), a.perm)
+    return None
+
+
+def _per_channel(c: _Converter, a: _V, b: Any) -> bool:
+    """``b`` is a constant of one value per channel of the image ``a`` (a gain or a shift)."""
+    return isinstance(b, _Const) and math.prod(b.shape) == c.g.shape(a.ref)[1] and max(b.shape, default=1) == math.prod(b.shape)
+
+
+def _instance_norm_step(c: _Converter, i: int, op: str, a: Any, b: Any, same: bool, act: int) -> _V | None:
+    """The next step of an instance norm as litert-torch writes PyTorch's (``m = MEAN`` over H and
+    W, ``d = SUB(x, m)``, ``MUL(d, d)``, ``MEAN``, ``ADD eps``, ``RSQRT``, ``MUL(d, rstd)``, then
+    ``MUL gain`` and ``ADD shift`` unless the converter dropped a gain of ones and a shift of
+    zeros), or None. ``same``: the operator reads one tensor twice; ``act``: its fused activation
+    (only the last step, the shift, may have one)."""
+    if act:  # a step that ends the pattern, its activation after the norm
+        step = _instance_norm_step(c, i, op, a, b, same, 0)
+        if step is None or step.pending not in (None, "in_normed", "in_normed_g"):
+            return None
+        return _act(c, c.plain(step) if step.pending else step, act)
+    if op == "SUB":
+        if isinstance(a, _V) and isinstance(b, _V) and a.pending is None and b.pending == "in_mean" and a.ref == b.ref:
+            return _V(a.ref, a.shape, a.perm, "in_centered", (), (*b.origin, i))
+        return None
+    if isinstance(a, _Const) and isinstance(b, _V):
+        a, b = b, a
+    if not isinstance(a, _V):
+        return None
+    if op == "MUL" and same and a.pending == "in_centered":
+        return _V(a.ref, a.shape, a.perm, "in_sq", (), (*a.origin, i))
+    v = _scalar(b)
+    if op == "ADD" and a.pending == "in_var" and v is not None:
+        return _V(a.ref, a.shape, a.perm, "in_var_eps", (f32(v),), (*a.origin, i))
+    if op == "MUL" and isinstance(b, _V) and a.ref == b.ref and {a.pending, b.pending} == {"in_centered", "in_rstd"}:
+        d, r = (a, b) if a.pending == "in_centered" else (b, a)
+        return _V(a.ref, a.shape, a.perm, "in_normed", r.data, (*d.origin, *r.origin, i))
+    if op == "MUL" and a.pending == "in_normed" and _per_channel(c, a, b):
+        return _V(a.ref, a.shape, a.perm, "in_normed_g", a.data, (*a.origin, i))
+    if op == "ADD" and a.pending in ("in_normed", "in_normed_g") and _per_channel(c, a, b):
+        ref = c.add("instancenorm", [a.ref], (*a.origin, i), eps=a.data[0])
         return _V(ref, tuple(c.g.shape(ref)), a.perm)
     return None
 
@@ -872,13 +929,15 @@ def _binary(c: _Converter, i, ins, tin, tout, o):
     op = c.ops[i][0]
     a, b = ins[0], ins[1]
     act = o.fusedActivationFunction if o is not None else 0
-    if op == "MUL" and tin[0] == tin[1] and act == 0 and isinstance(a, _V):
+    if op == "MUL" and tin[0] == tin[1] and act == 0 and isinstance(a, _V) and a.pending is None:
         lrn = _lrn_start(c, i, a)
         if lrn is not None:
             return lrn
     if op == "DIV" and isinstance(b, _V) and b.pending == "lrn" and b.data[1] == i:
         return _act(c, c.new("lrn", _V(b.ref, b.shape, b.perm), b.perm, origin=(*b.origin, i), **b.data[0]), act)
     step = _layer_norm_step(c, i, op, a, b) if act == 0 else None
+    if step is None:
+        step = _instance_norm_step(c, i, op, a, b, tin[0] == tin[1], act)
     if step is not None:
         return step
     for v in (a, b):
@@ -1082,6 +1141,8 @@ def _rsqrt(c: _Converter, i, ins, tin, tout, o):
     x = ins[0]
     if isinstance(x, _V) and x.pending == "ln_var_eps":
         return _V(x.ref, x.shape, x.perm, "ln_rstd", x.data, (*x.origin, i))
+    if isinstance(x, _V) and x.pending == "in_var_eps":
+        return _V(x.ref, x.shape, x.perm, "in_rstd", x.data, (*x.origin, i))
     raise _Unsupported(_LN_WHAT["ln_rstd"])
 
 
@@ -1396,6 +1457,10 @@ def _reshape(c: _Converter, i, ins, tin, tout, o):
         target = [int(d) for d in o.newShape]
     else:
         target = list(c.r.tensors[tout[0]].shape)
+    if x.pending in ("in_var", "in_var_eps"):  # an instance norm's variance [C] viewed [1, C, 1, 1]
+        if math.prod(target) == c.g.shape(x.ref)[1]:
+            return _V(x.ref, x.shape, x.perm, x.pending, x.data, (*x.origin, i))
+        raise _Unsupported(_LN_WHAT[x.pending])
     return _reshape_to(c, i, x, _batch_fix(target), tout)
 
 
@@ -1813,20 +1878,21 @@ _PASSABLE: dict[str, tuple[str, ...]] = {
     "AVERAGE_POOL_2D": ("padded",),
     "MAX_POOL_2D": ("mirror", "neg_padded"),
     "MUL": ("relu6_plus3", "x_relu6_plus3", "affine", "ln_rstd", "ln_g", "ln_negmean", "ln_scaled", "ln_centered",
-            "ln_normed"),
-    "ADD": ("affine", "ln_var", "ln_shift", "ln_shift_b", "ln_scaled", "ln_normed_g"),
-    "SUB": ("ln_mean",),
+            "ln_normed", "in_centered", "in_rstd", "in_normed"),
+    "ADD": ("affine", "ln_var", "ln_shift", "ln_shift_b", "ln_scaled", "ln_normed_g", "in_var", "in_normed",
+            "in_normed_g"),
+    "SUB": ("ln_mean", "in_mean"),
     "DIV": ("lrn",),
     "NEG": ("ln_mean",),
     "SQUARED_DIFFERENCE": ("ln_mean",),
-    "MEAN": ("ln_sqdiff",),
-    "RSQRT": ("ln_var_eps",),
+    "MEAN": ("ln_sqdiff", "in_sq"),
+    "RSQRT": ("ln_var_eps", "in_var_eps"),
     "RELU": ("min",),
     "RELU6": ("plus3",),
     "MINIMUM": ("max",),
     "MAXIMUM": ("min",),
     "TRANSPOSE": ("grouped",),
-    "RESHAPE": ("shuffled", "rows"),
+    "RESHAPE": ("shuffled", "rows", "in_var", "in_var_eps"),
     "MIRROR_PAD": ("mirror",),
     "QUANTIZE": ("padded", "mirror", "plus3", "relu6_plus3", "x_relu6_plus3", "affine", "min", "max", "grouped", "shuffled"),
     "DEQUANTIZE": ("padded", "mirror", "plus3", "relu6_plus3", "x_relu6_plus3", "affine", "min", "max", "grouped", "shuffled"),
