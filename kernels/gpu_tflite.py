@@ -285,6 +285,7 @@ DELEGATE_OP_BUILDERS: dict[str, Callable[[_Builder, Node], None]] = {
                                                    else "RESIZE_BILINEAR", [], {})]),
     "resize": _act("resize", "RESIZE_NEAREST_NEIGHBOR"),
     "reshape": _act("reshape", "RESHAPE"), "flatten": _act("reshape", "RESHAPE"), "softmax": _act("softmax", "SOFTMAX"),
+    "gather": _act("gather", "GATHER"),
 }
 
 

@@ -43,6 +43,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "pooling_2d": ("pool",),
     "concat": ("concat",),
     "split": ("split",),
+    "gather": ("gather",),
 }
 #: host transfers, not kernels of the network
 TRANSFERS = ("layout_in", "layout_out", "copy")

@@ -104,6 +104,22 @@ def test_winograd_threshold_on_output_tiles(needs_gpu, tmp_path):
         assert res.winograd == expect and res.differences == [], (name, res.differences)
 
 
+def test_a_gather_of_channels_is_one_gather_dispatch(needs_gpu, tmp_path):
+    """CondenseNet's GATHER of channels, of a map and of the classifier's input: one dispatch each,
+    whose program reads an index texture, where the rules deduce them."""
+    from kernels.report import gpu_host_truth
+
+    g = Graph("gpu-gather", source="test")
+    x = g.add("relu", g.add("conv2d", g.input([1, 3, 16, 16]), out_channels=16, kernel=3, padding=1))
+    x = g.add("relu", g.add("conv2d", g.add("gather", x, indices=[3, 3, 0, 7, 15, 1, 2, 2]), out_channels=16,
+                            kernel=3, padding=1))
+    v = g.add("flatten", g.add("global_avgpool", x))
+    g.set_outputs(g.add("fc", g.add("gather", v, indices=[0, 5, 5, 9, 15, 2]), out_features=10))
+    res = gpu_host_truth(g, tmp_path)
+    assert [t.kind for t in res.executed] == ["conv", "gather", "conv", "mean", "gather", "fully_connected"]
+    assert res.differences == ["deduced reshape (flatten_0) as reshape: no such dispatch ran"]
+
+
 # ---------------------------------------------------------------- without a GPU
 def test_program_cache_texts_are_found_between_binary_fields(tmp_path):
     prog = "enable f16;\n@group(0) @binding(0) var<uniform> U: S;\n@compute @workgroup_size(1)\nfn main() {}\n"

@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 #: Every kernel kind a GPU kernel record can carry.
 KERNEL_KINDS = ("conv", "depthwise_conv", "winograd_input", "winograd_matmul", "winograd_output",
-                "fully_connected", "mean", "pool", "elementwise", "concat", "split", "layout_in", "layout_out",
-                "copy", "ambiguous", "other")
+                "fully_connected", "mean", "pool", "elementwise", "concat", "split", "gather", "layout_in",
+                "layout_out", "copy", "ambiguous", "other")
 
 
 # ---------------------------------------------------------------- the program cache
@@ -190,6 +190,8 @@ KINDS: list[tuple[str, Callable[[str], bool]]] = [
     # several source tensors copied into slice ranges of the output, or one source into several
     ("concat", lambda s: "src_tensor_1_image2d" in s and "base_s" in s),
     ("split", lambda s: "dst_tensor_1_image2d" in s),
+    # channels picked by an index tensor (GATHER on the channels: CondenseNet)
+    ("gather", lambda s: "gather_indexes" in s),
     # one value in, one out, per element (activations, arithmetic with a constant or a tensor)
     ("elementwise", lambda s: s.count("textureStore(") == 1 and not _LOOPS.search(s[s.find("fn main"):])),
 ]
