@@ -171,6 +171,67 @@ def test_reductions_and_instance_norm():
         imp(Lambda(lambda x: x.sum((2, 3))))
 
 
+def _macs(module: nn.Module, shape=(1, 8, 16, 16)) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        module.eval()(torch.zeros(shape))
+    return int(fc.get_total_flops()) // 2
+
+
+class _Gates(nn.Module):
+    """CBAM's channel gate (unsqueezed twice, expanded as the map), SKNet's selection over stacked
+    branches (a 5-d sum, softmax over the branches, unsqueezed weights broadcast) and split
+    attention's view of one group (a transpose of a unit axis)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.b1, self.b2 = nn.Conv2d(8, 8, 3, padding=1), nn.Conv2d(8, 8, 1)
+        self.sel = nn.Linear(8, 16)
+
+    def forward(self, x):
+        gate = torch.sigmoid(self.fc(x.mean((2, 3)))).unsqueeze(2).unsqueeze(3).expand_as(x)
+        x = x * gate
+        y = torch.stack([self.b1(x), self.b2(x)], dim=1)  # [1, 2, 8, H, W]
+        w = self.sel(y.sum(dim=1).mean((2, 3))).view(1, 1, 2, 8)
+        w = torch.softmax(torch.transpose(w, 1, 2), dim=1).view(1, 2, 8, 1, 1)
+        return (y * w).sum(dim=1)
+
+
+def test_gates_over_stacked_branches_and_unit_axis_views():
+    g = imp(_Gates())
+    assert g.shape(g.outputs[0]) == [1, 8, 16, 16] and g.flops == _macs(_Gates())
+    counts = g.op_counts()
+    assert counts["concat"] == 1 and counts["reduce_sum"] == 2 and counts["softmax"] == 1 and counts["mul"] == 2
+    # a view of a view is one reshape of the first one's input: [1, 8] -> [1, 8, 1, 1], [1, 16] -> [1, 2, 8, 1, 1]
+    assert all(g.nodes[n.inputs[0]].op != "reshape" for n in g.nodes.values() if n.op == "reshape")
+    with pytest.raises(UnsupportedModelError, match=r"expand of \[1, 8, 16, 16\] to \[1, 8, 32, 16\]: the shapes do not"):
+        imp(Lambda(lambda x: x.expand(1, 8, 32, 16)))
+    with pytest.raises(UnsupportedModelError, match=r"transpose of dims \[1, 2\] of \[1, 8, 16, 16\] \(only inside"):
+        imp(Lambda(lambda x: x.transpose(1, 2)))
+
+
+class _Channelwise(nn.Module):
+    """ChannelNet's channel-wise convolution (a Conv3d over the unsqueezed map's channels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv3d(1, 2, (8, 1, 1), stride=(2, 1, 1), padding=(3, 0, 0), bias=False)
+
+    def forward(self, x):
+        return self.conv(x.unsqueeze(1)).view(x.shape) + x
+
+
+def test_a_convolution_along_the_channels():
+    g = imp(_Channelwise())
+    (cw,) = [n for n in g.nodes.values() if n.op == "conv2d"]
+    assert (cw.attrs["kernel"], cw.attrs["stride"], cw.attrs["padding"]) == ([8, 1], [2, 1], [3, 0])
+    assert g.shape(cw.inputs[0]) == [1, 1, 8, 256] and g.flops == _macs(_Channelwise()) == 2 * 4 * 256 * 8
+    with pytest.raises(UnsupportedModelError, match=r"a 3-d convolution \(weight \(2, 1, 3, 3, 3\) on \[1, 1, 8, 16, 16\]\)"):
+        imp(nn.Sequential(Lambda(lambda x: x.unsqueeze(1)), nn.Conv3d(1, 2, 3, padding=1)))
+
+
 def test_local_response_norm_and_division_of_tensors():
     g = imp(nn.Sequential(nn.LocalResponseNorm(5, alpha=2e-4, beta=0.5, k=2.0),
                           Lambda(lambda x: F.local_response_norm(x, 4)),  # pytorchcv's AlexNet calls the function

@@ -55,7 +55,7 @@ class _T:
 _PENDING_WHAT = {
     "relu6_plus3": "relu6(x + 3) not divided by 6 (hsigmoid pattern)",
     "x_relu6_plus3": "x * relu6(x + 3) not divided by 6 (hswish pattern)",
-    "grouped": "a 5-d view outside a channel-shuffle pattern",
+    "expanded": "an expand outside an element-wise operation that broadcasts it",
     "shuffled": "a transposed 5-d view outside a channel-shuffle pattern",
 }
 
@@ -97,6 +97,8 @@ class _Converter:
             return self.g.add("crop", v.ref, crops=list(v.data))
         if v.pending == "plus3":  # x + 3 that no h-sigmoid/h-swish pattern continues
             return self.g.add("shift", v.ref, value=3.0)
+        if v.pending == "grouped":  # a view [1, g, C/g, H, W] no channel shuffle continues (split attention)
+            return self.g.add("reshape", v.ref, shape=list(v.shape))
         raise _Unsupported(_PENDING_WHAT[v.pending])
 
     def new(self, op: str, inputs: list[Any] | Any, **attrs) -> _T:
@@ -135,6 +137,24 @@ class _Converter:
             "conv2d", _T(x, self._shape(x)), out_channels=cout, kernel=[kh, kw], stride=stride,
             padding=_pair(padding), dilation=dilation, groups=int(groups), bias=bias is not None,
         )
+
+    def conv3d(self, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        """A 3-d convolution over the depth of a one-channel map ``[1, 1, C, H, W]``, 1x1 in height
+        and width (ChannelNet's channel-wise convolution): the 2-d convolution of ``[1, 1, C, H*W]``
+        by a ``kd x 1`` window, as the ONNX and TFLite importers take it, viewed back in 5-d."""
+        triple = lambda v: [int(v)] * 3 if isinstance(v, int) else [int(d) for d in v]  # noqa: E731
+        cout, cin_g, kd, kh, kw = (int(d) for d in weight.shape)
+        stride, padding, dilation = triple(stride), triple(padding) if not isinstance(padding, str) else None, triple(dilation)
+        shape = list(input.shape)
+        if len(shape) != 5 or shape[:2] != [1, 1] or cin_g != 1 or int(groups) != 1 or (kh, kw) != (1, 1) \
+                or padding is None or stride[1:] + padding[1:] + dilation[1:] != [1, 1, 0, 0, 1, 1]:
+            raise _Unsupported(f"a 3-d convolution (weight {tuple(weight.shape)} on {shape}); only one over the depth "
+                               "axis of a single input channel (1x1 in height and width) is supported")
+        depth, h, w = shape[2:]
+        y = self.new("conv2d", self.view(input, [1, 1, depth, h * w]), out_channels=cout, kernel=[kd, 1],
+                     stride=[stride[0], 1], padding=[padding[0], 0], dilation=[dilation[0], 1], groups=1,
+                     bias=bias is not None)
+        return self.view(y, [1, cout, y.shape[2], h, w])
 
     def linear(self, input, weight, bias=None):
         if len(input.shape) != 2:
@@ -243,6 +263,8 @@ class _Converter:
         raise _Unsupported(f"division of {type(a).__name__} by {type(b).__name__}")
 
     def _broadcast(self, op: str, a: _T, b: _T) -> _T:
+        # an expanded operand: the element-wise op broadcasts the tensor itself
+        a, b = (_T(x.ref, x.data[0]) if x.pending == "expanded" else x for x in (a, b))
         if len(a.shape) != len(b.shape):
             raise _Unsupported(f"{op} of tensors of different rank {list(a.shape)} and {list(b.shape)}")
         return self.new(op, [a, b])
@@ -450,6 +472,10 @@ class _Converter:
             return _T(input.ref, tuple(shape), "grouped", (shape[1], shape[2]))
         if list(input.shape) == shape:
             return input
+        made = self.g.nodes.get(input.ref) if input.pending is None else None
+        if made is not None and made.op in ("reshape", "flatten"):
+            # a view of a view: of what the first one viewed (the first is dropped when nothing else reads it)
+            return self.view(_T(made.inputs[0], self._shape(made.inputs[0])), shape)
         if len(shape) == 2 and shape[0] == 1:
             return self.new("flatten", input)
         if shape[0] != 1:
@@ -473,7 +499,15 @@ class _Converter:
         if input.pending == "grouped" and dims == [1, 2]:
             a, b = input.data
             return _T(input.ref, (1, b, a, *input.shape[3:]), "shuffled", (a, b))
-        raise _Unsupported(f"transpose of dims {dims} (only inside a channel-shuffle pattern)")
+        perm = list(range(rank))
+        perm[dims[0]], perm[dims[1]] = dims[1], dims[0]
+        out = [input.shape[d] for d in perm]
+        moved = [d for d in perm if input.shape[d] != 1]
+        if moved == sorted(moved):
+            # a unit axis moves: the same element order (split attention's one group), a view
+            return self.view(input, out)
+        raise _Unsupported(f"transpose of dims {dims} of {list(input.shape)} (only inside a channel-shuffle pattern, "
+                           "or of a unit axis)")
 
     def permute(self, input, *dims):
         if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
@@ -486,6 +520,38 @@ class _Converter:
         if len(swapped) == 2 and dims[swapped[0]] == swapped[1]:
             return self.transpose(input, *swapped)
         raise _Unsupported(f"permute {dims}")
+
+    def unsqueeze(self, input, dim):
+        rank = len(input.shape) + 1
+        d = self._dim(int(dim), rank)
+        return self.view(input, [*input.shape[:d], 1, *input.shape[d:]])
+
+    def squeeze(self, input, dim=None):
+        rank = len(input.shape)
+        dims = [d for d in range(rank) if input.shape[d] == 1] if dim is None else \
+            [self._dim(int(d), rank) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
+        return self.view(input, [s for d, s in enumerate(input.shape) if d not in dims or s != 1 or d == 0])
+
+    def expand(self, input, *sizes):
+        """``x.expand(...)``/``expand_as``: left to the element-wise op that reads it, which
+        broadcasts (CBAM's channel gate over the map)."""
+        if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
+            sizes = tuple(sizes[0])
+        if len(sizes) != len(input.shape):
+            raise _Unsupported(f"expand of {list(input.shape)} to {list(sizes)} (only to the same rank)")
+        full = tuple(s if int(t) == -1 else int(t) for s, t in zip(input.shape, sizes))
+        if any(s not in (1, t) for s, t in zip(input.shape, full)):
+            raise _Unsupported(f"expand of {list(input.shape)} to {list(full)}: the shapes do not broadcast")
+        return input if full == tuple(input.shape) else _T(input.ref, full, "expanded", (tuple(input.shape),))
+
+    def expand_as(self, input, other):
+        return self.expand(input, *other.shape)
+
+    def stack(self, tensors, dim=0):
+        tensors = list(tensors)
+        rank = len(tensors[0].shape) + 1
+        d = self._dim(int(dim), rank)
+        return self.cat([self.unsqueeze(t, d) for t in tensors], d)
 
     def channel_shuffle(self, input, groups):
         return self.new("channel_shuffle", input, groups=int(groups))
@@ -565,6 +631,7 @@ def _tables() -> tuple[dict, dict, dict, dict]:
 
     modules: dict[type, Callable] = {
         nn.Conv2d: conv,
+        nn.Conv3d: lambda c, m, x: c.conv3d(x, m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups),
         nn.Linear: lambda c, m, x: c.linear(x, m.weight, m.bias),
         nn.BatchNorm2d: bn,
         nn.BatchNorm1d: bn,
@@ -639,6 +706,9 @@ def _tables() -> tuple[dict, dict, dict, dict]:
     fn([F.interpolate, F.upsample], C.interpolate)
     fn([F.pad], C.pad)
     fn([T("cat"), T("concat"), T("concatenate")], C.cat)
+    fn([T("stack")], C.stack)
+    fn([T("unsqueeze")], C.unsqueeze)
+    fn([T("squeeze")], C.squeeze)
     fn([T("split")], C.split)
     fn([T("chunk")], C.chunk)
     fn([T("flatten")], C.flatten)
@@ -659,7 +729,8 @@ def _tables() -> tuple[dict, dict, dict, dict]:
         "div": C.div, "div_": C.div, "__truediv__": C.div, "__itruediv__": C.div,
         "mean": C.mean, "amax": C.amax, "max": C.max, "sum": C.sum, "view": C.view, "reshape": C.view, "flatten": C.flatten,
         "transpose": C.transpose, "permute": C.permute, "split": C.split, "chunk": C.chunk,
-        "contiguous": C.identity, "clone": C.identity, "size": C.size,
+        "contiguous": C.identity, "clone": C.identity, "size": C.size, "unsqueeze": C.unsqueeze,
+        "squeeze": C.squeeze, "expand": C.expand, "expand_as": C.expand_as,
         "dim": lambda c, x: len(x.shape), "numel": lambda c, x: math.prod(x.shape),
     }
 
@@ -698,6 +769,7 @@ def _tables() -> tuple[dict, dict, dict, dict]:
         "transpose": C.transpose, "permute": C.permute, "channel_shuffle": C.channel_shuffle,
         "native_channel_shuffle": C.channel_shuffle, "index_select": C.index_select, "dropout": C.identity,
         "clone": C.identity, "contiguous": C.identity, "alias": C.identity, "detach": C.identity,
+        "unsqueeze": C.unsqueeze, "squeeze": C.squeeze, "expand": C.expand, "stack": C.stack,
     }
     return modules, functions, methods, aten
 
