@@ -606,7 +606,7 @@ def _mean(c: _Converter, i, ins, tin, tout, o):
     if x.pending is not None:
         x = c.plain(x)
     if o.keepDims:  # an instance norm's mean if a SUB continues the pattern, else this pool
-        return _V(x.ref, x.shape, x.perm, "in_mean", (), (i,))
+        return _V(x.ref, (*x.shape[:2], 1, 1), x.perm, "in_mean", (), (i,))
     y = c.new("global_avgpool", x, x.perm)
     return y if o.keepDims else c.new("flatten", y, suffix="/flatten")
 
