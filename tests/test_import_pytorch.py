@@ -232,6 +232,23 @@ def test_a_convolution_along_the_channels():
         imp(nn.Sequential(Lambda(lambda x: x.unsqueeze(1)), nn.Conv3d(1, 2, 3, padding=1)))
 
 
+class _Masked(nn.Module):
+    """XDenseNet's convolution: its kernel times a constant mask, a weight computed from weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 8, 3, 3))
+        self.register_buffer("mask", (torch.rand(4, 8, 1, 1) > 0.5).float())
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight * self.mask, padding=1)
+
+
+def test_a_kernel_computed_from_weights():
+    g = imp(_Masked())
+    assert ops(g) == ["conv2d"] and g.flops == _macs(_Masked()) and g.params == 4 * 8 * 9
+
+
 def test_local_response_norm_and_division_of_tensors():
     g = imp(nn.Sequential(nn.LocalResponseNorm(5, alpha=2e-4, beta=0.5, k=2.0),
                           Lambda(lambda x: F.local_response_norm(x, 4)),  # pytorchcv's AlexNet calls the function
@@ -360,6 +377,15 @@ def test_split_chunk_cat():
     split = [n for n in g.nodes.values() if n.op == "split"]
     assert [n.attrs["sections"] for n in split] == [[3, 3, 2], [5, 3]]
     assert g.shape(g.outputs[0]) == [1, 16, 16, 16]
+
+
+def test_slices_of_the_channels_are_outputs_of_one_split():
+    """DPN's dual path: x[:, :k] and x[:, k:] -> the two outputs of one split (the IR has no slice)."""
+    g = imp(Lambda(lambda x: torch.relu(x[:, :5]) * 2 + x[:, 5:8].sum(1, keepdim=True) + x[:, :5]))
+    (split,) = [n for n in g.nodes.values() if n.op == "split"]
+    assert split.attrs["sections"] == [5, 3] and g.shape(g.outputs[0]) == [1, 5, 16, 16]
+    with pytest.raises(UnsupportedModelError, match=r"slice along the batch dimension of shape \[1, 8, 16, 16\]"):
+        imp(Lambda(lambda x: x[1:]))
 
 
 def test_functional_conv_with_get_attr_weights():

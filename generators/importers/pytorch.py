@@ -60,6 +60,13 @@ _PENDING_WHAT = {
 }
 
 
+def _is_weight(v: Any) -> bool:
+    """A parameter or buffer of the model (on the meta device: its shape only), not a traced value."""
+    import torch
+
+    return isinstance(v, torch.Tensor) and not isinstance(v, _T)
+
+
 def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -82,6 +89,7 @@ class _Converter:
         self.g = g
         self.model = model
         self._materialized: dict[_T, str] = {}
+        self._splits: dict[tuple, tuple[_T, ...]] = {}  # (ref, axis, sections) -> the split's outputs
 
     # ------------------------------------------------ tensors
     def t(self, v: Any) -> str:
@@ -245,6 +253,12 @@ class _Converter:
             return self._broadcast("mul", a, b)
         if isinstance(a, _T) and _is_num(b):
             return a if b == 1 else self.new("scale", a, factor=float(b))
+        if _is_weight(a) and (_is_weight(b) or _is_num(b)):
+            # weights computed from weights (XDenseNet's masked kernel): a weight of that shape, on
+            # the meta device like the model's (its buffers may be on the CPU)
+            import torch
+
+            return torch.empty(torch.broadcast_shapes(a.shape, getattr(b, "shape", ())), device="meta")
         raise _Unsupported(f"mul of {type(a).__name__} and {type(b).__name__}")
 
     def div(self, a, b, rounding_mode=None):
@@ -416,8 +430,16 @@ class _Converter:
             raise _Unsupported(f"strided slice (step {step})")
         if (start, end) == (0, size):
             return input
+        if d == 0:
+            raise _Unsupported(f"slice along the batch dimension of shape {list(input.shape)}")
         if rank != 4 or d < 2:
-            raise _Unsupported(f"slice along dim {d} of shape {list(input.shape)} (only H and W can be cropped)")
+            # of another axis (DPN's channel groups): one output of a split, which may leave the
+            # others unread; slices cutting a tensor at the same places share one split
+            sections = tuple(n for n in (start, end - start, size - end) if n)
+            key = (self.t(input), d, sections)
+            if key not in self._splits:
+                self._splits[key] = self.multi("split", input, sections=list(sections), axis=d)
+            return self._splits[key][1 if start else 0]
         crops = [0, 0, 0, 0]
         crops[2 * (d - 2)], crops[2 * (d - 2) + 1] = start, size - end
         return self._crop(input, crops)
