@@ -208,8 +208,11 @@ def test_gates_over_stacked_branches_and_unit_axis_views():
     assert all(g.nodes[n.inputs[0]].op != "reshape" for n in g.nodes.values() if n.op == "reshape")
     with pytest.raises(UnsupportedModelError, match=r"expand of \[1, 8, 16, 16\] to \[1, 8, 32, 16\]: the shapes do not"):
         imp(Lambda(lambda x: x.expand(1, 8, 32, 16)))
-    with pytest.raises(UnsupportedModelError, match=r"transpose of dims \[1, 2\] of \[1, 8, 16, 16\] \(only inside"):
-        imp(Lambda(lambda x: x.transpose(1, 2)))
+    # any other transpose or permute keeping the batch first: the IR's (DiCENet's dimension-wise convolutions)
+    g = imp(Lambda(lambda x: torch.relu(x.transpose(1, 2)).permute(0, 3, 1, 2)), (1, 8, 16, 4))
+    assert [n.attrs["perm"] for n in g.nodes.values() if n.op == "transpose"] == [[0, 2, 1, 3], [0, 3, 1, 2]]
+    with pytest.raises(UnsupportedModelError, match=r"transpose of dims \[0, 2\] of \[1, 8, 16, 16\] \(moves the batch"):
+        imp(Lambda(lambda x: x.transpose(0, 2)))
 
 
 class _Channelwise(nn.Module):

@@ -528,8 +528,9 @@ class _Converter:
         if moved == sorted(moved):
             # a unit axis moves: the same element order (split attention's one group), a view
             return self.view(input, out)
-        raise _Unsupported(f"transpose of dims {dims} of {list(input.shape)} (only inside a channel-shuffle pattern, "
-                           "or of a unit axis)")
+        if 0 in dims:
+            raise _Unsupported(f"transpose of dims {dims} of {list(input.shape)} (moves the batch dimension)")
+        return self.new("transpose", input, perm=perm)  # DiCENet's dimension-wise convolutions
 
     def permute(self, input, *dims):
         if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
@@ -541,7 +542,9 @@ class _Converter:
         swapped = [i for i, d in enumerate(dims) if d != i]
         if len(swapped) == 2 and dims[swapped[0]] == swapped[1]:
             return self.transpose(input, *swapped)
-        raise _Unsupported(f"permute {dims}")
+        if dims[0] != 0:
+            raise _Unsupported(f"permute {dims} (moves the batch dimension)")
+        return self.new("transpose", input, perm=dims)
 
     def unsqueeze(self, input, dim):
         rank = len(input.shape) + 1
