@@ -8,6 +8,9 @@
 #
 #   scripts/setup-litert-torch-env.sh
 #
+# `make test` runs it (the test suite converts one network through the route); it does nothing
+# when the environment was made by this version of the script (a stamp in the environment).
+#
 # Then: export LATBENCH_LITERT_TORCH_PYTHON=$PWD/.venv-litert-torch/bin/python (the default when
 # .venv-litert-torch exists; tests/test_importer_coverage_litert_torch.py,
 # benchmarks/bench_importer_coverage.py --route tflite-litert-torch).
@@ -25,6 +28,12 @@ PY=${PYTHON:-python3.11}
 TORCH_PIN="torch==2.13.0"
 LITERT_TORCH_PIN="litert-torch==0.10.0"
 PYTORCHCV_PIN="pytorchcv==0.0.67"  # the .venv's: the same models as the other routes
+
+STAMP=$VENV/.setup-stamp
+want=$(cat scripts/setup-litert-torch-env.sh scripts/venv.sh | sha256sum | cut -d' ' -f1)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+    exit 0
+fi
 
 make_venv
 
@@ -49,4 +58,5 @@ then
     exit 1
 fi
 
+echo "$want" > "$STAMP"
 echo "setup-litert-torch-env: done; export LATBENCH_LITERT_TORCH_PYTHON=$PWD/$VENV/bin/python"
