@@ -14,7 +14,8 @@ the zoos need beyond the CNN operators of the USC study:
 - pytorchcv's MobileNetV3 and ShuffleNetV2 through both of PyTorch's ONNX exporters; BAM's
   channel gate (an Expand of a computed tensor that a Mul broadcasts); DIA-ResNet's LSTM cell,
   whose first step runs on a zero state (layers evaluated on constants, then per-feature constant
-  shifts and gains: affine batch norms).
+  shifts and gains: affine batch norms);
+- a network that computes an output it discards (MSDNet's early exits), held to the live count.
 
 Then ``latbench predict`` on the free-batch Keras file, as a user converted it.
 """
@@ -93,6 +94,37 @@ def test_predict_takes_the_keras_file_as_converted(mobilenetv3):
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("host-tflite-cpu-1large-fp32"))
     assert float(line.split()[1]) == pytest.approx(cases[0].extra["predicted_ms"], rel=1e-3)  # what the suite predicts
+
+
+def test_work_the_output_does_not_depend_on_is_not_counted(tmp_path):
+    # MSDNet's pattern: an early-exit classifier computed and discarded; the exporter drops it,
+    # so the file (and the IR) hold the live work only, and the case is held to the live count
+    import torch
+    from torch import nn
+
+    from generators.importers.conformance import SourceModel
+
+    class EarlyExit(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True))
+            self.exit1 = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(inplace=True), nn.Flatten(),
+                                       nn.Linear(8 * 16 * 16, 10))
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+        def forward(self, x):
+            x = self.body(x)
+            outs = [self.exit1(x), self.head(x)]
+            return outs[-1]
+
+    torch.manual_seed(0)
+    m = EarlyExit().eval()
+    src = SourceModel("pytorchcv", "early_exit", m, [1, 3, 16, 16], sum(p.numel() for p in m.parameters()))
+    case = check(src, "onnx-torchscript", tmp_path)
+    live = 3 * 8 * 9 * 16 * 16 + 8 * 10  # the body's convolution and the head's fc
+    assert case.src_macs == case.ir_macs == live
+    assert case.extra["eager_macs"] == live + 8 * 8 * 9 * 16 * 16 + 8 * 16 * 16 * 10  # with the dead exit
+    assert case.conforms
 
 
 def test_routes_are_registered():
