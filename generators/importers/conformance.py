@@ -302,10 +302,11 @@ def pytorchcv_names() -> list[str]:
 
 def pytorchcv_build(name: str) -> SourceModel:
     import torch
-    from pytorchcv.model_provider import get_model
+
+    from .pytorch import build_pytorchcv
 
     torch.manual_seed(0)
-    m = get_model(name, pretrained=False).eval()
+    m = build_pytorchcv(name, device="cpu")  # with the NumPy alias pytorchcv's RegNet needs
     classes = getattr(m, "num_classes", None)
     if classes != 1000:
         raise ValueError(f"{name}: not an ImageNet classifier ({classes} classes)")

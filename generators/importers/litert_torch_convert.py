@@ -25,9 +25,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 def build(name: str):
     """The pytorchcv model ``name``, offline and in evaluation mode, its weights from seed 0."""
+    import numpy
     import torch
     from pytorchcv.model_provider import get_model
 
+    # pytorchcv 0.0.67's RegNet code still uses ``np.int``, removed in NumPy 1.24: the alias it
+    # meant (the builtin int), only where it is missing, as the project's build_pytorchcv does
+    if not hasattr(numpy, "int"):
+        numpy.int = int
     torch.manual_seed(0)
     return get_model(name, pretrained=False).eval()
 
