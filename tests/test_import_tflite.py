@@ -470,6 +470,36 @@ def test_a_convolution_along_the_channels_computes_the_same():
           "CONV_3D file vs its IR", 1e-4)
 
 
+def index_select_like(x, rng):
+    """CondenseNet's selected channels as litert-torch writes them: the NCHW map RESHAPEd to
+    ``[C, 1, H, W]`` (the channels first, no element moved), GATHER_ND by ``[K, 1]`` indices, a
+    TRANSPOSE back to NHWC; the classifier's input vector as ``[F, 1]``, GATHER_ND, ``[1, K]``."""
+    y = tf.nn.relu(tf.nn.conv2d(x, _w(rng, 3, 3, 3, 8), 1, "SAME"))
+    m = tf.reshape(tf.transpose(y, [0, 3, 1, 2]), [8, 1, 5, 6])
+    m = tf.transpose(tf.gather_nd(m, [[7], [0], [3], [3], [5], [1]]), [1, 2, 3, 0])  # [1, 5, 6, 6]
+    v = tf.reshape(tf.reduce_mean(tf.nn.conv2d(m, _w(rng, 1, 1, 6, 4), 1, "VALID"), axis=[1, 2], keepdims=True), [4, 1])
+    return tf.matmul(tf.reshape(tf.gather_nd(v, [[2], [0], [2]]), [1, 3]), _w(rng, 3, 5))
+
+
+def test_a_gather_nd_along_channels_put_first_is_a_gather():
+    blob = _tf_model(index_select_like, [1, 5, 6, 3])
+    assert T.inspect_tflite(blob)["op_counts"]["GATHER_ND"] == 2
+    g, origins = import_tflite_with_origins(blob, name="index-select")
+    assert [n.attrs for n in g.nodes.values() if n.op == "gather"] == [
+        {"indices": [7, 0, 3, 3, 5, 1], "axis": 1}, {"indices": [2, 0, 2], "axis": 1}]
+    assert g.flops == 5 * 6 * 8 * 27 + 5 * 6 * 4 * 6 + 3 * 5
+    x = np.random.default_rng(9).standard_normal((1, 3, 5, 6)).astype(np.float32)
+    close(run_ir(g, tflite_weights(blob, g, origins), x), T.run_tflite(blob, g, {g.input_nodes[0].name: x}),
+          "GATHER_ND file vs its IR", 1e-4)
+
+
+def test_a_gather_nd_of_other_indices_is_refused():
+    blob = _tf_model(lambda x, rng: tf.gather_nd(tf.nn.relu(x), [[0, 1]]), [1, 4, 4, 3])
+    with pytest.raises(UnsupportedModelError, match=r"^m: TFLite operator \d+ \(GATHER_ND, .*GATHER_ND by constant indices "
+                                                    r"of shape \[1, 2\] \(only \[K, 1\]: slices along axis 0\)"):
+        import_tflite(blob, name="m")
+
+
 def test_other_3d_convolutions_are_refused():
     blob = _tf_model(lambda x, rng: tf.nn.conv3d(tf.reshape(x, [1, 4, 4, 3, 1]), _w(rng, 3, 3, 1, 1, 2),
                                                  [1, 1, 1, 1, 1], "SAME"), [1, 4, 4, 3])

@@ -1228,6 +1228,21 @@ def _gather(c: _Converter, i, ins, tin, tout, o):
     return _Const(value=np.take(x, idx.astype(np.int64), axis=o.axis if o is not None else 0))
 
 
+@_handler("GATHER_ND")
+def _gather_nd(c: _Converter, i, ins, tin, tout, o):
+    """GATHER_ND by constant indices of shape ``[K, 1]``: a GATHER of K slices along axis 0
+    (litert-torch's ``index_select`` of channels, after a RESHAPE that puts them first)."""
+    x, idx = ins[0], ins[1]
+    if not isinstance(idx, _Const) or len(idx.shape) != 2 or idx.shape[1] != 1:
+        what = "computed indices" if not isinstance(idx, _Const) else f"constant indices of shape {list(idx.shape)}"
+        raise _Unsupported(f"GATHER_ND by {what} (only [K, 1]: slices along axis 0)")
+    rows = idx.raw.reshape(-1).astype(np.int64)
+    if not isinstance(x, _V):
+        x = _shape_values(ins[:1], "GATHER_ND")[0]
+        return _Const(value=np.take(x, rows, axis=0))
+    return _gather_channels(c, x, _Const(value=rows), None)
+
+
 def _gather_channels(c: _Converter, x: _V, idx: Any, o) -> _V:
     """A GATHER of constant indices on the channel axis of an image (NHWC's last) or on axis 1 of
     a ``[1, F]`` vector: the IR's ``gather`` (CondenseNet's selected input channels)."""
@@ -1403,6 +1418,9 @@ def _reshape_to(c: _Converter, i: int, x: _V, target: list[int], tout: list[int]
             return _reshape_in_tflite_order(c, x, target)
         shape, perm = list(target), (0, 1)
     if shape[0] != 1:
+        moved = _unit_axes_moved(c, x, target)
+        if moved is not None:
+            return moved
         raise _Unsupported(f"RESHAPE {tfl} -> {target} moves the batch dimension")
     if list(x.shape) == shape:
         return _V(x.ref, x.shape, perm)
@@ -1415,6 +1433,26 @@ def _reshape_to(c: _Converter, i: int, x: _V, target: list[int], tout: list[int]
     if len(shape) == 2:
         return c.new("flatten", x, perm)
     return c.new("reshape", x, perm, shape=shape)
+
+
+def _unit_axes_moved(c: _Converter, x: _V, target: list[int]) -> _V | None:
+    """A RESHAPE that only moves unit axes (``[1, C, H, W]`` -> ``[C, 1, H, W]``, ``[1, 1, 1, F]``
+    -> ``[F, 1]``: litert-torch puts the channels first for a GATHER_ND along them) moves no
+    element: ``x`` with its TFLite axes relabelled, the IR's axes as they were (of another rank,
+    first an IR reshape to ``[1, wide axes..., 1...]``); None when the RESHAPE is more."""
+    wide = [a for a in x.perm if x.shape[a] != 1]
+    dims = [d for d in target if d != 1]
+    if [x.shape[a] for a in wide] != dims:
+        return None
+    if len(target) != len(x.shape):
+        if len(dims) >= len(target) or _order(x.shape, x.perm) != _order(x.shape, tuple(range(len(x.shape)))):
+            return None
+        shape = [1, *dims] + [1] * (len(target) - 1 - len(dims))
+        x = c.new("flatten", x, tuple(range(2))) if len(shape) == 2 else \
+            c.new("reshape", x, tuple(range(len(shape))), shape=shape)
+        wide = [a for a in x.perm if x.shape[a] != 1]
+    wide_it, unit_it = iter(wide), iter(a for a in x.perm if x.shape[a] == 1)
+    return _V(x.ref, x.shape, tuple(next(unit_it) if d == 1 else next(wide_it) for d in target))
 
 
 def _transposed(c: _Converter, x: _V, perm: list[int], suffix: str = "", layout: tuple[int, ...] | None = None) -> _V:
