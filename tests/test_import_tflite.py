@@ -447,6 +447,22 @@ def test_an_nchw_input_transposed_to_nhwc_and_a_max_pool_padded_by_minus_infinit
     close(run_ir(g, tflite_weights(blob, g, origins), x), [_run_nchw(blob, x)], "NCHW file vs its IR", 1e-4)
 
 
+def test_an_nchw_input_padded_before_its_transpose():
+    # PyTorch's F.pad of the image before the first convolution (TF-style "same" padding of
+    # EfficientNet-B*b): the PAD reads the NCHW input, the TRANSPOSE to NHWC reads the PAD
+    def build(x, rng):
+        y = tf.transpose(tf.pad(x, [[0, 0], [0, 0], [0, 1], [0, 1]]), [0, 2, 3, 1])
+        y = tf.nn.relu(tf.nn.conv2d(y, _w(rng, 3, 3, 3, 8), 2, "VALID"))
+        return tf.matmul(tf.reduce_mean(y, axis=[1, 2]), _w(rng, 8, 4))
+
+    blob = _tf_model(build, [1, 3, 16, 16])
+    g, origins = import_tflite_with_origins(blob, name="padded-nchw")
+    assert g.input_nodes[0].shape == [1, 3, 16, 16]  # the file's own NCHW shape
+    assert g.flops == 8 * 8 * 8 * 27 + 8 * 4
+    x = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    close(run_ir(g, tflite_weights(blob, g, origins), x), [_run_nchw(blob, x)], "padded NCHW file vs its IR", 1e-4)
+
+
 def channelwise_like(x, rng):
     """ChannelNet's channel-wise convolution as litert-torch writes it: the NHWC map transposed to
     NCHW, reshaped to NDHWC ``[1, C, H, W, 1]``, a CONV_3D of window 8 x 1 x 1 and stride 2 on the

@@ -1761,16 +1761,29 @@ def _input_perm(c: _Converter, index: int, rank: int) -> tuple[int, ...]:
     """The layout of graph input ``index`` (TFLite axis i = IR axis perm[i]): NHWC for rank 4,
     as TensorFlow's converter writes an image, but NCHW (the identity) when every reader of the
     input transposes it NCHW -> NHWC first, as litert-torch writes a PyTorch model (its input
-    keeps PyTorch's layout, its convolutions run in NHWC)."""
-    readers = c.readers.get(index, [])
-    if rank != 4 or not readers or index in c.outputs:
+    keeps PyTorch's layout, its convolutions run in NHWC), also through a PAD before the
+    TRANSPOSE (PyTorch's ``F.pad`` of the image: TF-style "same" padding, EfficientNet-B*b)."""
+    if rank != 4 or not _read_as_nchw(c, index):
         return _canonical(rank)
-    for i, pos in readers:
-        opname, ins, _, _ = c.ops[i]
-        if opname != "TRANSPOSE" or pos != 0 or len(ins) < 2 or not c.r.is_const(ins[1]) \
-                or c.r.const_value(ins[1]).reshape(-1).tolist() != [0, 2, 3, 1]:
-            return _canonical(rank)
     return tuple(range(rank))
+
+
+def _read_as_nchw(c: _Converter, index: int) -> bool:
+    """Every reader of tensor ``index`` transposes it NCHW -> NHWC, or pads it and every reader of
+    the padded tensor does so."""
+    readers = c.readers.get(index, [])
+    if not readers or index in c.outputs:
+        return False
+    for i, pos in readers:
+        opname, ins, outs, _ = c.ops[i]
+        if pos != 0 or len(ins) < 2 or not c.r.is_const(ins[1]):
+            return False
+        if opname in ("PAD", "PADV2"):
+            if not _read_as_nchw(c, outs[0]):
+                return False
+        elif opname != "TRANSPOSE" or c.r.const_value(ins[1]).reshape(-1).tolist() != [0, 2, 3, 1]:
+            return False
+    return True
 
 
 def _input_shape(c: _Converter, t: _Tensor, override: list[int] | None, perm: tuple[int, ...] | None = None) -> list[int]:
