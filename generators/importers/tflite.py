@@ -7,9 +7,10 @@ ones for their values. Each IR node is named after the output tensor of its oper
 
 TFLite is NHWC, the IR NCHW: the importer tracks, for each tensor, the permutation between its
 TFLite axes and its IR axes, so ``TRANSPOSE`` costs nothing in the IR and axis arguments map to
-IR axes; a ``RESHAPE`` whose element order the IR cannot express is an error (the IR has no
-transpose). A rank-4 input that every reader transposes NCHW -> NHWC (a PyTorch model as
-litert-torch writes it) is NCHW itself. A free batch resolves to 1; other free dimensions need
+IR axes; a ``RESHAPE`` of a tensor whose IR axes are in another order is an IR ``transpose`` to
+the TFLite order, then the ``reshape``, and one that only moves unit axes relabels them. A
+rank-4 input that every reader transposes NCHW -> NHWC, directly or after a ``PAD`` (a PyTorch
+model as litert-torch writes it), is NCHW itself. A free batch resolves to 1; other free dimensions need
 ``input_shape`` (the IR's layout). Each builtin operator (and the converters' patterns for batch
 norm, h-swish, swish, clip, channel shuffle, a max pool's padding by -inf and litert-torch's
 local response norm) maps to one IR operator or vanishes; anything else raises
