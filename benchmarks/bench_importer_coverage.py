@@ -180,8 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     done = load(args.results)
+
+    def selected(r: dict) -> bool:
+        return (not args.zoo or r["zoo"] in args.zoo) and (not args.route or r["route"] in args.route) \
+            and (not args.model or r["model"] in args.model)
+
     if args.retry and not args.report:
-        done = [r for r in done if r["conforms"] and r.get("same_outputs") is not None]
+        # only the selection's cases run again: the file's other rows stay as they are
+        done = [r for r in done if not selected(r) or (r["conforms"] and r.get("same_outputs") is not None)]
         args.results.parent.mkdir(parents=True, exist_ok=True)
         args.results.write_text("".join(json.dumps(r) + "\n" for r in done))
     if not args.report:
@@ -210,8 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                 states = ", ".join(f"{c.route} {c.status}" + (f" ({c.error[:90]})" if c.status != "imported" else
                                    f" MACs {100 * (c.macs_error or 0):+.2f}%") for c in cases)
                 print(f"[{k + 1}/{len(todo)}, ~{left / 60:.0f} min left] {name}: {states}", flush=True)
-    report([r for r in done if (not args.zoo or r["zoo"] in args.zoo) and (not args.route or r["route"] in args.route)
-            and (not args.model or r["model"] in args.model)])
+    report([r for r in done if selected(r)])
     return 0
 
 

@@ -129,3 +129,27 @@ def test_work_the_output_does_not_depend_on_is_not_counted(tmp_path):
 
 def test_routes_are_registered():
     assert {"tflite", "tflite-batch1", "onnx-torchscript", "onnx-dynamo"} <= set(ROUTES)
+
+
+def test_retry_runs_again_only_the_selected_cases(tmp_path):
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("bench_cov", ROOT / "benchmarks" / "bench_importer_coverage.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def row(route, model, conforms):
+        return {"zoo": "pytorchcv", "model": model, "route": route, "status": "imported" if conforms else "refused",
+                "error": "", "src_macs": 1, "ir_macs": 1, "macs_error": 0.0, "same_outputs": True if conforms else None,
+                "conforms": conforms, "extra": {}}
+
+    results = tmp_path / "r.jsonl"
+    rows = [row("onnx-torchscript", "no_such_model", False), row("onnx-dynamo", "no_such_model", False),
+            row("onnx-torchscript", "kept", True)]
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # the selection names no model the zoo builds: nothing runs, the selected failure is dropped for a rerun
+    assert bench.main(["--zoo", "pytorchcv", "--route", "onnx-torchscript", "--model", "no_such_model", "--retry",
+                       "--results", str(results)]) == 0
+    left = [(r["route"], r["model"]) for r in bench.load(results)]
+    assert left == [("onnx-dynamo", "no_such_model"), ("onnx-torchscript", "kept")]  # another route's failure stays
