@@ -516,6 +516,30 @@ def test_a_gather_nd_of_other_indices_is_refused():
         import_tflite(blob, name="m")
 
 
+def radix_softmax_like(x, rng):
+    """ResNeSt's split attention as litert-torch writes it: a gate ``[1, 2, 1, C]`` (radix 2)
+    through a softmax over the radix written out (REDUCE_MAX, MAXIMUM by -inf, SUB, EXP, SUM,
+    DIV), weighting the two halves of a map."""
+    y = tf.nn.relu(tf.nn.conv2d(x, _w(rng, 3, 3, 3, 8), 1, "SAME"))  # [1, 5, 6, 8]
+    gate = tf.reshape(tf.matmul(tf.reduce_mean(y, axis=[1, 2]), _w(rng, 8, 8)), [1, 2, 1, 4])
+    m = tf.maximum(tf.reduce_max(gate, axis=1), -np.inf)
+    e = tf.exp(gate - m)
+    a = tf.reshape(e / tf.reduce_sum(e, axis=1), [1, 1, 1, 8])
+    return tf.reduce_mean(y * a, axis=[1, 2])
+
+
+def test_a_softmax_written_out_along_an_axis_is_a_softmax():
+    blob = _tf_model(radix_softmax_like, [1, 5, 6, 3])
+    assert {"REDUCE_MAX", "MAXIMUM", "EXP", "SUM", "DIV"} <= set(T.inspect_tflite(blob)["op_counts"])
+    g, origins = import_tflite_with_origins(blob, name="radix-softmax")
+    (sm,) = [n for n in g.nodes.values() if n.op == "softmax"]
+    assert sm.attrs["axis"] == 1 and g.shape(sm.inputs[0]) == [1, 2, 1, 4]
+    assert not {"reduce_max", "reduce_sum", "div"} & set(g.op_counts())
+    x = np.random.default_rng(10).standard_normal((1, 3, 5, 6)).astype(np.float32)
+    close(run_ir(g, tflite_weights(blob, g, origins), x), T.run_tflite(blob, g, {g.input_nodes[0].name: x}),
+          "written-out softmax file vs its IR", 1e-4)
+
+
 def test_other_3d_convolutions_are_refused():
     blob = _tf_model(lambda x, rng: tf.nn.conv3d(tf.reshape(x, [1, 4, 4, 3, 1]), _w(rng, 3, 3, 1, 1, 2),
                                                  [1, 1, 1, 1, 1], "SAME"), [1, 4, 4, 3])

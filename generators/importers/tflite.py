@@ -13,7 +13,7 @@ rank-4 input that every reader transposes NCHW -> NHWC, directly or after a ``PA
 model as litert-torch writes it), is NCHW itself. A free batch resolves to 1; other free dimensions need
 ``input_shape`` (the IR's layout). Each builtin operator (and the converters' patterns for batch
 norm, h-swish, swish, clip, channel shuffle, a max pool's padding by -inf and litert-torch's
-local response norm) maps to one IR operator or vanishes; anything else raises
+local response norm and written-out softmax) maps to one IR operator or vanishes; anything else raises
 :class:`UnsupportedModelError`, one line naming the model, the operator's index, its output
 tensor and its builtin name. Bounds (:mod:`foundation.limits`) are checked before anything is
 imported (:func:`check_tflite`). docs/generators.md (*TFLite importer*) has the layout rules,
@@ -234,6 +234,9 @@ class _Converter:
         self.outputs: set[int] = set()
         self.ops: list[tuple[str, list[int], list[int], Any]] = []
         self.absorbed: dict[int, Any] = {}  # op index -> value its output is (folded into an earlier op)
+        # op index -> the value of its output, computed by an earlier op that matched a pattern
+        # of which this op is part (None: an output read only inside the pattern)
+        self.replaced: dict[int, Any] = {}
         self._materialized: dict[_V, str] = {}
         self.split_cache: dict[tuple, list[str]] = {}
 
@@ -632,7 +635,73 @@ def _reducer(tfl: str, ir_op: str) -> Callable:
     return handler
 
 
-_handler("REDUCE_MAX")(_reducer("REDUCE_MAX", "reduce_max"))
+def _reduce_max(c: _Converter, i, ins, tin, tout, o):
+    """REDUCE_MAX, or the start of a softmax along one axis as litert-torch decomposes it."""
+    if _softmax_decomposed(c, i, ins, tin, tout) is not None:
+        return None  # the maximum is read only inside the softmax, which the DIV's output holds
+    return _reducer("REDUCE_MAX", "reduce_max")(c, i, ins, tin, tout, o)
+
+
+def _softmax_decomposed(c: _Converter, i, ins, tin, tout) -> _V | None:
+    """A softmax along axis k written out (litert-torch's ``softmax`` over an axis that is not
+    the last: ResNeSt's split attention over its radix): ``m = REDUCE_MAX(x, k)``, optionally
+    ``MAXIMUM(m, -inf)`` (or the lowest float), ``e = EXP(SUB(x, m))``, ``DIV(e, SUM(e, k))``, each intermediate read
+    only inside the pattern. Matched, it is the IR's ``softmax`` of ``x`` along k (the DIV's
+    value; the ops between compute nothing of their own); else None."""
+    x = ins[0]
+    if not isinstance(x, _V) or x.pending is not None or not c.r.is_const(tin[1]):
+        return None
+    axes = c.r.const_value(tin[1]).reshape(-1).tolist()
+    rank = len(x.shape)
+    if len(axes) != 1 or not -rank <= axes[0] < rank:
+        return None
+    k = axes[0] % rank
+
+    def sole(t: int, opname: str, pos: int | None = None) -> int | None:
+        r = c.only_reader(t)
+        return r[1] if r is not None and r[0] == opname and (pos is None or r[2] == pos) else None
+
+    def fused(j: int) -> int:
+        o = c.r.options(c.ops[j][3])
+        return getattr(o, "fusedActivationFunction", 0) if o is not None else 0
+
+    part = {}
+    m = tout[0]
+    j = sole(m, "MAXIMUM")
+    if j is not None:
+        _, mins, mouts, _ = c.ops[j]
+        lim = [t for t in mins if t != m]
+        if len(lim) != 1 or not c.r.is_const(lim[0]) or np.asarray(c.r.const_value(lim[0])).size != 1 \
+                or float(np.asarray(c.r.const_value(lim[0])).reshape(-1)[0]) > _LOWEST:
+            return None
+        part[j], m = None, mouts[0]
+    j = sole(m, "SUB", 1)
+    if j is None or c.ops[j][1][0] != tin[0] or fused(j):
+        return None
+    part[j] = None
+    e_op = sole(c.ops[j][2][0], "EXP")
+    if e_op is None:
+        return None
+    part[e_op] = None
+    e = c.ops[e_op][2][0]
+    readers = sorted(c.readers.get(e, []))
+    if len(readers) != 2 or e in c.outputs:
+        return None
+    (s_op, s_pos), (d_op, d_pos) = sorted(readers, key=lambda r: c.ops[r[0]][0] != "SUM")
+    if c.ops[s_op][0] != "SUM" or s_pos != 0 or c.ops[d_op][0] != "DIV" or d_pos != 0 or fused(d_op):
+        return None
+    s_axes = c.ops[s_op][1][1]
+    if not c.r.is_const(s_axes) or [a % rank for a in c.r.const_value(s_axes).reshape(-1).tolist()] != [k]:
+        return None
+    if sole(c.ops[s_op][2][0], "DIV", 1) != d_op:
+        return None
+    part[s_op] = None
+    part[d_op] = c.new("softmax", x, x.perm, axis=x.perm[k])
+    c.replaced.update(part)
+    return part[d_op]
+
+
+_handler("REDUCE_MAX")(_reduce_max)
 _handler("SUM")(_reducer("SUM", "reduce_sum"))
 
 
@@ -1832,6 +1901,10 @@ def _walk(c: _Converter, r: _Reader, name: str) -> None:
         label = r.tensors[outs[0]].name if outs else "?"
         where = f"TFLite operator {i} ({opname}, output {quoted(label)})"  # litert-torch names tensors by module paths
         with node_errors(name, where):
+            if i in c.replaced:  # computed by the pattern an earlier op matched
+                if c.replaced[i] is not None:
+                    c.env[outs[0]] = c.replaced[i]
+                continue
             if i in c.absorbed:  # folded into an earlier op; apply this op's fused activation
                 src = next(c.env[t] for t in ins if t >= 0 and isinstance(c.env.get(t), _V))
                 v = _act(c, src, c.absorbed[i])
