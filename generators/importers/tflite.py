@@ -639,14 +639,17 @@ def _reduce_max(c: _Converter, i, ins, tin, tout, o):
     """REDUCE_MAX, or the start of a softmax along one axis as litert-torch decomposes it."""
     if _softmax_decomposed(c, i, ins, tin, tout) is not None:
         return None  # the maximum is read only inside the softmax, which the DIV's output holds
-    return _reducer("REDUCE_MAX", "reduce_max")(c, i, ins, tin, tout, o)
+    return _reduce_max_alone(c, i, ins, tin, tout, o)
+
+
+_reduce_max_alone = _reducer("REDUCE_MAX", "reduce_max")
 
 
 def _softmax_decomposed(c: _Converter, i, ins, tin, tout) -> _V | None:
     """A softmax along axis k written out (litert-torch's ``softmax`` over an axis that is not
     the last: ResNeSt's split attention over its radix): ``m = REDUCE_MAX(x, k)``, optionally
-    ``MAXIMUM(m, -inf)`` (or the lowest float), ``e = EXP(SUB(x, m))``, ``DIV(e, SUM(e, k))``, each intermediate read
-    only inside the pattern. Matched, it is the IR's ``softmax`` of ``x`` along k (the DIV's
+    ``MAXIMUM(m, -inf)`` (or the lowest float), ``e = EXP(SUB(x, m))``, ``DIV(e, SUM(e, k))``,
+    each intermediate read only inside the pattern. Matched, it is the IR's ``softmax`` of ``x`` along k (the DIV's
     value; the ops between compute nothing of their own); else None."""
     x = ins[0]
     if not isinstance(x, _V) or x.pending is not None or not c.r.is_const(tin[1]):
@@ -684,10 +687,10 @@ def _softmax_decomposed(c: _Converter, i, ins, tin, tout) -> _V | None:
         return None
     part[e_op] = None
     e = c.ops[e_op][2][0]
-    readers = sorted(c.readers.get(e, []))
+    readers = c.readers.get(e, [])
     if len(readers) != 2 or e in c.outputs:
         return None
-    (s_op, s_pos), (d_op, d_pos) = sorted(readers, key=lambda r: c.ops[r[0]][0] != "SUM")
+    (s_op, s_pos), (d_op, d_pos) = sorted(readers, key=lambda r: c.ops[r[0]][0] != "SUM")  # the SUM first
     if c.ops[s_op][0] != "SUM" or s_pos != 0 or c.ops[d_op][0] != "DIV" or d_pos != 0 or fused(d_op):
         return None
     s_axes = c.ops[s_op][1][1]
